@@ -1,0 +1,72 @@
+"""Shared fixtures: a real agent home in a temporary folder, a real SQLite journal."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zagent_core import Engine, Home
+from zagent_core.config import Config, LimitsConfig
+from zagent_store import SQLiteJournal
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "home"
+PYTHON = sys.executable
+
+
+def write_tool(home: Path, folder: str, manifest: dict[str, Any] | str, files: dict[str, str] | None = None) -> Path:
+    """Create ``<home>/tools/<folder>/`` with a manifest (dict or raw text) and files."""
+    tool_dir = home / "tools" / folder
+    tool_dir.mkdir(parents=True, exist_ok=True)
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+    (tool_dir / f"{folder}.json").write_text(text)
+    for name, content in (files or {}).items():
+        (tool_dir / name).write_text(textwrap.dedent(content))
+    return tool_dir
+
+
+def python_tool(home: Path, name: str, code: str, **manifest: Any) -> Path:
+    """A tool whose program is ``code`` run by this interpreter (absolute path: no PATH shim)."""
+    fields: dict[str, Any] = {
+        "description": f"test tool {name}",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": True},
+        "command": [PYTHON, "main.py"],
+    }
+    fields.update(manifest)
+    return write_tool(home, name, fields, {"main.py": code})
+
+
+@pytest.fixture
+def home_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "home"
+    (root / "tools").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def journal(home_dir: Path) -> Iterator[SQLiteJournal]:
+    with SQLiteJournal(home_dir / "journal.db") as j:
+        yield j
+
+
+@pytest.fixture
+def fast_config() -> Config:
+    """Short kill grace so tests of stubborn tools stay quick."""
+    return Config(limits=LimitsConfig(kill_grace_seconds=0.3))
+
+
+@pytest.fixture
+def engine(home_dir: Path, journal: SQLiteJournal, workspace: Path, fast_config: Config) -> Engine:
+    return Engine(Home(home_dir), journal, workspace=workspace, config=fast_config)

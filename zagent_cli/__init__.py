@@ -1,0 +1,1 @@
+"""The ``zagent`` command line."""

@@ -1,0 +1,3 @@
+from zagent_cli.main import main
+
+main()

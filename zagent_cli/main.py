@@ -1,0 +1,342 @@
+"""``zagent``: list and run tools, check a home, and read the journal.
+
+Imports of the engine happen inside commands, so ``zagent --help`` and ``zagent tools
+list`` do not pay for what they do not use. Exit codes: 0 success, 1 the thing asked
+for failed (a tool's result is an error, doctor found problems), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from zagent_core import Engine, Home, Problem
+    from zagent_store import SQLiteJournal
+
+
+@dataclass
+class Context:
+    home_arg: str | None
+    workspace: str | None
+
+    @property
+    def home(self) -> Home:
+        from zagent_core import Home
+
+        return Home.locate(self.home_arg)
+
+    def journal(self) -> SQLiteJournal:
+        from zagent_core.config import load_config
+        from zagent_store import SQLiteJournal
+        from zagent_store.sqlite import JournalVersionError
+
+        config, _ = load_config(self.home.config_path)
+        try:
+            return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous)
+        except (JournalVersionError, OSError) as exc:
+            raise click.ClickException(str(exc)) from None
+        except Exception as exc:  # sqlite3.DatabaseError: not a database, locked...
+            raise click.ClickException(f"cannot open the journal {self.home.journal_path}: {exc}") from None
+
+    def engine(self, journal: SQLiteJournal) -> Engine:
+        from zagent_core import Engine
+
+        workspace = Path(self.workspace) if self.workspace else Path.cwd()
+        if not workspace.is_dir():
+            raise click.UsageError(f"workspace {workspace} is not a folder")
+        return Engine(self.home, journal, workspace=workspace)
+
+
+def _configure_logging(verbosity: int) -> None:
+    import logging
+
+    import structlog
+
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+    )
+
+
+def _emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def _problem_lines(problems: list[Problem]) -> list[str]:
+    return [f"  {p.severity}: {p}" for p in problems]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", metavar="DIR", help="Agent home (default: $ZAGENT_HOME, else ~/.zagent).")
+@click.option("--workspace", metavar="DIR", help="Folder tools work in (default: the current folder).")
+@click.option("-v", "--verbose", count=True, help="Log the engine's own steps to stderr (-vv: debug).")
+@click.version_option(package_name="zagent")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None, workspace: str | None, verbose: int) -> None:
+    """zagent runs an AI agent's tools and journals every session in SQLite."""
+    _configure_logging(verbose)
+    ctx.obj = Context(home_arg=home, workspace=workspace)
+
+
+# -- tools ---------------------------------------------------------------------------
+
+
+@cli.group()
+def tools() -> None:
+    """List the tools of the home and run one as an agent would."""
+
+
+@tools.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def tools_list(obj: Context, as_json: bool) -> None:
+    """Loaded tools, and the folders that did not load with the reason."""
+    from zagent_core.config import load_config
+    from zagent_core.manifest import load_tools
+
+    home = obj.home
+    config, config_problems = load_config(home.config_path)
+    toolset = load_tools(home, config)
+    problems = config_problems + toolset.problems
+    if as_json:
+        _emit_json({
+            "home": str(home.root),
+            "tools": [
+                {"name": t.name, "description": t.description, "folder": str(t.folder),
+                 "disabled": t.name in toolset.disabled, "input": t.manifest.input, "output": t.manifest.output,
+                 "background": t.manifest.background}
+                for t in sorted(toolset.tools.values(), key=lambda t: t.name)
+            ],
+            "problems": [p.model_dump() for p in problems],
+        })
+        return
+    if not toolset.tools:
+        click.echo(f"no tools loaded from {home.tools_dir}")
+    width = max((len(name) for name in toolset.tools), default=0)
+    for name, tool in sorted(toolset.tools.items()):
+        status = " (disabled)" if name in toolset.disabled else ""
+        summary = tool.description.splitlines()[0]
+        summary = summary if len(summary) <= 72 else summary[:69] + "..."
+        click.echo(f"{name:<{width}}  {summary}{status}  [tools/{tool.folder.name}]")
+    if problems:
+        click.echo("\nproblems:")
+        click.echo("\n".join(_problem_lines(problems)))
+
+
+@tools.command("run")
+@click.argument("name")
+@click.option("--args", "args_text", default="{}", metavar="JSON", show_default=True,
+              help="The arguments, as one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the result text.")
+@click.pass_obj
+def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
+    """Run tool NAME exactly as an agent would, journaled as a session.
+
+    Prints what the model receives. Exit 0 when the call succeeded, 1 when its result
+    is an error, 2 for a usage error.
+    """
+    try:
+        arguments = json.loads(args_text)
+    except json.JSONDecodeError as exc:
+        raise click.UsageError(f"--args is not valid JSON: {exc}; give one object, e.g. --args '{{\"text\": \"hi\"}}'")
+    if not isinstance(arguments, dict):
+        raise click.UsageError(f"--args must be a JSON object like '{{\"text\": \"hi\"}}', not {args_text!r}")
+
+    with obj.journal() as journal:
+        engine = obj.engine(journal)
+        toolset = engine.load_tools()
+        if name not in toolset.tools:
+            from zagent_core.problems import did_you_mean
+
+            known = ", ".join(sorted(toolset.tools)) or "none"
+            raise click.UsageError(f'unknown tool "{name}"{did_you_mean(name, toolset.tools)}; loaded tools: {known}')
+        for problem in engine.config_problems + toolset.problems:
+            click.echo(f"{problem.severity}: {problem}", err=True)
+        with engine.start_session(origin="tools run", tools=toolset) as session:
+            result = session.call(name, arguments)
+            call_id = next(reversed(session.state.calls))
+    if as_json:
+        _emit_json({
+            "output": result.output,
+            "is_error": result.is_error,
+            "media": [m.model_dump() for m in result.media],
+            "files": [f.model_dump() for f in result.files],
+            "session_id": session.session_id,
+            "call_id": call_id,
+        })
+    else:
+        click.echo(result.output)
+        status = "error" if result.is_error else "ok"
+        click.echo(f"[{status} in {result.duration_ms} ms; journaled as session {session.session_id}, "
+                   f"call {call_id}]", err=True)
+    sys.exit(1 if result.is_error else 0)
+
+
+# -- doctor ----------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def doctor(obj: Context, as_json: bool) -> None:
+    """Check the home: manifests, config, effective limits and the journal.
+
+    Exits 1 when anything is broken.
+    """
+    from zagent_core.config import load_config
+    from zagent_core.engine import zagent_version
+    from zagent_core.manifest import load_tools
+
+    home = obj.home
+    config, config_problems = load_config(home.config_path)
+    toolset = load_tools(home, config)
+    problems = config_problems + toolset.problems
+    journal_report: dict[str, Any] = {"path": str(home.journal_path), "exists": home.journal_path.exists()}
+    if home.journal_path.exists():
+        with obj.journal() as journal:
+            journal_report["problems"] = journal.check()
+            journal_report.update(journal.stats())
+    else:
+        journal_report["problems"] = []
+    broken = any(p.severity == "error" for p in problems) or bool(journal_report["problems"])
+
+    if as_json:
+        _emit_json({
+            "ok": not broken,
+            "zagent_version": zagent_version(),
+            "home": str(home.root),
+            "tools": {"loaded": sorted(toolset.tools), "disabled": sorted(toolset.disabled)},
+            "problems": [p.model_dump() for p in problems],
+            "limits": config.limits.model_dump(),
+            "capabilities": config.capabilities.model_dump(),
+            "journal": journal_report,
+        })
+    else:
+        limits = config.limits
+        click.echo(f"zagent {zagent_version()}, home {home.root}")
+        click.echo(f"tools: {len(toolset.tools)} loaded, {len(toolset.broken)} not loaded, "
+                   f"{len(toolset.disabled & toolset.tools.keys())} disabled")
+        if problems:
+            click.echo("\n".join(_problem_lines(problems)))
+        click.echo(f"limits: default timeout {limits.default_timeout_seconds:g} s, output cap "
+                   f"{limits.output_cap_bytes} bytes, kill grace {limits.kill_grace_seconds:g} s, "
+                   f"media up to {limits.media_max_bytes} bytes")
+        click.echo(f"capabilities: {config.capabilities.as_env()}")
+        if not journal_report["exists"]:
+            click.echo(f"journal: {home.journal_path} (not created yet)")
+        else:
+            health = "ok" if not journal_report["problems"] else "; ".join(journal_report["problems"])
+            click.echo(f"journal: {home.journal_path}: {health} ({journal_report['events']} events, "
+                       f"{journal_report['sessions']} sessions, schema {journal_report['schema_version']})")
+        click.echo("broken: see the problems above" if broken else "all good")
+    sys.exit(1 if broken else 0)
+
+
+# -- sessions --------------------------------------------------------------------------
+
+
+@cli.group()
+def sessions() -> None:
+    """Sessions in the journal."""
+
+
+@sessions.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def sessions_list(obj: Context, as_json: bool) -> None:
+    """Every session, most recently active first."""
+    with obj.journal() as journal:
+        summaries = journal.sessions()
+    if as_json:
+        _emit_json({"sessions": [s.model_dump(mode="json") for s in summaries]})
+        return
+    if not summaries:
+        click.echo("no sessions yet")
+        return
+    click.echo(f"{'SESSION':<22}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  STATUS")
+    for s in summaries:
+        click.echo(f"{s.session_id:<22}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
+                   f"{s.events:>6}  {s.calls:>5}  {'ended' if s.ended else 'open'}")
+
+
+def _head(text: str | None, width: int = 80) -> str:
+    line = " ".join((text or "").split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+@sessions.command("show")
+@click.argument("session_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the session state as one JSON object.")
+@click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
+@click.pass_obj
+def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool) -> None:
+    """The timeline of SESSION_ID (default: the most recent session)."""
+    from zagent_core import rebuild
+    from zagent_core.events import EventSchemaError
+
+    with obj.journal() as journal:
+        if session_id is None:
+            summaries = journal.sessions()
+            if not summaries:
+                raise click.UsageError("the journal has no sessions yet")
+            session_id = summaries[0].session_id
+        try:
+            events = list(journal.read(session_id))
+        except EventSchemaError as exc:
+            raise click.ClickException(str(exc)) from None
+    state = rebuild(events)
+    if state.version == 0:
+        raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+    if as_json:
+        dumped = state.model_dump(mode="json")
+        if show_events:
+            dumped["events"] = [e.model_dump(mode="json") for e in events]
+        _emit_json(dumped)
+        return
+    started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
+    click.echo(f"session {state.session_id} ({state.status}), {state.origin}, started {started}")
+    click.echo(f"workspace: {state.workspace}")
+    click.echo(f"tools offered: {', '.join(t.name for t in state.tools) or 'none'}")
+    for warning in state.warnings:
+        click.echo(f"warning: {warning}")
+    for call in state.calls.values():
+        if call.status == "finished":
+            status = f"{'error' if call.is_error else 'ok'}, {call.duration_ms} ms"
+            if call.exit_code is not None:
+                status += f", exit {call.exit_code}"
+            if call.timed_out:
+                status += ", timed out"
+        else:
+            status = call.status
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        click.echo(f"\n{call.requested_at:%H:%M:%S.%f}"[:-3] + f"  {call.call_id}  {call.tool}  {_head(arguments, 60)}")
+        click.echo(f"    {status}: {_head(call.output)}")
+        for item in call.files:
+            click.echo(f"    file: {item.path}")
+    if show_events:
+        from zagent_core.events import dump_event
+
+        click.echo("\nevents:")
+        for stored in events:
+            click.echo(f"  #{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
+                       + f" {stored.event.type} {dump_event(stored.event)}")
+
+
+def main() -> None:
+    cli(prog_name="zagent")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""``<home>/config.json``: user settings, every one optional.
+
+A bad value never stops zagent: it is reported (by ``zagent doctor`` and as a session
+warning) and its default is used instead, like a broken tool manifest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from zagent_core.problems import Problem, describe_errors
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ToolsConfig(BaseModel):
+    model_config = _STRICT
+
+    #: Tool names the engine refuses to run (and does not offer to a model).
+    disabled: list[str] = []
+
+
+class LimitsConfig(BaseModel):
+    model_config = _STRICT
+
+    #: Used when a manifest says ``"timeout_seconds": 0`` or nothing.
+    default_timeout_seconds: float = Field(120.0, gt=0)
+    #: Bytes of output the model receives; beyond it the head is cut and a marker says how much.
+    output_cap_bytes: int = Field(32 * 1024, ge=256)
+    #: Between SIGTERM and SIGKILL when a tool is stopped.
+    kill_grace_seconds: float = Field(2.0, ge=0)
+    #: Larger media files are listed but not attached.
+    media_max_bytes: int = Field(5 * 1024 * 1024, ge=0)
+
+
+class CapabilitiesConfig(BaseModel):
+    """What the model can consume; tools see it as ``ZAGENT_CAPS``."""
+
+    model_config = _STRICT
+
+    vision: bool = True
+    audio: bool = False
+    pdf: bool = True
+    video: bool = False
+
+    def as_env(self) -> str:
+        return ",".join(f"{name}={str(on).lower()}" for name, on in self.model_dump().items())
+
+
+class JournalConfig(BaseModel):
+    model_config = _STRICT
+
+    #: ``NORMAL`` survives the engine being killed; ``FULL`` also a power cut (an fsync per append).
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+
+
+class Config(BaseModel):
+    model_config = _STRICT
+
+    tools: ToolsConfig = ToolsConfig()
+    limits: LimitsConfig = LimitsConfig()
+    capabilities: CapabilitiesConfig = CapabilitiesConfig()
+    journal: JournalConfig = JournalConfig()
+
+
+def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
+    """Remove the value at ``loc`` so the default is used; False if it is not there."""
+    node: Any = raw
+    for part in loc[:-1]:
+        if not isinstance(node, (dict, list)):
+            return False
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(node, dict) and loc[-1] in node:
+        del node[loc[-1]]
+        return True
+    if isinstance(node, list) and isinstance(loc[-1], int) and loc[-1] < len(node):
+        del node[loc[-1]]
+        return True
+    return False
+
+
+def load_config(path: Path) -> tuple[Config, list[Problem]]:
+    """Read the config, keeping every valid value and reporting every bad one."""
+    if not path.exists():
+        return Config(), []
+    source = str(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return Config(), [Problem(source=source, message=f"cannot be read ({exc}); using defaults")]
+    except json.JSONDecodeError as exc:
+        return Config(), [Problem(source=source, message=f"is not valid JSON: {exc}; using defaults")]
+    if not isinstance(raw, dict):
+        return Config(), [Problem(source=source, message="must be a JSON object; using defaults")]
+
+    reported: list[Problem] = []
+    # Each pass drops the values pydantic refused; nested models may refuse more once
+    # a parent is fixed, so loop until it validates (bounded by the number of values).
+    for _ in range(100):
+        try:
+            return Config.model_validate(raw), reported
+        except ValidationError as exc:
+            problems, unknown = describe_errors(exc, Config.model_fields)
+            reported += [Problem(source=source, message=f"{p}; using the default") for p in problems]
+            reported += [Problem(source=source, message=u, severity="warning") for u in unknown]
+            if not any([_drop(raw, tuple(err["loc"])) for err in exc.errors()]):
+                break
+    return Config(), reported + [Problem(source=source, message="could not be repaired; using defaults")]

@@ -1,0 +1,194 @@
+"""The journal's vocabulary: one pydantic model per event type.
+
+Every event body carries ``v``, its schema version. Readers accept older versions
+through :data:`UPCASTERS` and refuse newer ones with a message that says to upgrade,
+so a journal written by a newer zagent is never misread by an older one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Body(_Part):
+    #: The schema version this code writes; bump it (and add an upcaster) when a
+    #: field changes meaning or disappears.
+    SCHEMA_VERSION: ClassVar[int] = 1
+    v: int = 1
+
+
+# -- parts shared by several events ------------------------------------------------
+
+
+class ToolOffer(_Part):
+    """A tool as offered to the model when the session started."""
+
+    name: str
+    description: str
+    folder: str
+    manifest_hash: str
+
+
+class Coercion(_Part):
+    """A loosely typed argument that validation converted (``"3"`` -> ``3``)."""
+
+    path: str
+    before: Any
+    after: Any
+
+
+class OutputFile(_Part):
+    """A file a call left in its output folder."""
+
+    path: str
+    size: int
+    mime: str | None = None
+    attached: bool = False
+    #: Why a media file was not attached (capability off, too large), if it was not.
+    note: str | None = None
+
+
+class Media(_Part):
+    """A file attached to a result for the model to see."""
+
+    path: str
+    mime: str
+    size: int
+
+
+# -- session ------------------------------------------------------------------------
+
+
+class SessionStarted(_Body):
+    type: Literal["session_started"] = "session_started"
+    origin: str
+    workspace: str
+    zagent_version: str
+    tools: list[ToolOffer] = []
+    #: Manifest and config problems, as shown to the user when the session began.
+    warnings: list[str] = []
+
+
+class SessionEnded(_Body):
+    type: Literal["session_ended"] = "session_ended"
+    reason: str = "completed"
+
+
+# -- tool calls -----------------------------------------------------------------------
+
+RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "unsupported"]
+
+
+class ToolCallRequested(_Body):
+    type: Literal["tool_call_requested"] = "tool_call_requested"
+    call_id: str
+    tool: str
+    #: The arguments exactly as asked for, before validation or coercion.
+    arguments: Any
+
+
+class ToolCallRejected(_Body):
+    type: Literal["tool_call_rejected"] = "tool_call_rejected"
+    call_id: str
+    reason: RejectReason
+    #: The result text the model received.
+    message: str
+    problems: list[str] = []
+
+
+class ToolCallStarted(_Body):
+    """Committed before the process starts, so a crash mid-call is always visible."""
+
+    type: Literal["tool_call_started"] = "tool_call_started"
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    coercions: list[Coercion] = []
+    argv: list[str]
+    cwd: str
+    input_mode: str
+    output_mode: str
+    output_dir: str
+    notify_file: str
+    #: Names only: environment values never enter the journal.
+    env_names: list[str] = []
+    timeout_seconds: float | None
+    manifest_hash: str
+    files_hash: str
+
+
+class ToolCallFinished(_Body):
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+    call_id: str
+    #: The result text the model received.
+    output: str
+    is_error: bool
+    exit_code: int | None
+    pid: int | None = None
+    duration_ms: int
+    timed_out: bool = False
+    truncated_bytes: int = 0
+    full_output_path: str | None = None
+    media: list[Media] = []
+    files: list[OutputFile] = []
+
+
+Event = Annotated[
+    Union[
+        SessionStarted,
+        SessionEnded,
+        ToolCallRequested,
+        ToolCallRejected,
+        ToolCallStarted,
+        ToolCallFinished,
+    ],
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: dict[str, type[_Body]] = {
+    cls.model_fields["type"].default: cls
+    for cls in (SessionStarted, SessionEnded, ToolCallRequested, ToolCallRejected, ToolCallStarted, ToolCallFinished)
+}
+
+_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+#: ``(type, version) -> function`` turning a body of that version into the next one.
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+class EventSchemaError(ValueError):
+    """An event in the journal that this version of zagent cannot read."""
+
+
+def dump_event(event: Event) -> str:
+    """The JSON body stored in the journal's ``data`` column (``type`` has its own column)."""
+    return event.model_dump_json(exclude={"type"})
+
+
+def load_event(type_: str, data: dict[str, Any]) -> Event:
+    """Rebuild an event from its journal row, upcasting bodies written by older versions."""
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        raise EventSchemaError(
+            f'unknown event type "{type_}": the journal was written by a newer zagent; upgrade zagent to read it'
+        )
+    version = data.get("v", 1)
+    if not isinstance(version, int) or version > cls.SCHEMA_VERSION:
+        raise EventSchemaError(
+            f'event "{type_}" has schema version {version}, this zagent reads up to {cls.SCHEMA_VERSION}: '
+            "upgrade zagent to read this journal"
+        )
+    while version < cls.SCHEMA_VERSION:
+        data = UPCASTERS[(type_, version)](data)
+        version += 1
+        data["v"] = version
+    try:
+        return _ADAPTER.validate_python({**data, "type": type_})
+    except ValidationError as exc:
+        raise EventSchemaError(f'event "{type_}" does not match its schema: {exc.errors()[0]["msg"]}') from exc

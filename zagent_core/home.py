@@ -1,0 +1,49 @@
+"""The agent home: where tools, config, the journal and per-call folders live.
+
+The engine writes only under its home (and the workspace a call is given), so every
+path it creates is derived here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_HOME = "~/.zagent"
+
+
+class Home:
+    """Paths inside one agent home; nothing is created until asked for."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser().resolve()
+
+    @classmethod
+    def locate(cls, explicit: str | os.PathLike[str] | None = None) -> Home:
+        """``explicit`` (``--home``), else ``$ZAGENT_HOME``, else ``~/.zagent``."""
+        return cls(explicit or os.environ.get("ZAGENT_HOME") or DEFAULT_HOME)
+
+    @property
+    def tools_dir(self) -> Path:
+        return self.root / "tools"
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def journal_path(self) -> Path:
+        return self.root / "journal.db"
+
+    def session_dir(self, session_id: str) -> Path:
+        return self.root / "sessions" / session_id
+
+    def scratch_dir(self, session_id: str) -> Path:
+        return self.session_dir(session_id) / "scratch"
+
+    def call_dir(self, session_id: str, call_id: str) -> Path:
+        """Everything one call leaves: ``output/`` (the tool's), ``notify``, ``full_output.txt``."""
+        return self.session_dir(session_id) / "calls" / call_id
+
+    def __repr__(self) -> str:
+        return f"Home({str(self.root)!r})"

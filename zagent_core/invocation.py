@@ -1,0 +1,116 @@
+"""From a tool, its arguments and a call's folders to the exact process to run.
+
+This is where the manifest's ``command``, ``input``, ``cwd``, ``env`` and
+``timeout_seconds`` meet one call: per-call placeholders are expanded, arguments are
+delivered (stdin JSON, last argument, or environment), and the environment is built
+from the machine's minus every ``ZAGENT_*`` variable the engine itself holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zagent_core.manifest import Tool, expand
+
+#: Variables that describe the call to the tool; the seed's table.
+CALL_VARIABLES = (
+    "ZAGENT_WORKSPACE", "ZAGENT_HOME", "ZAGENT_SCRATCH", "ZAGENT_SESSION", "ZAGENT_TOOL_NAME",
+    "ZAGENT_TOOL_DIR", "ZAGENT_OUTPUT_DIR", "ZAGENT_NOTIFY_FILE", "ZAGENT_CAPS",
+)
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Where one call runs and what it is told about itself."""
+
+    session_id: str
+    home: Path
+    workspace: Path
+    scratch: Path
+    output_dir: Path
+    notify_file: Path
+    caps: str
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """The process for one call, and what the journal may record of it (no env values)."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    stdin: bytes | None
+    timeout: float | None
+    #: Names of the variables the engine set or the manifest added, for the journal.
+    env_names: list[str]
+
+
+def _arg_variable(name: str) -> str:
+    return "ZAGENT_ARG_" + re.sub(r"[^A-Z0-9_]", "_", name.upper())
+
+
+def build_invocation(
+    tool: Tool,
+    arguments: dict[str, Any],
+    context: CallContext,
+    *,
+    default_timeout: float,
+    environ: Mapping[str, str] | None = None,
+) -> Invocation:
+    """Everything needed to start ``tool`` for one call."""
+    manifest = tool.manifest
+    placeholders = {
+        "{dir}": str(tool.folder),
+        "{home}": str(context.home),
+        "{workspace}": str(context.workspace),
+        "{scratch}": str(context.scratch),
+        "{output_dir}": str(context.output_dir),
+    }
+    argv = [expand(arg, placeholders) for arg in tool.argv_template]
+    arguments_json = json.dumps(arguments, ensure_ascii=False)
+
+    # Engine-owned credentials (ZAGENT_API_KEY...) never reach a tool.
+    environ = os.environ if environ is None else environ
+    env = {key: value for key, value in environ.items() if not key.startswith("ZAGENT_")}
+    added = {key: expand(value, placeholders) for key, value in manifest.env.items()}
+    added.update({
+        "ZAGENT_WORKSPACE": str(context.workspace),
+        "ZAGENT_HOME": str(context.home),
+        "ZAGENT_SCRATCH": str(context.scratch),
+        "ZAGENT_SESSION": context.session_id,
+        "ZAGENT_TOOL_NAME": tool.name,
+        "ZAGENT_TOOL_DIR": str(tool.folder),
+        "ZAGENT_OUTPUT_DIR": str(context.output_dir),
+        "ZAGENT_NOTIFY_FILE": str(context.notify_file),
+        "ZAGENT_CAPS": context.caps,
+    })
+
+    stdin: bytes | None = None
+    if manifest.input == "stdin_json":
+        stdin = arguments_json.encode("utf-8")
+    elif manifest.input == "args_json":
+        argv.append(arguments_json)
+    else:
+        for name, value in arguments.items():
+            added[_arg_variable(name)] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        added["ZAGENT_ARGS_JSON"] = arguments_json
+    env.update(added)
+
+    if manifest.timeout_seconds == -1:
+        timeout = None
+    else:
+        timeout = manifest.timeout_seconds or default_timeout
+    return Invocation(
+        argv=argv,
+        cwd=tool.folder if manifest.cwd == "tool_dir" else context.workspace,
+        env=env,
+        stdin=stdin,
+        timeout=timeout,
+        env_names=sorted(added),
+    )

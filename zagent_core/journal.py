@@ -1,0 +1,82 @@
+"""What the engine needs from a journal; ``zagent_store`` implements it.
+
+The core never builds SQL: it appends events for a session at the version it expects
+to follow, and reads them back in order. Anything that keeps these promises (SQLite,
+PostgreSQL, an in-memory list in a test) can carry a session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from zagent_core.events import Event
+
+
+class StoredEvent(BaseModel):
+    """An event as the journal keeps it: its body plus where and when it was appended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    session_id: str
+    version: int
+    at: datetime
+    event: Event
+
+
+class SessionSummary(BaseModel):
+    """One line of ``zagent sessions list``: counts the journal can give without a projection."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    started_at: datetime
+    last_at: datetime
+    events: int
+    calls: int
+    ended: bool
+
+
+class ConcurrencyError(RuntimeError):
+    """Another writer appended to the session since the caller last read it."""
+
+    def __init__(self, session_id: str, expected: int, actual: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id} is at version {actual}, not at version {expected} as the append expected "
+            "(another writer appended to it, or the caller lost track): read the session again and retry"
+        )
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """An append-only store of session events."""
+
+    def append(self, session_id: str, events: Sequence[Event], expected_version: int) -> list[StoredEvent]:
+        """Append ``events`` in one transaction after ``expected_version``.
+
+        Raises :class:`ConcurrencyError` when the session is not at that version, and
+        appends nothing in that case.
+        """
+        ...
+
+    def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
+        """The session's events with a version above ``after_version``, in order."""
+        ...
+
+    def sessions(self) -> list[SessionSummary]:
+        """Every session, most recently active first."""
+        ...
+
+    def check(self) -> list[str]:
+        """Health problems of the store (empty when healthy)."""
+        ...
+
+    def close(self) -> None:
+        ...

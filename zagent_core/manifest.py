@@ -1,0 +1,308 @@
+"""Tool manifests: the model of ``<folder>/<folder>.json`` and loading ``<home>/tools/``.
+
+Loading never raises on a user's mistake. A broken manifest is skipped and reported with
+its folder and the exact reason; an unknown field is a warning that names it. Everything
+that does not change between calls (the program's location on PATH, files of the tool
+folder named in ``command``, the compiled argument schema) is resolved once, here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from zagent_core.config import Config
+from zagent_core.problems import Problem, describe_errors, did_you_mean
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+    from zagent_core.home import Home
+
+#: Names of the engine's own tools; a manifest cannot take them.
+RESERVED_NAMES = frozenset({"terminal"})
+
+NAME_PATTERN = r"^[a-z0-9_]+$"
+
+#: Placeholders known when tools load; the others are known per call.
+LOAD_PLACEHOLDERS = ("{dir}", "{home}")
+CALL_PLACEHOLDERS = ("{workspace}", "{scratch}", "{output_dir}")
+
+Platform = Literal["windows", "linux", "darwin"]
+
+_PLATFORM_OF = {"win32": "windows", "cygwin": "windows", "darwin": "darwin"}
+_IGNORED_FOLDERS = {"__pycache__", "node_modules"}
+_HASH_SKIP = {"__pycache__", ".git", "node_modules"}
+
+
+def current_platform() -> Platform:
+    """This machine, in the manifest's ``platforms`` vocabulary."""
+    return _PLATFORM_OF.get(sys.platform, "linux")  # type: ignore[return-value]
+
+
+class Manifest(BaseModel):
+    """A tool manifest, exactly as the manifest reference describes it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str | None = Field(None, pattern=NAME_PATTERN)
+    description: str
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    command: list[str] = Field(min_length=1)
+    input: Literal["stdin_json", "args_json", "env"] = "stdin_json"
+    output: Literal["text", "json"] = "text"
+    cwd: Literal["workspace", "tool_dir"] = "workspace"
+    env: dict[str, str] = {}
+    timeout_seconds: float = 0
+    background: bool = False
+    permission: Literal["allow", "ask"] = "allow"
+    attach_outputs: bool = False
+    platforms: list[Platform] | None = None
+
+    @field_validator("description")
+    @classmethod
+    def _description_says_something(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must say what the tool does and when to use it")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command_has_no_empty_argument(cls, value: list[str]) -> list[str]:
+        if not value[0].strip():
+            raise ValueError("the program (first element) is empty")
+        return value
+
+    @field_validator("timeout_seconds")
+    @classmethod
+    def _timeout_is_known(cls, value: float) -> float:
+        if value != -1 and value < 0:
+            raise ValueError("must be 0 (the engine default), -1 (no timeout) or a number of seconds")
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters_is_a_json_schema_object(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from jsonschema import SchemaError
+        from jsonschema.validators import validator_for
+
+        if value.get("type") != "object":
+            raise ValueError('must be a JSON Schema with "type": "object" (the arguments are one object)')
+        try:
+            validator_for(value).check_schema(value)
+        except SchemaError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+            raise ValueError(f"is not a valid JSON Schema at {where}: {exc.message}") from None
+        return value
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A loaded tool: its manifest plus what was resolved when it loaded."""
+
+    name: str
+    manifest: Manifest
+    folder: Path
+    manifest_hash: str
+    #: ``command`` with the program found, tool-folder files made absolute and load-time
+    #: placeholders expanded; the per-call placeholders are still in it.
+    argv_template: tuple[str, ...]
+    _validator: Validator = field(repr=False, compare=False)
+    _files_hash: dict[tuple[Any, ...], str] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def description(self) -> str:
+        return self.manifest.description
+
+    @property
+    def validator(self) -> Validator:
+        """The compiled argument schema."""
+        return self._validator
+
+    def files_hash(self) -> str:
+        """SHA-256 over the tool folder's files (names and contents), cached by their stat."""
+        files = sorted(
+            path
+            for path in self.folder.rglob("*")
+            if path.is_file() and not _HASH_SKIP.intersection(path.relative_to(self.folder).parts)
+        )
+        signature = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+        cached = self._files_hash.get(signature)
+        if cached is None:
+            digest = hashlib.sha256()
+            for path in files:
+                digest.update(f"{path.relative_to(self.folder).as_posix()}\0{_sha256_of(path)}\n".encode())
+            cached = self._files_hash[signature] = digest.hexdigest()
+        return cached
+
+
+@dataclass
+class ToolSet:
+    """The tools of a home, with everything that went wrong loading them."""
+
+    tools: dict[str, Tool]
+    problems: list[Problem]
+    disabled: frozenset[str] = frozenset()
+
+    def offered(self) -> list[Tool]:
+        """The tools a model is told about: loaded and not disabled."""
+        return [tool for name, tool in sorted(self.tools.items()) if name not in self.disabled]
+
+    @property
+    def broken(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+
+def expand(text: str, values: dict[str, str]) -> str:
+    """Replace the placeholders given in ``values``; other braces are left alone."""
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
+
+
+def _resolve_program(program: str, folder: Path) -> str:
+    """Where ``program`` is: in the tool folder, absolute, or on PATH. Raises ValueError."""
+    if any(p in program for p in CALL_PLACEHOLDERS):
+        return program
+    candidate = (folder / program).resolve()
+    if not os.path.isabs(program) and candidate.is_file() and candidate.is_relative_to(folder):
+        return str(candidate)
+    if os.path.isabs(program):
+        if not os.path.exists(program):
+            raise ValueError(f'program "{program}" does not exist')
+        return program
+    found = shutil.which(program)
+    if found:
+        return found
+    if program in ("python", "python3"):
+        # The seed's examples say "python"; where it is not on PATH, the interpreter
+        # running zagent is the one the user has.
+        return sys.executable
+    raise ValueError(f'program "{program}" was not found on PATH; install it or give its full path in "command"')
+
+
+def _resolve_argument(argument: str, folder: Path) -> str:
+    if os.path.isabs(argument) or not argument or argument.startswith("-"):
+        return argument
+    candidate = (folder / argument).resolve()
+    if candidate.is_file() and candidate.is_relative_to(folder):
+        return str(candidate)
+    return argument
+
+
+def _load_one(folder: Path, home: Home) -> tuple[Tool | None, list[Problem], bool]:
+    """Load one tool folder: (tool or None, problems, skipped for another platform)."""
+    manifest_path = folder / f"{folder.name}.json"
+    source = f"tools/{folder.name}"
+    if not manifest_path.is_file():
+        return None, [Problem(source=source, message=f"not loaded: no manifest (expected {folder.name}.json in it)")], False
+    try:
+        raw_bytes = manifest_path.read_bytes()
+        raw = json.loads(raw_bytes)
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(source=source, message=f"not loaded: cannot read {manifest_path.name}: {exc}")], False
+    except json.JSONDecodeError as exc:
+        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} is not valid JSON: {exc}")], False
+    if not isinstance(raw, dict):
+        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} must be a JSON object")], False
+
+    problems = [
+        Problem(source=source, message=f'unknown field "{key}" is ignored{did_you_mean(key, Manifest.model_fields)}',
+                severity="warning")
+        for key in raw
+        if key not in Manifest.model_fields
+    ]
+    known = {key: value for key, value in raw.items() if key in Manifest.model_fields}
+    try:
+        manifest = Manifest.model_validate(known)
+    except ValidationError as exc:
+        errors, _ = describe_errors(exc, Manifest.model_fields)
+        return None, problems + [Problem(source=source, message=f"not loaded: {e}") for e in errors], False
+
+    if manifest.platforms is not None and current_platform() not in manifest.platforms:
+        return None, [], True
+
+    name = manifest.name or folder.name
+    if not re.fullmatch(NAME_PATTERN, name):
+        problems.append(Problem(
+            source=source,
+            message=f'not loaded: the name defaults to the folder name "{name}", which is not lowercase letters, '
+            'digits and _; rename the folder or set "name"',
+        ))
+        return None, problems, False
+    if name in RESERVED_NAMES:
+        problems.append(Problem(source=source, message=f'not loaded: "{name}" is the name of a built-in tool; choose another name'))
+        return None, problems, False
+
+    folder = folder.resolve()
+    at_load = {"{dir}": str(folder), "{home}": str(home.root)}
+    try:
+        program = _resolve_program(expand(manifest.command[0], at_load), folder)
+    except ValueError as exc:
+        problems.append(Problem(source=source, message=f"not loaded: {exc}"))
+        return None, problems, False
+    argv = (program, *(_resolve_argument(expand(arg, at_load), folder) for arg in manifest.command[1:]))
+
+    from jsonschema.validators import validator_for
+
+    validator = validator_for(manifest.parameters)(manifest.parameters)
+    tool = Tool(
+        name=name,
+        manifest=manifest,
+        folder=folder,
+        manifest_hash=hashlib.sha256(raw_bytes).hexdigest(),
+        argv_template=argv,
+        _validator=validator,
+    )
+    return tool, problems, False
+
+
+def load_tools(home: Home, config: Config | None = None) -> ToolSet:
+    """Load every tool folder of ``home``, reporting (never raising on) broken ones."""
+    config = config or Config()
+    tools: dict[str, Tool] = {}
+    problems: list[Problem] = []
+    if home.tools_dir.is_dir():
+        folders = sorted(
+            p for p in home.tools_dir.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and p.name not in _IGNORED_FOLDERS
+        )
+        for folder in folders:
+            tool, found, _skipped = _load_one(folder, home)
+            problems += found
+            if tool is None:
+                continue
+            if tool.name in tools:
+                other = tools[tool.name].folder.name
+                problems.append(Problem(
+                    source=f"tools/{folder.name}",
+                    message=f'not loaded: the name "{tool.name}" is already used by tools/{other}; rename one of them '
+                    'or limit each to other "platforms"',
+                ))
+                continue
+            tools[tool.name] = tool
+    disabled = frozenset(config.tools.disabled)
+    for name in sorted(disabled - tools.keys()):
+        problems.append(Problem(
+            source="config.json",
+            message=f'tools.disabled names "{name}", which is not a loaded tool{did_you_mean(name, tools)}',
+            severity="warning",
+        ))
+    return ToolSet(tools=tools, problems=problems, disabled=disabled)

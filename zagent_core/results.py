@@ -1,0 +1,247 @@
+"""Turning a finished process into what the model receives.
+
+Text tools: stdout and stderr, in order, are the result, and a non-zero exit marks it
+an error. JSON tools: stdout is one object ``{"output", "is_error", "media"}``; anything
+else is an error that quotes what was printed. Either way the text is capped
+(tail kept, since errors and summaries come last) with a marker saying how much was cut
+and where the whole of it is, and every file of the output folder is listed.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import signal as signals
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from zagent_core.config import CapabilitiesConfig, LimitsConfig
+from zagent_core.events import Media, OutputFile
+from zagent_core.runner import ProcessOutcome
+
+#: JSON tools may print more than the model's cap (the cap applies to their ``output``).
+JSON_STDOUT_LIMIT = 8 * 1024 * 1024
+FULL_OUTPUT_NAME = "full_output.txt"
+_QUOTE = 400
+
+_CAPABILITY_OF = {"image": "vision", "audio": "audio", "video": "video"}
+
+
+class ToolResult(BaseModel):
+    """What a call produced, as the model receives it and the journal records it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    output: str
+    is_error: bool
+    exit_code: int | None = None
+    timed_out: bool = False
+    duration_ms: int = 0
+    truncated_bytes: int = 0
+    full_output_path: str | None = None
+    media: list[Media] = []
+    files: list[OutputFile] = []
+
+
+@dataclass(frozen=True)
+class CallPaths:
+    """The folders of one call."""
+
+    call_dir: Path
+    output_dir: Path
+
+
+def _capability(mime: str) -> str | None:
+    if mime == "application/pdf":
+        return "pdf"
+    return _CAPABILITY_OF.get(mime.split("/", 1)[0])
+
+
+def _guess_mime(path: Path) -> str | None:
+    return mimetypes.guess_type(path.name)[0]
+
+
+def _attachable(mime: str | None, size: int, caps: CapabilitiesConfig,
+                limits: LimitsConfig) -> tuple[bool, str | None]:
+    """Whether a media file can go to the model, and if not, why."""
+    capability = _capability(mime or "")
+    if capability is None:
+        return False, f"not attached: {mime or 'unknown type'} is not an image, PDF, audio or video file"
+    if not getattr(caps, capability):
+        return False, f"not attached: the model cannot take {capability} ({capability}=false)"
+    if size > limits.media_max_bytes:
+        return False, f"not attached: {size} bytes is over the {limits.media_max_bytes}-byte media limit"
+    return True, None
+
+
+def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | None]:
+    """Keep the last ``cap`` bytes of ``text``; save the whole to a file when cut."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= cap:
+        return text, 0, None
+    full = paths.call_dir / FULL_OUTPUT_NAME
+    full.write_bytes(data)
+    dropped = len(data) - cap
+    tail = data[-cap:].decode("utf-8", "replace").lstrip("\ufffd")
+    return f"[{dropped} bytes cut from the start; full output: {full}]\n{tail}", dropped, str(full)
+
+
+def _exit_note(outcome: ProcessOutcome, timeout: float | None) -> str | None:
+    if outcome.timed_out:
+        return (f"[timed out after {timeout:g} s: the tool and its child processes were stopped; "
+                "the output above is what it printed until then]")
+    if outcome.signal is not None:
+        try:
+            name = signals.Signals(outcome.signal).name
+        except ValueError:
+            name = f"signal {outcome.signal}"
+        return f"[killed by {name}]"
+    if outcome.exit_code:
+        return f"[exit code {outcome.exit_code}]"
+    return None
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], str | None]:
+    """``(output, is_error, media entries, problem)`` from a JSON tool's stdout."""
+    stdout = _decode(outcome.stdout).strip()
+    stderr = _decode(outcome.stderr).strip()
+    if outcome.stdout_total > JSON_STDOUT_LIMIT:
+        return stderr, True, [], (f"the tool printed {outcome.stdout_total} bytes, more than the "
+                                  f"{JSON_STDOUT_LIMIT}-byte limit for a JSON result; full output: {outcome.spilled}")
+    if not stdout:
+        if outcome.exit_code == 0 and not outcome.timed_out:
+            return stderr, True, [], "the tool printed nothing; a JSON tool must print one object like {\"output\": \"...\"}"
+        return stderr, True, [], None
+    try:
+        value = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        quoted = stdout if len(stdout) <= _QUOTE else stdout[:_QUOTE] + "..."
+        return stderr, True, [], f"the tool printed invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): {quoted}"
+    if not isinstance(value, dict):
+        return stderr, True, [], f'the tool printed JSON that is not an object ({stdout[:_QUOTE]}); expected {{"output": "..."}}'
+    output = value.get("output", "")
+    if not isinstance(output, str):
+        output = json.dumps(output, ensure_ascii=False)
+    media = value.get("media") or []
+    if not isinstance(media, list):
+        return output, True, [], '"media" must be a list of {"path": ..., "mime": ...}'
+    return output, bool(value.get("is_error", False)), media, None
+
+
+def _collect_files(output_dir: Path, attach: bool, caps: CapabilitiesConfig,
+                   limits: LimitsConfig) -> list[OutputFile]:
+    files = []
+    if not output_dir.is_dir():
+        return files
+    for path in sorted(p for p in output_dir.rglob("*") if p.is_file()):
+        size = path.stat().st_size
+        mime = _guess_mime(path)
+        attached, note = (False, None)
+        if attach and _capability(mime or ""):
+            attached, note = _attachable(mime, size, caps, limits)
+        files.append(OutputFile(path=str(path), size=size, mime=mime, attached=attached, note=note))
+    return files
+
+
+def _media_from_json(entries: list[Any], workdir: Path, caps: CapabilitiesConfig,
+                     limits: LimitsConfig) -> tuple[list[OutputFile], list[str]]:
+    """Check the media a JSON tool named; returns them as files plus problems."""
+    found: list[OutputFile] = []
+    problems: list[str] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            problems.append(f"media entry {json.dumps(entry)[:80]} is not {{\"path\": ..., \"mime\": ...}}; ignored")
+            continue
+        path = Path(entry["path"])
+        path = path if path.is_absolute() else workdir / path
+        if not path.is_file():
+            problems.append(f"media file {path} does not exist; not attached")
+            continue
+        mime = entry.get("mime") if isinstance(entry.get("mime"), str) else _guess_mime(path)
+        size = path.stat().st_size
+        attached, note = _attachable(mime, size, caps, limits)
+        found.append(OutputFile(path=str(path), size=size, mime=mime, attached=attached, note=note))
+    return found, problems
+
+
+def _describe_file(item: OutputFile) -> str:
+    details = [item.mime or "unknown type", f"{item.size} bytes"]
+    if item.attached:
+        details.append("attached")
+    elif item.note:
+        details.append(item.note)
+    return f"- {item.path} ({', '.join(details)})"
+
+
+def build_result(
+    outcome: ProcessOutcome,
+    *,
+    output_mode: str,
+    timeout: float | None,
+    attach_outputs: bool,
+    paths: CallPaths,
+    cwd: Path,
+    caps: CapabilitiesConfig,
+    limits: LimitsConfig,
+) -> ToolResult:
+    """The result of a call, from its finished process."""
+    if outcome.start_error is not None:
+        return ToolResult(output=outcome.start_error, is_error=True, duration_ms=round(outcome.duration * 1000))
+
+    notes: list[str] = []
+    named: list[OutputFile] = []
+    if output_mode == "json":
+        text, is_error, media_entries, problem = _parse_json_result(outcome)
+        named, media_problems = _media_from_json(media_entries, cwd, caps, limits)
+        notes += media_problems
+        if problem:
+            notes.append(f"[{problem}]")
+            is_error = True
+    else:
+        text = _decode(outcome.stdout)
+        is_error = False
+    exit_note = _exit_note(outcome, timeout)
+    if exit_note:
+        is_error = True
+        notes.append(exit_note)
+
+    # Text tools were captured at the cap already; the spill file is their full output.
+    if output_mode == "text" and outcome.spilled is not None:
+        dropped = outcome.stdout_total - len(outcome.stdout)
+        tail = text.lstrip("\ufffd")
+        full_path: str | None = str(outcome.spilled)
+        text = f"[{dropped} bytes cut from the start; full output: {full_path}]\n{tail}"
+    else:
+        text, dropped, full_path = _cap_text(text, limits.output_cap_bytes, paths)
+
+    # A file the JSON result names is attached even without attach_outputs.
+    named_by_path = {f.path: f for f in named}
+    files = [named_by_path.pop(f.path, f) for f in _collect_files(paths.output_dir, attach_outputs, caps, limits)]
+    files += named_by_path.values()
+    media = [Media(path=f.path, mime=f.mime or "application/octet-stream", size=f.size) for f in files if f.attached]
+
+    if not text.strip() and not notes and not files:
+        text = "(the tool printed nothing)"
+    parts = [text.rstrip("\n")] if text.strip() else []
+    parts += notes
+    if files:
+        parts.append("Files:")
+        parts += [_describe_file(f) for f in files]
+    return ToolResult(
+        output="\n".join(parts),
+        is_error=is_error,
+        exit_code=outcome.exit_code,
+        timed_out=outcome.timed_out,
+        duration_ms=round(outcome.duration * 1000),
+        truncated_bytes=dropped,
+        full_output_path=full_path,
+        media=media,
+        files=files,
+    )

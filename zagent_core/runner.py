@@ -1,0 +1,306 @@
+"""Running one tool process: no shell, bounded memory, and a timeout that always wins.
+
+The process gets its own session (so its whole tree can be signalled as one process
+group). Completion is the process's exit, never the pipes' close: a grandchild that
+keeps stdout open does not hold the call. What the tool leaves running in its group
+after it exits is stopped, SIGTERM first and SIGKILL after a grace period, so a call
+never leaves processes behind. Output is read as it comes: the last ``capture_limit``
+bytes stay in memory, the rest streams to ``spill_path``.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+#: After the process exits, how long to wait for its pipes to close before treating
+#: whoever still holds them as left behind.
+DRAIN_SECONDS = 0.2
+_CHUNK = 1 << 16
+#: After SIGKILL, how long to wait for the group to vanish (an init that does not reap
+#: zombies would otherwise keep it "alive" forever).
+_UNREAPED_SECONDS = 1.0
+#: Without pidfd (macOS), how often to look for the exit.
+_POLL_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """What to run and how."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    #: Bytes written to stdin, which is then closed; ``None`` closes it at once.
+    stdin: bytes | None
+    #: Send stderr into stdout (in order), as text-mode tools are read.
+    merge_stderr: bool
+    timeout: float | None
+    kill_grace: float
+    capture_limit: int
+    #: Where the whole of stdout goes once it outgrows ``capture_limit``.
+    spill_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """What happened. ``stdout``/``stderr`` are the kept tails; ``*_total`` the full sizes."""
+
+    pid: int | None
+    returncode: int | None
+    timed_out: bool
+    stdout: bytes
+    stdout_total: int
+    stderr: bytes
+    stderr_total: int
+    spilled: Path | None
+    duration: float
+    #: Why the program could not start at all (not found, not executable).
+    start_error: str | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.returncode if self.returncode is not None and self.returncode >= 0 else None
+
+    @property
+    def signal(self) -> int | None:
+        return -self.returncode if self.returncode is not None and self.returncode < 0 else None
+
+
+class _Capture:
+    """Keeps the tail of a stream in memory and, past the limit, all of it on disk."""
+
+    def __init__(self, limit: int, spill_path: Path | None) -> None:
+        self.limit = limit
+        self.spill_path = spill_path
+        self.tail = bytearray()
+        self.total = 0
+        self._spill: BinaryIO | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self._spill is None and self.spill_path is not None and self.total > self.limit:
+            self._spill = self.spill_path.open("wb")
+            self._spill.write(self.tail)
+        if self._spill is not None:
+            self._spill.write(chunk)
+        self.tail += chunk
+        if len(self.tail) > self.limit:
+            del self.tail[: len(self.tail) - self.limit]
+
+    def close(self) -> Path | None:
+        if self._spill is None:
+            return None
+        self._spill.close()
+        return self.spill_path
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (zombies do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir("/proc/self"):
+        return True
+    # Killed members stay as zombies until their new parent reaps them, and an init
+    # that never reaps would make the group look alive forever: look at their state.
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Run:
+    """The event loop of one process: pipes, exit and deadlines in a single selector."""
+
+    def __init__(self, spec: ProcessSpec, proc: subprocess.Popen[bytes], started: float) -> None:
+        self.spec = spec
+        self.proc = proc
+        self.pgid = proc.pid
+        self.started = started
+        self.selector = selectors.DefaultSelector()
+        self.stdout = _Capture(spec.capture_limit, spec.spill_path)
+        self.stderr = _Capture(spec.capture_limit, None)
+        self.exited_at: float | None = None
+        self.timed_out = False
+        #: When the next escalation (SIGTERM -> SIGKILL) is due, once stopping began.
+        self.kill_at: float | None = None
+        self.stopping = False
+        self.killed_at: float | None = None
+        self._pending = memoryview(spec.stdin or b"")
+
+        assert proc.stdout is not None
+        self._register(proc.stdout, self.stdout)
+        if proc.stderr is not None:
+            self._register(proc.stderr, self.stderr)
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            self.selector.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
+        self.pidfd: int | None = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                self.pidfd = os.pidfd_open(proc.pid)
+                self.selector.register(self.pidfd, selectors.EVENT_READ, "exit")
+            except OSError:
+                self.pidfd = None
+
+    def _register(self, stream: BinaryIO, capture: _Capture) -> None:
+        os.set_blocking(stream.fileno(), False)
+        self.selector.register(stream, selectors.EVENT_READ, capture)
+
+    def _close(self, fileobj: object) -> None:
+        self.selector.unregister(fileobj)
+        if isinstance(fileobj, int):
+            os.close(fileobj)
+        else:
+            fileobj.close()  # type: ignore[attr-defined]
+
+    def _pipes_open(self) -> bool:
+        return any(key.data != "exit" for key in self.selector.get_map().values())
+
+    def _on_ready(self, key: selectors.SelectorKey) -> None:
+        if key.data == "exit":
+            self._close(key.fileobj)
+            self._reap()
+        elif key.data == "stdin":
+            try:
+                written = os.write(key.fd, self._pending[:_CHUNK])
+                self._pending = self._pending[written:]
+            except (BrokenPipeError, OSError):
+                self._pending = memoryview(b"")
+            if not self._pending:
+                self._close(key.fileobj)
+        else:
+            try:
+                chunk = os.read(key.fd, _CHUNK)
+            except BlockingIOError:
+                return
+            if chunk:
+                key.data.feed(chunk)
+            else:
+                self._close(key.fileobj)
+
+    def _reap(self) -> None:
+        if self.exited_at is None and self.proc.poll() is not None:
+            self.exited_at = time.monotonic()
+
+    def _escalate(self, now: float) -> None:
+        """Stop the process group: SIGTERM now, SIGKILL when the grace is over."""
+        if not self.stopping:
+            self.stopping = True
+            _signal_group(self.pgid, signal.SIGTERM)
+            self.kill_at = now + self.spec.kill_grace
+        elif self.kill_at is not None and now >= self.kill_at:
+            _signal_group(self.pgid, signal.SIGKILL)
+            self.kill_at = None
+            self.killed_at = now
+
+    def _finished(self, now: float) -> bool:
+        """Decide, once the tool has exited, whether anything is still worth waiting for."""
+        assert self.exited_at is not None
+        if self._pipes_open() and now < self.exited_at + DRAIN_SECONDS and not self.stopping:
+            return False  # the last output may still be in flight
+        if not _group_alive(self.pgid):
+            # Pipes still open here are held by a process that left the group (setsid):
+            # the call is over all the same.
+            return True
+        if self.killed_at is not None and now > self.killed_at + _UNREAPED_SECONDS:
+            log.warning("tool_group_unreaped", pgid=self.pgid)
+            return True
+        self._escalate(now)  # left behind in the group: stop it
+        return False
+
+    def run(self) -> ProcessOutcome:
+        deadline = self.started + self.spec.timeout if self.spec.timeout is not None else None
+        while True:
+            now = time.monotonic()
+            if self.exited_at is None:
+                if deadline is not None and now >= deadline and not self.timed_out:
+                    self.timed_out = True
+                    log.info("tool_timed_out", pid=self.proc.pid, timeout=self.spec.timeout)
+                if self.timed_out:
+                    self._escalate(now)
+            elif self._finished(now):
+                break
+
+            polling = self.stopping or (self.pidfd is None and self.exited_at is None)
+            waits = [_POLL_SECONDS if polling else 1.0]
+            if deadline is not None and not self.timed_out:
+                waits.append(deadline - now)
+            if self.kill_at is not None:
+                waits.append(self.kill_at - now)
+            if self.exited_at is not None:
+                waits.append(self.exited_at + DRAIN_SECONDS - now)
+            for key, _ in self.selector.select(max(0.0, min(waits))):
+                self._on_ready(key)
+            if self.pidfd is None or self.stopping:
+                self._reap()
+        for key in list(self.selector.get_map().values()):
+            self._close(key.fileobj)
+        self.selector.close()
+        self.proc.wait()
+        ended = self.exited_at or time.monotonic()
+        return ProcessOutcome(
+            pid=self.proc.pid,
+            returncode=self.proc.returncode,
+            timed_out=self.timed_out,
+            stdout=bytes(self.stdout.tail),
+            stdout_total=self.stdout.total,
+            stderr=bytes(self.stderr.tail),
+            stderr_total=self.stderr.total,
+            spilled=self.stdout.close(),
+            duration=ended - self.started,
+        )
+
+
+def run_process(spec: ProcessSpec) -> ProcessOutcome:
+    """Run ``spec`` to completion (or its timeout) and report what happened.
+
+    Never raises for the tool's behaviour: a program that cannot start comes back with
+    ``start_error`` set.
+    """
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            spec.argv,
+            cwd=spec.cwd,
+            env=spec.env,
+            stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if spec.merge_stderr else subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return ProcessOutcome(
+            pid=None, returncode=None, timed_out=False, stdout=b"", stdout_total=0, stderr=b"", stderr_total=0,
+            spilled=None, duration=time.monotonic() - started,
+            start_error=f"could not start {spec.argv[0]}: {exc.strerror or exc}",
+        )
+    return _Run(spec, proc, started).run()

@@ -1,0 +1,118 @@
+"""Projections: session state as a fold of its events.
+
+State is never stored on its own. :func:`apply` is a pure function of the previous
+state and one event, so the state kept incrementally by a running session, the state
+rebuilt from the whole journal, and a snapshot plus the events after it are equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from zagent_core.events import (
+    Coercion,
+    OutputFile,
+    SessionEnded,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallRejected,
+    ToolCallRequested,
+    ToolCallStarted,
+    ToolOffer,
+)
+from zagent_core.journal import StoredEvent
+
+CallStatus = Literal["requested", "rejected", "running", "finished"]
+
+
+class CallView(BaseModel):
+    """One tool call as the journal tells it so far."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    tool: str
+    arguments: Any
+    status: CallStatus = "requested"
+    requested_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    argv: list[str] = []
+    coercions: list[Coercion] = []
+    output_dir: str | None = None
+    pid: int | None = None
+    output: str | None = None
+    is_error: bool | None = None
+    exit_code: int | None = None
+    timed_out: bool = False
+    duration_ms: int | None = None
+    files: list[OutputFile] = []
+
+
+class SessionState(BaseModel):
+    """Everything known about one session, rebuilt from its events."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str = ""
+    version: int = 0
+    status: Literal["new", "open", "ended"] = "new"
+    origin: str | None = None
+    workspace: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    last_at: datetime | None = None
+    tools: list[ToolOffer] = []
+    warnings: list[str] = []
+    #: In the order they were requested.
+    calls: dict[str, CallView] = {}
+
+    @property
+    def running_calls(self) -> list[CallView]:
+        """Calls that started and have no result yet (cut off, if the engine is gone)."""
+        return [call for call in self.calls.values() if call.status == "running"]
+
+
+def _with_call(state: SessionState, call: CallView, **changes: Any) -> dict[str, CallView]:
+    return {**state.calls, call.call_id: call.model_copy(update=changes)}
+
+
+def apply(state: SessionState, stored: StoredEvent) -> SessionState:
+    """The state after ``stored``; ``state`` is not modified."""
+    event = stored.event
+    common: dict[str, Any] = {"session_id": stored.session_id, "version": stored.version, "last_at": stored.at}
+    if isinstance(event, SessionStarted):
+        common.update(status="open", origin=event.origin, workspace=event.workspace, started_at=stored.at,
+                      tools=event.tools, warnings=event.warnings)
+    elif isinstance(event, SessionEnded):
+        common.update(status="ended", ended_at=stored.at)
+    elif isinstance(event, ToolCallRequested):
+        call = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments, requested_at=stored.at)
+        common["calls"] = {**state.calls, event.call_id: call}
+    elif isinstance(event, ToolCallRejected):
+        call = state.calls[event.call_id]
+        common["calls"] = _with_call(state, call, status="rejected", finished_at=stored.at, output=event.message,
+                                     is_error=True)
+    elif isinstance(event, ToolCallStarted):
+        call = state.calls[event.call_id]
+        common["calls"] = _with_call(state, call, status="running", started_at=stored.at, argv=event.argv,
+                                     arguments=event.arguments, coercions=event.coercions,
+                                     output_dir=event.output_dir)
+    elif isinstance(event, ToolCallFinished):
+        call = state.calls[event.call_id]
+        common["calls"] = _with_call(state, call, status="finished", finished_at=stored.at, pid=event.pid,
+                                     output=event.output, is_error=event.is_error, exit_code=event.exit_code,
+                                     timed_out=event.timed_out, duration_ms=event.duration_ms, files=event.files)
+    return state.model_copy(update=common)
+
+
+def rebuild(events: Iterable[StoredEvent], state: SessionState | None = None) -> SessionState:
+    """Fold ``events`` onto ``state`` (a snapshot) or onto an empty session."""
+    state = state or SessionState()
+    for stored in events:
+        state = apply(state, stored)
+    return state

@@ -1,0 +1,224 @@
+"""The SQLite journal: one file, WAL mode, one append-only ``events`` table.
+
+Schema and migrations go through sqlite-utils; the append path uses the connection
+directly because it runs once per event and sqlite-utils' ``insert()`` triples its cost
+(see ``bench/journal_append.py``). The database itself enforces what the design
+promises, so even a writer that bypasses this class cannot break it: triggers refuse
+UPDATE and DELETE, and refuse a version that does not follow the session's last one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+import sqlite_utils
+
+from zagent_core.events import Event, dump_event, load_event
+from zagent_core.journal import ConcurrencyError, SessionSummary, StoredEvent
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_VERSION_CONFLICT = "zagent: version conflict"
+
+
+def _create_events(db: sqlite_utils.Database) -> None:
+    db["events"].create(
+        {
+            "seq": int,
+            "session_id": str,
+            "version": int,
+            "type": str,
+            "at": str,
+            "call_id": str,
+            "task_id": str,
+            "data": str,
+        },
+        pk="seq",
+        not_null={"session_id", "version", "type", "at", "data"},
+    )
+    db["events"].create_index(["session_id", "version"], unique=True, index_name="events_session_version")
+    db["events"].create_index(["call_id"], index_name="events_call_id")
+    db["events"].create_index(["task_id"], index_name="events_task_id")
+    db.execute(
+        f"""CREATE TRIGGER events_version_follows BEFORE INSERT ON events
+        WHEN NEW.version != 1 + coalesce(
+            (SELECT max(version) FROM events WHERE session_id = NEW.session_id), 0)
+        BEGIN SELECT RAISE(ABORT, '{_VERSION_CONFLICT}'); END"""
+    )
+    for verb in ("UPDATE", "DELETE"):
+        db.execute(
+            f"""CREATE TRIGGER events_no_{verb.lower()} BEFORE {verb} ON events
+            BEGIN SELECT RAISE(ABORT, 'zagent: events are append-only'); END"""
+        )
+
+
+#: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class JournalVersionError(RuntimeError):
+    """The journal file was made by a newer zagent."""
+
+
+class SQLiteJournal:
+    """The embedded journal, in one SQLite file (``<home>/journal.db`` by default).
+
+    ``synchronous="NORMAL"`` (the default) loses nothing when the engine is killed,
+    only on a power cut or an OS crash; ``"FULL"`` also survives those, at the cost
+    of an fsync per append.
+    """
+
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "NORMAL", busy_timeout_ms: int = 5000) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        self._conn = conn
+        self.db = sqlite_utils.Database(conn)
+        self._lock = threading.Lock()
+        self._migrate()
+
+    # -- schema -----------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                if current > len(MIGRATIONS):
+                    raise JournalVersionError(
+                        f"{self.path} has journal schema {current}, this zagent knows up to {len(MIGRATIONS)}: "
+                        "upgrade zagent to open it"
+                    )
+                for number in range(current, len(MIGRATIONS)):
+                    MIGRATIONS[number](self.db)
+                self._conn.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    # -- the Journal protocol -------------------------------------------------------
+
+    def append(self, session_id: str, events: Sequence[Event], expected_version: int) -> list[StoredEvent]:
+        at = _now()
+        rows = [
+            (
+                session_id,
+                expected_version + offset,
+                event.type,
+                at,
+                getattr(event, "call_id", None),
+                getattr(event, "task_id", None),
+                dump_event(event),
+            )
+            for offset, event in enumerate(events, start=1)
+        ]
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                first = None
+                for row in rows:
+                    seq = conn.execute(
+                        "INSERT INTO events (session_id, version, type, at, call_id, task_id, data)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    ).lastrowid
+                    first = seq if first is None else first
+                conn.execute("COMMIT")
+            except sqlite3.IntegrityError as exc:
+                conn.execute("ROLLBACK")
+                if _VERSION_CONFLICT in str(exc) or "UNIQUE" in str(exc):
+                    raise ConcurrencyError(session_id, expected_version, self._version(session_id)) from None
+                raise
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        when = _parse_time(at)
+        return [
+            StoredEvent(seq=first + i, session_id=session_id, version=expected_version + i + 1, at=when, event=event)
+            for i, event in enumerate(events)
+        ]
+
+    def _version(self, session_id: str) -> int:
+        row = self._conn.execute("SELECT max(version) FROM events WHERE session_id = ?", (session_id,)).fetchone()
+        return row[0] or 0
+
+    def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT seq, version, type, at, data FROM events"
+                " WHERE session_id = ? AND version > ? ORDER BY version",
+                (session_id, after_version),
+            ).fetchall()
+        for seq, version, type_, at, data in rows:
+            yield StoredEvent(
+                seq=seq,
+                session_id=session_id,
+                version=version,
+                at=_parse_time(at),
+                event=load_event(type_, json.loads(data)),
+            )
+
+    def sessions(self) -> list[SessionSummary]:
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT session_id, min(at), max(at), count(*),
+                          sum(type = 'tool_call_requested'), max(type = 'session_ended')
+                   FROM events GROUP BY session_id ORDER BY max(seq) DESC"""
+            ).fetchall()
+        return [
+            SessionSummary(
+                session_id=sid,
+                started_at=_parse_time(first),
+                last_at=_parse_time(last),
+                events=count,
+                calls=calls,
+                ended=bool(ended),
+            )
+            for sid, first, last, count, calls, ended in rows
+        ]
+
+    def check(self) -> list[str]:
+        with self._lock:
+            problems = [row[0] for row in self._conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
+            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode.lower() != "wal":
+            problems.append(f"journal_mode is {mode}, expected wal")
+        return problems
+
+    def stats(self) -> dict[str, int]:
+        """Counts for ``zagent doctor``: events, sessions, schema version."""
+        with self._lock:
+            events, sessions = self._conn.execute(
+                "SELECT count(*), count(DISTINCT session_id) FROM events"
+            ).fetchone()
+            schema = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        return {"events": events, "sessions": sessions, "schema_version": schema}
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SQLiteJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

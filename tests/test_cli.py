@@ -1,0 +1,145 @@
+"""The ``zagent`` command: output, JSON forms and exit codes, against real homes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import EXAMPLES, PYTHON, python_tool, write_tool
+
+from zagent_cli.main import cli
+
+
+@pytest.fixture
+def example_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    shutil.copytree(EXAMPLES, home, ignore=shutil.ignore_patterns("journal.db*", "sessions"))
+    # The examples say "python"; pin this interpreter so no PATH shim slows the tests.
+    for manifest in (home / "tools").glob("*/*.json"):
+        data = json.loads(manifest.read_text())
+        if data["command"][0] == "python":
+            data["command"][0] = PYTHON
+            manifest.write_text(json.dumps(data))
+    return home
+
+
+def run(home: Path, *args: str, workspace: Path | None = None):
+    options = ["--home", str(home)] + (["--workspace", str(workspace)] if workspace else [])
+    return CliRunner().invoke(cli, [*options, *args], catch_exceptions=False)
+
+
+def test_tools_list_shows_loaded_tools_and_why_others_did_not_load(example_home: Path) -> None:
+    write_tool(example_home, "broken", '{"description": "x", "command": []')
+    write_tool(example_home, "typo", {"description": "d", "command": [PYTHON], "timeout": 3})
+    result = run(example_home, "tools", "list")
+    assert result.exit_code == 0
+    assert "word_count" in result.output and "hello_node" in result.output
+    assert "tools/broken: not loaded: broken.json is not valid JSON" in result.output
+    assert 'tools/typo: unknown field "timeout" is ignored (did you mean "timeout_seconds"?)' in result.output
+
+    listed = json.loads(run(example_home, "tools", "list", "--json").output)
+    names = [t["name"] for t in listed["tools"]]
+    assert "typo" in names and "broken" not in names
+    assert {p["source"] for p in listed["problems"]} == {"tools/broken", "tools/typo"}
+
+
+def test_tools_run_prints_what_the_model_receives_and_journals_it(example_home: Path, tmp_path: Path) -> None:
+    result = run(example_home, "tools", "run", "word_count", "--args", '{"text": "b a b", "top": "1"}',
+                 workspace=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("3 words")
+    assert "journaled as session" in result.stderr
+
+    shown = run(example_home, "sessions", "show", "--json", "--events")
+    state = json.loads(shown.output)
+    (call,) = state["calls"].values()
+    assert call["tool"] == "word_count" and call["status"] == "finished" and call["is_error"] is False
+    assert call["coercions"] == [{"path": "top", "before": "1", "after": 1}]
+    assert [e["event"]["type"] for e in state["events"]][-2:] == ["tool_call_finished", "session_ended"]
+
+
+def test_tools_run_json_has_the_documented_fields(example_home: Path) -> None:
+    result = run(example_home, "tools", "run", "image_maker", "--args", '{"color": "#00ff00"}', "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert set(body) == {"output", "is_error", "media", "files", "session_id", "call_id"}
+    assert body["media"][0]["mime"] == "image/png"
+    assert Path(body["files"][0]["path"]).read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_error_result_exits_1_and_tells_the_model_what_to_fix(example_home: Path) -> None:
+    result = run(example_home, "tools", "run", "word_count", "--args", '{"txt": "a"}')
+    assert result.exit_code == 1
+    assert 'unknown argument "txt" (allowed: text, top)' in result.stdout
+    assert 'missing argument "text"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tools", "run", "word_cont"], 'unknown tool "word_cont" (did you mean "word_count"'),
+        (["tools", "run", "word_count", "--args", "{text: 1}"], "--args is not valid JSON"),
+        (["tools", "run", "word_count", "--args", "[1]"], "--args must be a JSON object"),
+        (["sessions", "show", "nope"], 'no session "nope"'),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(example_home: Path, args: list[str], message: str) -> None:
+    result = run(example_home, *args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_doctor_reports_broken_manifests_config_and_journal_health(example_home: Path) -> None:
+    healthy = run(example_home, "doctor")
+    assert healthy.exit_code == 0 and "all good" in healthy.output
+    (example_home / "config.json").write_text('{"limits": {"output_cap_bytes": "big"}}')
+    write_tool(example_home, "nodesc", {"command": [PYTHON]})
+    run(example_home, "tools", "run", "word_count", "--args", '{"text": "x"}')
+    report = run(example_home, "doctor", "--json")
+    assert report.exit_code == 1
+    body = json.loads(report.output)
+    messages = [p["message"] for p in body["problems"]]
+    assert any('"limits.output_cap_bytes"' in m and "using the default" in m for m in messages)
+    assert 'not loaded: missing required field "description"' in messages
+    assert body["limits"]["output_cap_bytes"] == 32768
+    assert body["journal"]["problems"] == [] and body["journal"]["events"] == 5
+
+
+def test_sessions_list_and_show(example_home: Path) -> None:
+    assert "no sessions yet" in run(example_home, "sessions", "list").output
+    run(example_home, "tools", "run", "hello_node", "--args", '{"name": "Ada"}')
+    run(example_home, "tools", "run", "word_count", "--args", '{}')
+    listing = json.loads(run(example_home, "sessions", "list", "--json").output)["sessions"]
+    assert [s["calls"] for s in listing] == [1, 1] and all(s["ended"] for s in listing)
+    older = run(example_home, "sessions", "show", listing[1]["session_id"]).output
+    assert "hello_node" in older and "ok" in older and "Hello, Ada!" in older
+    latest = run(example_home, "sessions", "show").output
+    assert "word_count" in latest and "rejected" in latest
+
+
+def test_disabled_tools_are_refused_with_the_reason(example_home: Path) -> None:
+    (example_home / "config.json").write_text('{"tools": {"disabled": ["hello_node"]}}')
+    assert "(disabled)" in run(example_home, "tools", "list").output
+    result = run(example_home, "tools", "run", "hello_node", "--args", '{"name": "x"}')
+    assert result.exit_code == 1 and "disabled in config.json" in result.stdout
+
+
+def test_the_installed_command_never_shows_a_traceback_for_a_users_mistake(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "crash", "raise SystemExit('boom')")
+    base = [sys.executable, "-m", "zagent_cli", "--home", str(home)]
+    bad = subprocess.run([*base, "tools", "run", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown tool" in bad.stderr and "Traceback" not in bad.stderr
+    crash = subprocess.run([*base, "tools", "run", "crash"], capture_output=True, text=True)
+    assert crash.returncode == 1 and "boom" in crash.stdout and "[exit code 1]" in crash.stdout
+    (home / "journal.db").unlink()
+    (home / "journal.db").write_text("not a database")
+    broken = subprocess.run([*base, "sessions", "list"], capture_output=True, text=True)
+    assert broken.returncode == 1 and "cannot open the journal" in broken.stderr
+    assert "Traceback" not in broken.stderr

@@ -1,0 +1,68 @@
+"""Event bodies: round trips, schema versions, and refusing what a newer zagent wrote."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zagent_core import events
+from zagent_core.events import (
+    EventSchemaError,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallRejected,
+    ToolCallRequested,
+    ToolCallStarted,
+    ToolOffer,
+    dump_event,
+    load_event,
+)
+
+SAMPLES = [
+    SessionStarted(origin="test", workspace="/w", zagent_version="1",
+                   tools=[ToolOffer(name="t", description="d", folder="/f", manifest_hash="h")], warnings=["w"]),
+    events.SessionEnded(reason="completed"),
+    ToolCallRequested(call_id="c1", tool="t", arguments={"a": [1, {"b": None}]}),
+    ToolCallRejected(call_id="c1", reason="invalid_arguments", message="m", problems=["p"]),
+    ToolCallStarted(call_id="c1", tool="t", arguments={}, argv=["x"], cwd="/", input_mode="stdin_json",
+                    output_mode="text", output_dir="/o", notify_file="/n", env_names=["A"], timeout_seconds=None,
+                    manifest_hash="h", files_hash="f"),
+    ToolCallFinished(call_id="c1", output="out", is_error=False, exit_code=0, duration_ms=3),
+]
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: e.type)
+def test_every_event_type_round_trips_through_its_journal_form(event) -> None:
+    data = json.loads(dump_event(event))
+    assert "type" not in data  # it has its own column
+    assert data["v"] == 1
+    assert load_event(event.type, data) == event
+
+
+def test_every_event_type_is_in_the_catalog() -> None:
+    assert {e.type for e in SAMPLES} == set(events.EVENT_TYPES)
+
+
+def test_an_unknown_event_type_says_to_upgrade() -> None:
+    with pytest.raises(EventSchemaError, match='unknown event type "task_started".*upgrade zagent'):
+        load_event("task_started", {"v": 1})
+
+
+def test_a_newer_schema_version_is_refused_with_a_clear_message() -> None:
+    with pytest.raises(EventSchemaError, match="schema version 2, this zagent reads up to 1"):
+        load_event("session_ended", {"v": 2, "reason": "x"})
+
+
+def test_older_bodies_are_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pretend session_ended is at version 2, where "why" was renamed "reason".
+    monkeypatch.setattr(events.SessionEnded, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(events.UPCASTERS, ("session_ended", 1),
+                        lambda data: {"v": 1, "reason": data["why"]})
+    event = load_event("session_ended", {"v": 1, "why": "crashed"})
+    assert event.reason == "crashed" and event.v == 2
+
+
+def test_a_body_that_does_not_match_its_schema_is_reported() -> None:
+    with pytest.raises(EventSchemaError, match='event "tool_call_requested" does not match its schema'):
+        load_event("tool_call_requested", {"v": 1, "tool": "t"})

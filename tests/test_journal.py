@@ -1,0 +1,151 @@
+"""The SQLite journal: append-only, gap-free versions, optimistic concurrency, crash safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from zagent_core.events import SessionEnded, SessionStarted, ToolCallRequested
+from zagent_core.journal import ConcurrencyError, Journal
+from zagent_store import SQLiteJournal
+from zagent_store.sqlite import JournalVersionError
+
+
+def started() -> SessionStarted:
+    return SessionStarted(origin="test", workspace="/w", zagent_version="0")
+
+
+def request(n: int) -> ToolCallRequested:
+    return ToolCallRequested(call_id=f"c{n}", tool="t", arguments={"n": n})
+
+
+def test_it_implements_the_journal_protocol(journal: SQLiteJournal) -> None:
+    assert isinstance(journal, Journal)
+
+
+def test_appends_get_consecutive_versions_and_global_seqs(journal: SQLiteJournal) -> None:
+    journal.append("a", [started()], 0)
+    journal.append("b", [started()], 0)
+    stored = journal.append("a", [request(1), request(2)], 1)
+    assert [(e.seq, e.version) for e in stored] == [(3, 2), (4, 3)]
+    assert [e.version for e in journal.read("a")] == [1, 2, 3]
+    assert [e.event for e in journal.read("a", after_version=1)] == [request(1), request(2)]
+
+
+def test_a_stale_expected_version_is_a_conflict_and_appends_nothing(journal: SQLiteJournal) -> None:
+    journal.append("a", [started(), request(1)], 0)
+    with pytest.raises(ConcurrencyError, match="session a is at version 2, not at version 1"):
+        journal.append("a", [request(2), request(3)], 1)
+    with pytest.raises(ConcurrencyError):
+        journal.append("a", [request(2)], 7)  # ahead of the journal: would leave a gap
+    assert [e.version for e in journal.read("a")] == [1, 2]
+
+
+def test_two_writers_on_one_file_cannot_both_append_at_the_same_version(home_dir: Path) -> None:
+    path = home_dir / "journal.db"
+    with SQLiteJournal(path) as first, SQLiteJournal(path) as second:
+        first.append("s", [started()], 0)
+        second.append("s", [request(1)], 1)
+        with pytest.raises(ConcurrencyError) as raised:
+            first.append("s", [request(2)], 1)
+        assert (raised.value.expected, raised.value.actual) == (1, 2)
+
+
+def test_the_database_itself_refuses_updates_deletes_and_gaps(journal: SQLiteJournal) -> None:
+    journal.append("s", [started()], 0)
+    raw = sqlite3.connect(journal.path)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        raw.execute("UPDATE events SET type = 'x'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        raw.execute("DELETE FROM events")
+    with pytest.raises(sqlite3.IntegrityError, match="version conflict"):
+        raw.execute("INSERT INTO events (session_id, version, type, at, data) VALUES ('s', 5, 't', 'now', '{}')")
+    raw.close()
+
+
+def test_correlation_columns_are_filled_for_audits(journal: SQLiteJournal) -> None:
+    journal.append("s", [started(), request(9)], 0)
+    rows = journal.db.execute("SELECT type, call_id FROM events ORDER BY seq").fetchall()
+    assert rows == [("session_started", None), ("tool_call_requested", "c9")]
+
+
+def test_sessions_are_summarised_most_recent_first(journal: SQLiteJournal) -> None:
+    journal.append("old", [started(), request(1), SessionEnded()], 0)
+    journal.append("new", [started()], 0)
+    summaries = journal.sessions()
+    assert [s.session_id for s in summaries] == ["new", "old"]
+    assert (summaries[1].events, summaries[1].calls, summaries[1].ended) == (3, 1, True)
+    assert summaries[0].ended is False
+
+
+def test_health_check_and_wal_mode(journal: SQLiteJournal) -> None:
+    assert journal.check() == []
+    assert journal.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert journal.stats() == {"events": 0, "sessions": 0, "schema_version": 1}
+
+
+def test_a_journal_from_a_newer_zagent_is_refused(home_dir: Path) -> None:
+    path = home_dir / "journal.db"
+    SQLiteJournal(path).close()
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version = 99")
+    raw.close()
+    with pytest.raises(JournalVersionError, match="schema 99.*upgrade zagent"):
+        SQLiteJournal(path)
+
+
+def test_reopening_keeps_everything(home_dir: Path) -> None:
+    path = home_dir / "journal.db"
+    with SQLiteJournal(path) as journal:
+        journal.append("s", [started(), request(1)], 0)
+    with SQLiteJournal(path) as journal:
+        assert [e.event.type for e in journal.read("s")] == ["session_started", "tool_call_requested"]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from zagent_store import SQLiteJournal
+    from zagent_core.events import SessionStarted, ToolCallRequested
+    journal = SQLiteJournal(sys.argv[1])
+    session, version = sys.argv[2], 0
+    journal.append(session, [SessionStarted(origin="crash", workspace="/", zagent_version="0")], 0)
+    version = 1
+    print("ready", flush=True)
+    while True:
+        batch = [ToolCallRequested(call_id=f"c{version + i}", tool="t", arguments={"i": i}) for i in range(3)]
+        stored = journal.append(session, batch, version)
+        version = stored[-1].version
+        print(version, flush=True)  # acknowledged: committed
+    """
+)
+
+
+@pytest.mark.parametrize("kill_after", [0.01, 0.03, 0.07, 0.11, 0.17, 0.23])
+def test_sigkill_loses_no_acknowledged_event_and_leaves_the_journal_readable(home_dir: Path,
+                                                                            kill_after: float) -> None:
+    path = home_dir / "journal.db"
+    acknowledged = 0
+    for round_ in range(3):
+        session = f"s{round_}"
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), session], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(kill_after)
+        os.kill(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        acknowledged = max([1, *(int(line) for line in out.split())])
+        with SQLiteJournal(path) as journal:
+            assert journal.check() == []
+            versions = [e.version for e in journal.read(session)]
+        # Every acknowledged append is there, whole batches only, with no gaps.
+        assert versions == list(range(1, len(versions) + 1))
+        assert len(versions) >= acknowledged
+        assert (len(versions) - 1) % 3 == 0

@@ -1,0 +1,121 @@
+"""Invariant 1: incremental state == full rebuild == snapshot + later events.
+
+A hypothesis state machine appends random, well-formed session histories to a real
+SQLite journal, keeping the state incrementally as the engine does, and checks the
+three ways of computing it agree after every step.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from zagent_core import SessionState, apply, rebuild
+from zagent_core.events import (
+    SessionEnded,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallRejected,
+    ToolCallRequested,
+    ToolCallStarted,
+)
+from zagent_store import SQLiteJournal
+
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5))
+arguments = st.dictionaries(st.text(max_size=4), json_scalars, max_size=3)
+
+
+class SessionHistory(RuleBasedStateMachine):
+    @initialize()
+    def open_journal(self) -> None:
+        self.dir = tempfile.TemporaryDirectory()
+        self.journal = SQLiteJournal(Path(self.dir.name) / "journal.db")
+        self.session = "s"
+        self.state = SessionState()
+        self.snapshots: list[SessionState] = []
+        self.requested: list[str] = []
+        self.running: list[str] = []
+        self.counter = 0
+        self._append([SessionStarted(origin="test", workspace="/w", zagent_version="0", warnings=["w"])])
+
+    def teardown(self) -> None:
+        self.journal.close()
+        self.dir.cleanup()
+
+    def _append(self, events) -> None:
+        for stored in self.journal.append(self.session, events, self.state.version):
+            self.state = apply(self.state, stored)
+
+    @precondition(lambda self: self.state.status == "open")
+    @rule(tool=st.sampled_from(["a", "b"]), args=arguments, batch=st.booleans())
+    def request(self, tool: str, args: dict, batch: bool) -> None:
+        self.counter += 1
+        call_id = f"c{self.counter}"
+        requested = ToolCallRequested(call_id=call_id, tool=tool, arguments=args)
+        if batch:  # the engine appends a request with its start in one transaction
+            self._append([requested, self._started(call_id, tool, args)])
+            self.running.append(call_id)
+        else:
+            self._append([requested])
+            self.requested.append(call_id)
+
+    def _started(self, call_id: str, tool: str, args: dict) -> ToolCallStarted:
+        return ToolCallStarted(call_id=call_id, tool=tool, arguments=args, argv=[tool], cwd="/", input_mode="env",
+                               output_mode="text", output_dir="/o", notify_file="/n", timeout_seconds=1.0,
+                               manifest_hash="m", files_hash="f")
+
+    @precondition(lambda self: self.requested)
+    @rule(data=st.data(), reject=st.booleans())
+    def settle_request(self, data: st.DataObject, reject: bool) -> None:
+        call_id = data.draw(st.sampled_from(self.requested))
+        self.requested.remove(call_id)
+        call = self.state.calls[call_id]
+        if reject:
+            self._append([ToolCallRejected(call_id=call_id, reason="invalid_arguments", message="no", problems=["p"])])
+        else:
+            self._append([self._started(call_id, call.tool, call.arguments)])
+            self.running.append(call_id)
+
+    @precondition(lambda self: self.running)
+    @rule(data=st.data(), output=st.text(max_size=20), is_error=st.booleans(),
+          exit_code=st.one_of(st.none(), st.integers(-9, 255)))
+    def finish(self, data: st.DataObject, output: str, is_error: bool, exit_code: int | None) -> None:
+        call_id = data.draw(st.sampled_from(self.running))
+        self.running.remove(call_id)
+        self._append([ToolCallFinished(call_id=call_id, output=output, is_error=is_error, exit_code=exit_code,
+                                       duration_ms=5)])
+
+    @precondition(lambda self: self.state.status == "open")
+    @rule()
+    def snapshot(self) -> None:
+        self.snapshots.append(self.state)
+
+    @precondition(lambda self: self.state.status == "open" and not self.running and not self.requested)
+    @rule()
+    def end(self) -> None:
+        self._append([SessionEnded()])
+
+    @rule()
+    def reopen_journal(self) -> None:
+        self.journal.close()
+        self.journal = SQLiteJournal(Path(self.dir.name) / "journal.db")
+
+    @invariant()
+    def incremental_equals_rebuild_equals_snapshot_plus_later(self) -> None:
+        full = rebuild(self.journal.read(self.session))
+        assert full == self.state
+        for snapshot in self.snapshots:
+            assert rebuild(self.journal.read(self.session, after_version=snapshot.version), snapshot) == self.state
+
+    @invariant()
+    def running_calls_are_the_started_ones_without_a_result(self) -> None:
+        assert sorted(c.call_id for c in self.state.running_calls) == sorted(self.running)
+
+
+TestSessionHistory = SessionHistory.TestCase
+TestSessionHistory.settings = settings(max_examples=60, stateful_step_count=25, deadline=None,
+                                       suppress_health_check=[HealthCheck.too_slow])

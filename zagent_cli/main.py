@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 class Context:
     home_arg: str | None
     workspace: str | None
+    verbosity: int
 
     @property
     def home(self) -> Home:
@@ -45,8 +46,10 @@ class Context:
             raise click.ClickException(f"cannot open the journal {self.home.journal_path}: {exc}") from None
 
     def engine(self, journal: SQLiteJournal) -> Engine:
+        """The engine, with its logs set up (only commands that run tools pay for them)."""
         from zagent_core import Engine
 
+        _configure_logging(self.verbosity)
         workspace = Path(self.workspace) if self.workspace else Path.cwd()
         if not workspace.is_dir():
             raise click.UsageError(f"workspace {workspace} is not a folder")
@@ -86,8 +89,7 @@ def _problem_lines(problems: list[Problem]) -> list[str]:
 @click.pass_context
 def cli(ctx: click.Context, home: str | None, workspace: str | None, verbose: int) -> None:
     """zagent runs an AI agent's tools and journals every session in SQLite."""
-    _configure_logging(verbose)
-    ctx.obj = Context(home_arg=home, workspace=workspace)
+    ctx.obj = Context(home_arg=home, workspace=workspace, verbosity=verbose)
 
 
 # -- tools ---------------------------------------------------------------------------

@@ -28,11 +28,11 @@ class LimitsConfig(BaseModel):
     model_config = _STRICT
 
     #: Used when a manifest says ``"timeout_seconds": 0`` or nothing.
-    default_timeout_seconds: float = Field(120.0, gt=0)
+    default_timeout_seconds: float = Field(120.0, gt=0, allow_inf_nan=False)
     #: Bytes of output the model receives; beyond it the head is cut and a marker says how much.
     output_cap_bytes: int = Field(32 * 1024, ge=256)
     #: Between SIGTERM and SIGKILL when a tool is stopped.
-    kill_grace_seconds: float = Field(2.0, ge=0)
+    kill_grace_seconds: float = Field(2.0, ge=0, allow_inf_nan=False)
     #: Larger media files are listed but not attached.
     media_max_bytes: int = Field(5 * 1024 * 1024, ge=0)
 
@@ -86,6 +86,10 @@ def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
     return False
 
 
+def _sort_key(loc: tuple[int | str, ...]) -> tuple[tuple[int, int | str], ...]:
+    return tuple((0, part) if isinstance(part, int) else (1, part) for part in loc)
+
+
 def load_config(path: Path) -> tuple[Config, list[Problem]]:
     """Read the config, keeping every valid value and reporting every bad one."""
     if not path.exists():
@@ -97,6 +101,8 @@ def load_config(path: Path) -> tuple[Config, list[Problem]]:
         return Config(), [Problem(source=source, message=f"cannot be read ({exc}); using defaults")]
     except json.JSONDecodeError as exc:
         return Config(), [Problem(source=source, message=f"is not valid JSON: {exc}; using defaults")]
+    except RecursionError:
+        return Config(), [Problem(source=source, message="is nested too deeply; using defaults")]
     if not isinstance(raw, dict):
         return Config(), [Problem(source=source, message="must be a JSON object; using defaults")]
 
@@ -107,9 +113,11 @@ def load_config(path: Path) -> tuple[Config, list[Problem]]:
         try:
             return Config.model_validate(raw), reported
         except ValidationError as exc:
-            problems, unknown = describe_errors(exc, Config.model_fields)
+            problems, unknown = describe_errors(exc, Config)
             reported += [Problem(source=source, message=f"{p}; using the default") for p in problems]
             reported += [Problem(source=source, message=u, severity="warning") for u in unknown]
-            if not any([_drop(raw, tuple(err["loc"])) for err in exc.errors()]):
+            # Highest index first, so dropping one list item does not shift the next.
+            locations = sorted((tuple(err["loc"]) for err in exc.errors()), key=_sort_key, reverse=True)
+            if not any([_drop(raw, loc) for loc in locations]):
                 break
     return Config(), reported + [Problem(source=source, message="could not be repaired; using defaults")]

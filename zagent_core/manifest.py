@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -85,7 +86,7 @@ class Manifest(BaseModel):
     @field_validator("timeout_seconds")
     @classmethod
     def _timeout_is_known(cls, value: float) -> float:
-        if value != -1 and value < 0:
+        if not math.isfinite(value) or (value != -1 and value < 0):
             raise ValueError("must be 0 (the engine default), -1 (no timeout) or a number of seconds")
         return value
 
@@ -93,16 +94,80 @@ class Manifest(BaseModel):
     @classmethod
     def _parameters_is_a_json_schema_object(cls, value: dict[str, Any]) -> dict[str, Any]:
         from jsonschema import SchemaError
-        from jsonschema.validators import validator_for
 
         if value.get("type") != "object":
             raise ValueError('must be a JSON Schema with "type": "object" (the arguments are one object)')
         try:
-            validator_for(value).check_schema(value)
+            schema_dialect(value).check_schema(value)
         except SchemaError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
             raise ValueError(f"is not a valid JSON Schema at {where}: {exc.message}") from None
+        for ref in _refs(value):
+            if not _resolves(value, ref):
+                raise ValueError(f'"$ref": {json.dumps(ref)} does not point into this schema '
+                                 '(only local references like "#/$defs/name" are supported)')
         return value
+
+    @field_validator("platforms")
+    @classmethod
+    def _platforms_names_one(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("must name at least one of windows, linux, darwin (or be left out: every platform)")
+        return value
+
+
+def schema_dialect(schema: dict[str, Any]) -> type[Validator]:
+    """The validator class of the schema's ``$schema`` (draft 2020-12 when it has none)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
+    if "$schema" not in schema:
+        return Draft202012Validator
+    if not isinstance(schema["$schema"], str):
+        raise ValueError('"$schema" must be the URI of a JSON Schema dialect')
+    found = validator_for(schema, default=None)  # type: ignore[arg-type]
+    if found is None:
+        raise ValueError(f'"$schema" {schema["$schema"]} is not a JSON Schema dialect zagent knows; '
+                         "leave it out to use draft 2020-12")
+    return found
+
+
+def _refs(node: Any) -> list[str]:
+    """Every ``$ref`` string anywhere in a schema."""
+    if isinstance(node, dict):
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return found + [ref for value in node.values() for ref in _refs(value)]
+    if isinstance(node, list):
+        return [ref for value in node for ref in _refs(value)]
+    return []
+
+
+def _anchors(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        own = {node["$anchor"]} if isinstance(node.get("$anchor"), str) else set()
+        return own.union(*(_anchors(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_anchors(value) for value in node))
+    return set()
+
+
+def _resolves(schema: dict[str, Any], ref: str) -> bool:
+    """Whether a local reference (``#``, ``#/json/pointer``, ``#anchor``) finds its target."""
+    if not ref.startswith("#"):
+        return False
+    fragment = ref[1:]
+    if fragment and not fragment.startswith("/"):
+        return fragment in _anchors(schema)
+    node: Any = schema
+    for token in fragment.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return True
 
 
 def _sha256_of(path: Path) -> str:
@@ -188,6 +253,10 @@ def _resolve_program(program: str, folder: Path) -> str:
         if not os.path.exists(program):
             raise ValueError(f'program "{program}" does not exist')
         return program
+    if os.sep in program or (os.altsep and os.altsep in program):
+        # A path, not a name: only the tool folder counts, never zagent's own current folder.
+        raise ValueError(f'program "{program}" is not a file in the tool folder; give a path inside the tool '
+                         "folder or an absolute path")
     found = shutil.which(program)
     if found:
         return found
@@ -220,6 +289,8 @@ def _load_one(folder: Path, home: Home) -> tuple[Tool | None, list[Problem], boo
         return None, [Problem(source=source, message=f"not loaded: cannot read {manifest_path.name}: {exc}")], False
     except json.JSONDecodeError as exc:
         return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} is not valid JSON: {exc}")], False
+    except RecursionError:
+        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} is nested too deeply")], False
     if not isinstance(raw, dict):
         return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} must be a JSON object")], False
 
@@ -233,7 +304,7 @@ def _load_one(folder: Path, home: Home) -> tuple[Tool | None, list[Problem], boo
     try:
         manifest = Manifest.model_validate(known)
     except ValidationError as exc:
-        errors, _ = describe_errors(exc, Manifest.model_fields)
+        errors, _ = describe_errors(exc, Manifest)
         return None, problems + [Problem(source=source, message=f"not loaded: {e}") for e in errors], False
 
     if manifest.platforms is not None and current_platform() not in manifest.platforms:
@@ -260,9 +331,7 @@ def _load_one(folder: Path, home: Home) -> tuple[Tool | None, list[Problem], boo
         return None, problems, False
     argv = (program, *(_resolve_argument(expand(arg, at_load), folder) for arg in manifest.command[1:]))
 
-    from jsonschema.validators import validator_for
-
-    validator = validator_for(manifest.parameters)(manifest.parameters)
+    validator = schema_dialect(manifest.parameters)(manifest.parameters)
     tool = Tool(
         name=name,
         manifest=manifest,

@@ -41,23 +41,33 @@ def _where(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-def describe_errors(exc: ValidationError, fields: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """Split a pydantic error into (problems, unknown-field warnings), one sentence each.
+def _fields_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> dict[str, Any]:
+    """The field names of the (nested) model that ``loc``'s last part belongs to."""
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return {}
+        model = annotation
+    return model.model_fields
 
-    ``fields`` is the model's ``model_fields``, used to suggest the field a typo meant.
-    """
+
+def describe_errors(exc: ValidationError, model: type[BaseModel]) -> tuple[list[str], list[str]]:
+    """Split a pydantic error about ``model`` into (problems, unknown-field warnings), one sentence each."""
     problems: list[str] = []
     unknown: list[str] = []
     for error in exc.errors(include_url=False):
-        where = _where(error["loc"])
+        loc = tuple(error["loc"])
+        where = _where(loc)
         if error["type"] == "extra_forbidden":
-            name = str(error["loc"][-1])
-            known = fields if len(error["loc"]) == 1 else {}
-            unknown.append(f'unknown field "{where}" is ignored{did_you_mean(name, known)}')
+            unknown.append(f'unknown field "{where}" is ignored{did_you_mean(str(loc[-1]), _fields_at(model, loc))}')
         elif error["type"] == "missing":
             problems.append(f'missing required field "{where}"')
         else:
-            problems.append(f'"{where}": {error["msg"]} (got {_short(error.get("input"))})')
+            # Our own validators' messages are already sentences; drop pydantic's "Value error, ".
+            cause = error.get("ctx", {}).get("error")
+            message = str(cause) if error["type"] == "value_error" and cause is not None else error["msg"]
+            problems.append(f'"{where}": {message} (got {_short(error.get("input"))})')
     return problems, unknown
 
 

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from jsonschema import ValidationError
     from jsonschema.protocols import Validator
 
-_INTEGER = re.compile(r"^\s*-?\d+\s*$")
-_NUMBER = re.compile(r"^\s*-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
+_INTEGER = re.compile(r"^\s*-?[0-9]+\s*$", re.ASCII)
+_NUMBER = re.compile(r"^\s*-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,8 @@ def _join(items: Any) -> str:
 def _describe(error: ValidationError) -> list[str]:
     """One model-readable sentence per problem in ``error``."""
     where = _where(error)
-    subject = f'argument "{where}"' if where else "the arguments"
+    # Names come from the model: quoted as JSON strings, a newline cannot split a problem.
+    subject = f"argument {_json(where)}" if where else "the arguments"
     prefix = f"{where}." if where else ""
     kind, expected, instance, schema = error.validator, error.validator_value, error.instance, error.schema
 
@@ -125,10 +126,10 @@ def _describe(error: ValidationError) -> list[str]:
         patterns = list(schema.get("patternProperties", {}))
         extras = sorted(k for k in instance if k not in allowed and not any(re.search(p, k) for p in patterns))
         hint = f" (allowed: {_join(allowed)})" if allowed else " (this tool takes no arguments)"
-        return [f'unknown argument "{prefix}{name}"{hint}' for name in extras]
+        return [f"unknown argument {_json(prefix + name)}{hint}" for name in extras]
     if kind == "required":
         missing = [name for name in expected if isinstance(instance, dict) and name not in instance]
-        return [f'missing argument "{prefix}{name}"' for name in missing]
+        return [f"missing argument {_json(prefix + name)}" for name in missing]
     if kind == "type":
         wanted = " or ".join(expected) if isinstance(expected, list) else expected
         if not where:
@@ -154,11 +155,20 @@ def _describe(error: ValidationError) -> list[str]:
         return [f"{subject}: must be a multiple of {expected} (got {instance})"]
     if kind == "uniqueItems":
         return [f"{subject}: items must be unique"]
+    if kind in ("anyOf", "oneOf"):
+        return [f"{subject}: {_json(instance)} matches {'none' if kind == 'anyOf' else 'not exactly one'} of the "
+                "allowed forms"]
     return [f"{subject}: {error.message}"]
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _path_key(error: ValidationError) -> tuple[Any, ...]:
+    """Sort by path, array indexes as numbers (a[2] before a[10])."""
+    return tuple((0, part, "") if isinstance(part, int) else (1, 0, part) for part in error.absolute_path)
 
 
 def validate_arguments(validator: Validator, arguments: Any) -> Validated:
@@ -169,7 +179,11 @@ def validate_arguments(validator: Validator, arguments: Any) -> Validated:
     coercions: list[Coercion] = []
     arguments = _coerce(copy.deepcopy(arguments), validator.schema, "", coercions)
     problems: list[str] = []
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    try:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: (_path_key(e), str(e.validator)))
+    except Exception as exc:  # noqa: BLE001 - a schema that loads but cannot be applied is the tool's fault
+        return Validated(arguments=arguments, problems=[
+            f"the tool's parameters schema cannot be applied ({type(exc).__name__}: {exc}); fix its manifest"])
     for error in errors:
         for sentence in _describe(error):
             if sentence not in problems:

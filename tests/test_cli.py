@@ -60,7 +60,7 @@ def test_tools_run_prints_what_the_model_receives_and_journals_it(example_home: 
     (call,) = state["calls"].values()
     assert call["tool"] == "word_count" and call["status"] == "finished" and call["is_error"] is False
     assert call["coercions"] == [{"path": "top", "before": "1", "after": 1}]
-    assert [e["event"]["type"] for e in state["events"]][-2:] == ["tool_call_finished", "session_ended"]
+    assert [e["type"] for e in state["events"]][-2:] == ["tool_call_finished", "session_ended"]
 
 
 def test_tools_run_json_has_the_documented_fields(example_home: Path) -> None:

@@ -304,7 +304,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     if as_json:
         dumped = state.model_dump(mode="json")
         if show_events:
-            dumped["events"] = [e.model_dump(mode="json") for e in events]
+            dumped["events"] = [e.to_dict() for e in events]
         _emit_json(dumped)
         return
     started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"

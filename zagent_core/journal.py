@@ -8,24 +8,33 @@ PostgreSQL, an in-memory list in a test) can carry a session.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from zagent_core.events import Event
 
 
-class StoredEvent(BaseModel):
-    """An event as the journal keeps it: its body plus where and when it was appended."""
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as the journal keeps it: its body plus where and when it was appended.
 
-    model_config = ConfigDict(frozen=True)
+    A plain dataclass, not a model: one is made per event appended or read, and the
+    body it carries is already validated.
+    """
 
     seq: int
     session_id: str
     version: int
     at: datetime
     event: Event
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``zagent sessions show --events --json`` prints it."""
+        return {"seq": self.seq, "session_id": self.session_id, "version": self.version,
+                "at": self.at.isoformat(), "type": self.event.type, "data": self.event.model_dump(mode="json")}
 
 
 class SessionSummary(BaseModel):

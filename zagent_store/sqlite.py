@@ -62,8 +62,12 @@ def _create_events(db: sqlite_utils.Database) -> None:
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events]
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+_INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+
+def _format_time(when: datetime) -> str:
+    """``2026-11-30T04:46:00.123Z``: sortable as text, readable in any SQLite client."""
+    return when.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def _parse_time(text: str) -> datetime:
@@ -117,31 +121,25 @@ class SQLiteJournal:
     # -- the Journal protocol -------------------------------------------------------
 
     def append(self, session_id: str, events: Sequence[Event], expected_version: int) -> list[StoredEvent]:
-        at = _now()
+        now = datetime.now(timezone.utc)
+        now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as stored: milliseconds
+        at = _format_time(now)
+        # event.__dict__ rather than getattr: a missing attribute costs pydantic an exception.
         rows = [
-            (
-                session_id,
-                expected_version + offset,
-                event.type,
-                at,
-                getattr(event, "call_id", None),
-                getattr(event, "task_id", None),
-                dump_event(event),
-            )
+            (session_id, expected_version + offset, event.type, at, event.__dict__.get("call_id"),
+             event.__dict__.get("task_id"), dump_event(event))
             for offset, event in enumerate(events, start=1)
         ]
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                first = None
-                for row in rows:
-                    seq = conn.execute(
-                        "INSERT INTO events (session_id, version, type, at, call_id, task_id, data)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        row,
-                    ).lastrowid
-                    first = seq if first is None else first
+                if len(rows) == 1:
+                    first = conn.execute(_INSERT, rows[0]).lastrowid
+                else:
+                    # The write lock is held: the rows get the next seqs, in order.
+                    first = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM events").fetchone()[0]
+                    conn.executemany(_INSERT, rows)
                 conn.execute("COMMIT")
             except sqlite3.IntegrityError as exc:
                 conn.execute("ROLLBACK")
@@ -151,9 +149,8 @@ class SQLiteJournal:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        when = _parse_time(at)
         return [
-            StoredEvent(seq=first + i, session_id=session_id, version=expected_version + i + 1, at=when, event=event)
+            StoredEvent(first + i, session_id, expected_version + i + 1, now, event)
             for i, event in enumerate(events)
         ]
 
@@ -169,13 +166,7 @@ class SQLiteJournal:
                 (session_id, after_version),
             ).fetchall()
         for seq, version, type_, at, data in rows:
-            yield StoredEvent(
-                seq=seq,
-                session_id=session_id,
-                version=version,
-                at=_parse_time(at),
-                event=load_event(type_, json.loads(data)),
-            )
+            yield StoredEvent(seq, session_id, version, _parse_time(at), load_event(type_, json.loads(data)))
 
     def sessions(self) -> list[SessionSummary]:
         with self._lock:

@@ -1,0 +1,340 @@
+"""The documentation says what zagent does.
+
+- ``docs/tutorial.md`` runs as written: its ```sh blocks, in order, in one ``bash -e``
+  process, exit 0, and the output each ```text block shows after a command block is what
+  that block prints (ids, times, durations and temporary paths aside).
+- Every ``zagent`` command and option that ``docs/cli.md`` mentions exists (checked
+  against ``zagent ... --help``), and every command and option of ``--help`` is documented.
+- The Python examples of ``docs/python-api.md`` run, and the first prints what the page says.
+
+In the tutorial, ```sh blocks are commands and a ```text block right after one is its
+output; other blocks (plain ```, ```json, ```python) are not run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+BIN = Path(sys.executable).parent
+MARKER = "@@zagent-docs-block-end@@"
+_FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+def fenced_blocks(path: Path) -> list[tuple[str, str]]:
+    """``(language, body)`` of every fenced block of a Markdown file, in order."""
+    return [(m.group(1), m.group(2)) for m in _FENCE.finditer(path.read_text(encoding="utf-8"))]
+
+
+def tutorial_steps() -> list[tuple[str, str | None]]:
+    """Each ```sh block of the tutorial with the ```text block right after it, if any."""
+    steps: list[tuple[str, str | None]] = []
+    for language, body in fenced_blocks(DOCS / "tutorial.md"):
+        if language == "sh":
+            steps.append((body, None))
+        elif language == "text" and steps and steps[-1][1] is None:
+            steps[-1] = (steps[-1][0], body)
+    return steps
+
+
+def _path_with_zagent(bin_dir: Path) -> str:
+    """PATH with this environment's ``zagent``, ``python3`` and ``sqlite-utils`` first.
+
+    They are the scripts beside ``sys.executable`` when zagent is installed there (pip,
+    a venv); any that is missing gets a small shim in ``bin_dir`` running this interpreter.
+    """
+    shims = {"zagent": "-m zagent_cli", "python3": "", "sqlite-utils": "-m sqlite_utils"}
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, args in shims.items():
+        if not (BIN / name).exists():
+            shim = bin_dir / name
+            shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" {args} "$@"\n')
+            shim.chmod(0o755)
+    return os.pathsep.join([str(bin_dir), str(BIN), os.environ.get("PATH", "")])
+
+
+def _clean_env(tmp: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ZAGENT_")}
+    env["PATH"] = _path_with_zagent(tmp / "bin")
+    env["TMPDIR"] = str(tmp)  # the tutorial's mktemp folders end up under pytest's tmp_path
+    return env
+
+
+@pytest.fixture(scope="module")
+def tutorial_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, list[str], str]:
+    """Run the tutorial once: (exit status, the output of each command block, all output)."""
+    tmp = tmp_path_factory.mktemp("tutorial")
+    steps = tutorial_steps()
+    script = "".join(f"{body}echo '{MARKER}'\n" for body, _ in steps)
+    proc = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=tmp, env=_clean_env(tmp), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+    )
+    return proc.returncode, proc.stdout.split(MARKER + "\n"), proc.stdout
+
+
+def test_tutorial_has_command_blocks() -> None:
+    steps = tutorial_steps()
+    assert len(steps) >= 10
+    assert steps[0][0].startswith("export ZAGENT_HOME=$(mktemp -d)")
+
+
+def test_tutorial_runs_as_written(tutorial_run: tuple[int, list[str], str]) -> None:
+    status, blocks, output = tutorial_run
+    assert status == 0, f"the tutorial failed (exit {status}) in block {len(blocks)}:\n{output}"
+    assert len(blocks) == len(tutorial_steps()) + 1  # every block ran to its marker
+    for line in [
+        "Hello, Ada!",
+        "greet was not run: its arguments do not match its parameters.",
+        'unknown argument "nmae" (allowed: name, times)',
+        'missing argument "name"',
+        'argument "times": must be <= 3 (got 5)',
+        '[exit code 2]',
+        "exit status: 1",
+        "exit status: 2",
+        "notes.txt: 2 of 4 lines contain 'todo':",
+        "no such file: todo.txt",
+        "coerced: greet [{'path': 'times', 'before': '2', 'after': 2}]",
+        'unknown field "descripton" is ignored (did you mean "description"?)',
+        'error: tools/shout: not loaded: missing required field "description"',
+        "doctor exit status: 1",
+        "all good",
+        "IT WORKS",
+    ]:
+        assert line in output, f"{line!r} is not in the tutorial's output:\n{output}"
+
+
+# -- the outputs shown are the outputs printed ---------------------------------------------
+
+_VARIABLE = [
+    (re.compile(r"(?:/[^\s/\"'()]+)*/tmp\.[A-Za-z0-9]+"), "<tmp>"),  # mktemp -d folders
+    (re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b"), "<session>"),
+    (re.compile(r"\bcall_[0-9a-f]{12}\b"), "<call>"),
+    (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?"), "<date>"),
+    (re.compile(r"\b\d\d:\d\d:\d\d\.\d{3}\b"), "<time>"),
+    (re.compile(r"\b\d+ ms\b"), "<n> ms"),
+    (re.compile(r"\bzagent \d+\.\d+[^\s,]*"), "zagent <version>"),
+]
+#: ``--events`` lines hold interpreter paths, hashes and pids: not compared.
+_EVENT_LINE = re.compile(r"^\s*#\d+ v\d+ ")
+
+
+def _normalize(line: str) -> str:
+    for pattern, replacement in _VARIABLE:
+        line = pattern.sub(replacement, line)
+    return line.rstrip()
+
+
+def _shown_lines_printed(shown: str, printed: str) -> list[str]:
+    """Lines of ``shown`` that are not, in order, among the lines of ``printed``."""
+    actual = [_normalize(line) for line in printed.splitlines()]
+    missing: list[str] = []
+    position = 0
+    for raw in shown.splitlines():
+        if not raw.strip() or _EVENT_LINE.match(raw):
+            continue
+        expected = _normalize(raw)
+        if expected.endswith("..."):
+            # A line zagent shortened: where it was cut depends on the length of what
+            # came before (durations, paths), so compare its start only.
+            prefix = expected[:-3][:-20]
+            match = lambda line, prefix=prefix: line.startswith(prefix)  # noqa: E731
+        else:
+            match = lambda line, expected=expected: line == expected  # noqa: E731
+        for index in range(position, len(actual)):
+            if match(actual[index]):
+                position = index + 1
+                break
+        else:
+            missing.append(raw)
+    return missing
+
+
+def test_tutorial_outputs_are_what_it_prints(tutorial_run: tuple[int, list[str], str]) -> None:
+    status, blocks, output = tutorial_run
+    assert status == 0, output
+    checked = 0
+    for number, ((command, shown), printed) in enumerate(zip(tutorial_steps(), blocks), start=1):
+        if shown is None:
+            continue
+        checked += 1
+        missing = _shown_lines_printed(shown, printed)
+        assert not missing, (
+            f"command block {number} of docs/tutorial.md:\n{command}\nshows lines it does not print:\n"
+            + "\n".join(missing) + f"\n\nit printed:\n{printed}"
+        )
+    assert checked >= 10
+
+
+def test_normalization_keeps_what_matters() -> None:
+    line = "[ok in 34 ms; journaled as session 20261130-050611-6ee3d4, call call_f1027e046eaa]"
+    assert _normalize(line) == "[ok in <n> ms; journaled as session <session>, call <call>]"
+    assert _normalize("no such file: x (in /tmp/pytest-of-u/pytest-1/t0/tmp.AbC123xyZ9)") == "no such file: x (in <tmp>)"
+    assert _shown_lines_printed("a\n\nc\n", "a\nb\nc\n") == []
+    assert _shown_lines_printed("c\na\n", "a\nb\nc\n") == ["a"]
+
+
+# -- docs/cli.md names only real commands and options -----------------------------------------
+
+
+def _zagent_argv() -> list[str]:
+    script = BIN / "zagent"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "zagent_cli"]
+
+
+@cache
+def _help(path: tuple[str, ...]) -> tuple[dict[str, tuple[str, bool]], frozenset[str]]:
+    """``({spelling: (option, takes a value)}, subcommands)`` of ``zagent *path --help``.
+
+    An option is named by its last spelling (``-v, --verbose`` is ``--verbose``).
+    """
+    proc = subprocess.run([*_zagent_argv(), *path, "--help"], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("ZAGENT_")})
+    assert proc.returncode == 0, f"zagent {' '.join(path)} --help failed:\n{proc.stdout}{proc.stderr}"
+    options: dict[str, tuple[str, bool]] = {}
+    commands: set[str] = set()
+    section = None
+    for line in proc.stdout.splitlines():
+        if re.match(r"^\S.*:$", line):
+            section = line[:-1]
+            continue
+        if not line.startswith("  ") or not line.strip():
+            continue
+        first_column = re.split(r"\s{2,}", line.strip())[0]
+        if section == "Options" and first_column.startswith("-"):
+            spellings = [spelling.partition(" ") for spelling in first_column.split(", ")]
+            for name, _, metavar in spellings:
+                options[name] = (spellings[-1][0], bool(metavar))
+        elif section == "Commands":
+            commands.add(first_column.split()[0])
+    return options, frozenset(commands)
+
+
+def _cli_doc_mentions() -> list[str]:
+    """Every ``zagent ...`` command line of docs/cli.md.
+
+    Code spans of the prose, ``$ zagent ...`` lines of ```text blocks (the rest of them is
+    output), and ``zagent ...`` lines of other blocks (synopses).
+    """
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    mentions: list[str] = []
+    for language, body in fenced_blocks(DOCS / "cli.md"):
+        for line in body.splitlines():
+            if language == "text":
+                if line.startswith("$ zagent"):
+                    mentions.append(line[2:])
+            elif line == "zagent" or line.startswith("zagent "):
+                mentions.append(line)
+    prose = _FENCE.sub("", text)
+    for span in re.findall(r"`([^`\n]+)`", prose):
+        found = re.search(r"(?:^|\s)(zagent(?: .*)?)$", span)
+        if found:
+            mentions.append(found.group(1))
+    return mentions
+
+
+_PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z_]*|\.\.\.)$")
+_SHELL_STOP = {"|", "||", "&&", ";", ">", ">>", "2>&1", "<"}
+
+
+def _walk(mention: str) -> tuple[list[tuple[tuple[str, ...], str]], list[tuple[str, ...]], list[str]]:
+    """(options used with their command path, command paths reached, problems) of one mention."""
+    tokens = shlex.split(mention.replace("[", " ").replace("]", " ").replace("|", " | "), comments=True)
+    path: tuple[str, ...] = ()
+    used: list[tuple[tuple[str, ...], str]] = []
+    reached = [path]
+    problems: list[str] = []
+    skip_value = False
+    for token in tokens[1:]:
+        if token in _SHELL_STOP:
+            break
+        if skip_value:
+            skip_value = False
+            continue
+        options, commands = _help(path)
+        if token.startswith("-") and token != "-":
+            name = token.split("=", 1)[0]
+            names = [f"-{c}" for c in name[1:]] if re.fullmatch(r"-[A-Za-z]{2,}", name) else [name]
+            for option in names:
+                if option not in options:
+                    problems.append(f"{mention!r}: `zagent {' '.join(path)}` has no option {option}")
+                else:
+                    canonical, takes_value = options[option]
+                    used.append((path, canonical))
+                    skip_value = takes_value and "=" not in token
+        elif token in commands:
+            path = (*path, token)
+            reached.append(path)
+        elif commands and not _PLACEHOLDER.match(token):
+            problems.append(f"{mention!r}: `zagent {' '.join(path)}` has no command {token!r}")
+            break
+    return used, reached, problems
+
+
+def _all_commands(path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    for command in sorted(_help(path)[1]):
+        found += _all_commands((*path, command))
+    return found
+
+
+def test_cli_doc_mentions_only_real_commands_and_options() -> None:
+    mentions = _cli_doc_mentions()
+    assert len(mentions) > 20
+    problems = [problem for mention in mentions for problem in _walk(mention)[2]]
+    assert not problems, "docs/cli.md mentions what zagent does not have:\n" + "\n".join(problems)
+
+
+def test_cli_doc_covers_every_command_and_option() -> None:
+    used: set[tuple[tuple[str, ...], str]] = set()
+    reached: set[tuple[str, ...]] = set()
+    for mention in _cli_doc_mentions():
+        options, paths, _ = _walk(mention)
+        used.update(options)
+        reached.update(paths)
+    undocumented = []
+    for path in _all_commands():
+        if path not in reached:
+            undocumented.append(f"zagent {' '.join(path)}")
+        for option in sorted({canonical for canonical, _ in _help(path)[0].values()}):
+            if option != "--help" and (path, option) not in used:
+                undocumented.append(f"zagent {' '.join(path)} {option}".replace("  ", " "))
+    assert not undocumented, "docs/cli.md does not mention:\n" + "\n".join(undocumented)
+
+
+def test_cli_doc_walk_catches_mistakes() -> None:
+    assert _walk("zagent --home DIR tools run NAME --args '{}' --json")[2] == []
+    assert _walk("zagent -vv sessions show --events")[2] == []
+    assert _walk("zagent tools list --home DIR")[2]
+    assert _walk("zagent tools frobnicate")[2]
+    assert _walk("zagent sessions show --event")[2]
+
+
+# -- docs/python-api.md ----------------------------------------------------------------------
+
+
+def test_python_api_examples_run(tmp_path: Path) -> None:
+    blocks = fenced_blocks(DOCS / "python-api.md")
+    examples = [body for language, body in blocks if language == "python"]
+    assert len(examples) >= 2
+    env = _clean_env(tmp_path)
+    env["ZAGENT_HOME"] = str(tmp_path / "home")
+    outputs = []
+    for number, code in enumerate(examples, start=1):
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, f"example {number} of docs/python-api.md failed:\n{code}\n{proc.stderr}"
+        outputs.append(proc.stdout)
+    # The complete example is followed by what it prints.
+    first = next(i for i, (language, _) in enumerate(blocks) if language == "python")
+    language, shown = blocks[first + 1]
+    assert language == "text"
+    assert outputs[0] == shown

@@ -820,3 +820,30 @@ def test_a_valid_manifest_used_by_the_fuzzer_loads() -> None:
         toolset = load_tools(Home(home))
         assert list(toolset.tools) == ["x"] and toolset.problems == []
         assert os.path.isabs(toolset.tools["x"].argv_template[1])
+
+
+# --- the schema-check cache ----------------------------------------------------------------
+
+
+def test_a_schema_that_passed_is_remembered_and_a_bad_one_is_still_reported_every_time(home_dir: Path) -> None:
+    good = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    bad = {"type": "object", "properties": {"n": {"type": "no-such-type"}}}
+    write_tool(home_dir, "good", minimal(parameters=good))
+    write_tool(home_dir, "bad", minimal(parameters=bad))
+    first = load(home_dir)
+    cache = home_dir / "cache" / "checked_schemas.json"
+    assert len(json.loads(cache.read_text())) == 1  # only the schema that passed
+    second = load(home_dir)
+    assert lines(second) == lines(first) and len(lines(first)) == 1
+    assert second.tools["good"].validator.is_valid({"n": 1})
+    assert not second.tools["good"].validator.is_valid({"n": "x"})
+
+
+def test_a_corrupt_or_unwritable_cache_only_costs_time(home_dir: Path) -> None:
+    write_tool(home_dir, "t", minimal())
+    (home_dir / "cache").mkdir()
+    (home_dir / "cache" / "checked_schemas.json").write_text("{not json")
+    assert list(load(home_dir).tools) == ["t"]
+    (home_dir / "cache" / "checked_schemas.json").unlink()
+    (home_dir / "cache" / "checked_schemas.json").mkdir()  # cannot be written as a file
+    assert list(load(home_dir).tools) == ["t"]

@@ -16,10 +16,11 @@ import re
 import shutil
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from zagent_core.config import Config
 from zagent_core.problems import Problem, describe_errors, did_you_mean
@@ -92,16 +93,22 @@ class Manifest(BaseModel):
 
     @field_validator("parameters")
     @classmethod
-    def _parameters_is_a_json_schema_object(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from jsonschema import SchemaError
-
+    def _parameters_is_a_json_schema_object(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         if value.get("type") != "object":
             raise ValueError('must be a JSON Schema with "type": "object" (the arguments are one object)')
-        try:
-            schema_dialect(value).check_schema(value)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-            raise ValueError(f"is not a valid JSON Schema at {where}: {exc.message}") from None
+        # The metaschema check costs ~1 ms a schema (and jsonschema's import): a schema
+        # that passed once is known by its digest, and not checked again.
+        checked: set[str] = (info.context or {}).get("checked_schemas", set())
+        digest = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+        if digest not in checked:
+            from jsonschema import SchemaError
+
+            try:
+                schema_dialect(value).check_schema(value)
+            except SchemaError as exc:
+                where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+                raise ValueError(f"is not a valid JSON Schema at {where}: {exc.message}") from None
+            checked.add(digest)
         for ref in _refs(value):
             if not _resolves(value, ref):
                 raise ValueError(f'"$ref": {json.dumps(ref)} does not point into this schema '
@@ -189,17 +196,16 @@ class Tool:
     #: ``command`` with the program found, tool-folder files made absolute and load-time
     #: placeholders expanded; the per-call placeholders are still in it.
     argv_template: tuple[str, ...]
-    _validator: Validator = field(repr=False, compare=False)
     _files_hash: dict[tuple[Any, ...], str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def description(self) -> str:
         return self.manifest.description
 
-    @property
+    @cached_property
     def validator(self) -> Validator:
-        """The compiled argument schema."""
-        return self._validator
+        """The compiled argument schema (built on first use: listing tools does not need it)."""
+        return schema_dialect(self.manifest.parameters)(self.manifest.parameters)
 
     def files_hash(self) -> str:
         """SHA-256 over the tool folder's files (names and contents), cached by their stat."""
@@ -276,7 +282,7 @@ def _resolve_argument(argument: str, folder: Path) -> str:
     return argument
 
 
-def _load_one(folder: Path, home: Home) -> tuple[Tool | None, list[Problem], bool]:
+def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None, list[Problem], bool]:
     """Load one tool folder: (tool or None, problems, skipped for another platform)."""
     manifest_path = folder / f"{folder.name}.json"
     source = f"tools/{folder.name}"
@@ -302,7 +308,7 @@ def _load_one(folder: Path, home: Home) -> tuple[Tool | None, list[Problem], boo
     ]
     known = {key: value for key, value in raw.items() if key in Manifest.model_fields}
     try:
-        manifest = Manifest.model_validate(known)
+        manifest = Manifest.model_validate(known, context={"checked_schemas": checked})
     except ValidationError as exc:
         errors, _ = describe_errors(exc, Manifest)
         return None, problems + [Problem(source=source, message=f"not loaded: {e}") for e in errors], False
@@ -331,16 +337,33 @@ def _load_one(folder: Path, home: Home) -> tuple[Tool | None, list[Problem], boo
         return None, problems, False
     argv = (program, *(_resolve_argument(expand(arg, at_load), folder) for arg in manifest.command[1:]))
 
-    validator = schema_dialect(manifest.parameters)(manifest.parameters)
     tool = Tool(
         name=name,
         manifest=manifest,
         folder=folder,
         manifest_hash=hashlib.sha256(raw_bytes).hexdigest(),
         argv_template=argv,
-        _validator=validator,
     )
     return tool, problems, False
+
+
+def _read_digests(path: Path) -> set[str]:
+    try:
+        digests = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return set()
+    return {d for d in digests if isinstance(d, str)} if isinstance(digests, list) else set()
+
+
+def _write_digests(path: Path, digests: set[str]) -> None:
+    """Best effort: a home that cannot be written to only loses the cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(sorted(digests)))
+        os.replace(temporary, path)
+    except OSError:
+        pass
 
 
 def load_tools(home: Home, config: Config | None = None) -> ToolSet:
@@ -348,13 +371,16 @@ def load_tools(home: Home, config: Config | None = None) -> ToolSet:
     config = config or Config()
     tools: dict[str, Tool] = {}
     problems: list[Problem] = []
+    cache = home.root / "cache" / "checked_schemas.json"
+    checked = _read_digests(cache)
+    known_before = set(checked)
     if home.tools_dir.is_dir():
         folders = sorted(
             p for p in home.tools_dir.iterdir()
             if p.is_dir() and not p.name.startswith(".") and p.name not in _IGNORED_FOLDERS
         )
         for folder in folders:
-            tool, found, _skipped = _load_one(folder, home)
+            tool, found, _skipped = _load_one(folder, home, checked)
             problems += found
             if tool is None:
                 continue
@@ -367,6 +393,8 @@ def load_tools(home: Home, config: Config | None = None) -> ToolSet:
                 ))
                 continue
             tools[tool.name] = tool
+    if checked != known_before:
+        _write_digests(cache, checked)
     disabled = frozenset(config.tools.disabled)
     for name in sorted(disabled - tools.keys()):
         problems.append(Problem(

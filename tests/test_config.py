@@ -75,7 +75,7 @@ def test_every_valid_value_is_used(config_path: Path) -> None:
 def test_bad_json_is_one_error_and_all_defaults(config_path: Path, text: str, reason: str) -> None:
     config, lines, problems = load(config_path, text)
     assert config == DEFAULTS
-    assert lines == [f"{config_path}: {reason}; using defaults"]
+    assert lines == [f"config.json: {reason}; using defaults"]
     assert problems[0].severity == "error"
 
 
@@ -83,7 +83,7 @@ def test_bad_json_is_one_error_and_all_defaults(config_path: Path, text: str, re
 def test_a_config_that_is_not_an_object_is_one_error_and_all_defaults(config_path: Path, content: str) -> None:
     config, lines, _ = load(config_path, content)
     assert config == DEFAULTS
-    assert lines == [f"{config_path}: must be a JSON object; using defaults"]
+    assert lines == [f"config.json: must be a JSON object; using defaults"]
 
 
 def test_a_config_that_is_not_utf8_is_reported(config_path: Path) -> None:
@@ -91,14 +91,14 @@ def test_a_config_that_is_not_utf8_is_reported(config_path: Path) -> None:
     config, problems = load_config(config_path)
     assert config == DEFAULTS
     assert len(problems) == 1 and problems[0].severity == "error"
-    assert str(problems[0]).startswith(f"{config_path}: cannot be read (")
+    assert str(problems[0]).startswith(f"config.json: cannot be read (")
     assert str(problems[0]).endswith("; using defaults")
 
 
 def test_a_deeply_nested_config_is_reported_not_raised(config_path: Path) -> None:
     config, lines, _ = load(config_path, '{"tools": ' + "[" * 100_000 + "]" * 100_000 + "}")
     assert config == DEFAULTS
-    assert len(lines) == 1 and lines[0].startswith(f"{config_path}: ")
+    assert len(lines) == 1 and lines[0].startswith(f"config.json: ")
 
 
 def test_each_bad_value_is_reported_and_replaced_by_its_default_keeping_the_others(config_path: Path) -> None:
@@ -109,11 +109,11 @@ def test_each_bad_value_is_reported_and_replaced_by_its_default_keeping_the_othe
         "journal": {"synchronous": "OFF"},
     })
     assert lines == [
-        f"{config_path}: \"limits.default_timeout_seconds\": Input should be a valid number (got '30'); using the default",
-        f'{config_path}: "limits.output_cap_bytes": Input should be greater than or equal to 256 (got 10); '
+        f"config.json: \"limits.default_timeout_seconds\": Input should be a valid number (got '30'); using the default",
+        f'config.json: "limits.output_cap_bytes": Input should be greater than or equal to 256 (got 10); '
         "using the default",
-        f"{config_path}: \"capabilities.vision\": Input should be a valid boolean (got 'yes'); using the default",
-        f"{config_path}: \"journal.synchronous\": Input should be 'NORMAL' or 'FULL' (got 'OFF'); using the default",
+        f"config.json: \"capabilities.vision\": Input should be a valid boolean (got 'yes'); using the default",
+        f"config.json: \"journal.synchronous\": Input should be 'NORMAL' or 'FULL' (got 'OFF'); using the default",
     ]
     assert {p.severity for p in problems} == {"error"}
     # the bad ones fell back ...
@@ -139,13 +139,13 @@ def test_each_bad_value_is_reported_and_replaced_by_its_default_keeping_the_othe
 ])
 def test_limits_are_checked_and_not_coerced(config_path: Path, limit: str, value: Any, expected: str) -> None:
     config, lines, _ = load(config_path, {"limits": {limit: value}})
-    assert lines == [f'{config_path}: "limits.{limit}": {expected}; using the default']
+    assert lines == [f'config.json: "limits.{limit}": {expected}; using the default']
     assert getattr(config.limits, limit) == getattr(DEFAULTS.limits, limit)
 
 
 def test_a_nan_limit_is_refused(config_path: Path) -> None:
     config, lines, _ = load(config_path, '{"limits": {"default_timeout_seconds": NaN}}')
-    assert lines == [f'{config_path}: "limits.default_timeout_seconds": Input should be a finite number (got nan); '
+    assert lines == [f'config.json: "limits.default_timeout_seconds": Input should be a finite number (got nan); '
                      "using the default"]
     assert config.limits.default_timeout_seconds == 120
 
@@ -156,7 +156,7 @@ def test_a_section_that_is_not_an_object_falls_back_whole(config_path: Path, sec
     config, lines, _ = load(config_path, {section: value, "capabilities": {"video": True}}
                             if section != "capabilities" else {section: value})
     assert len(lines) == 1
-    assert lines[0].startswith(f'{config_path}: "{section}": Input should be a valid dictionary')
+    assert lines[0].startswith(f'config.json: "{section}": Input should be a valid dictionary')
     assert lines[0].endswith(f"(got {value!r}); using the default")
     assert getattr(config, section) == getattr(DEFAULTS, section)
     if section != "capabilities":
@@ -165,7 +165,7 @@ def test_a_section_that_is_not_an_object_falls_back_whole(config_path: Path, sec
 
 def test_tools_disabled_must_be_a_list_of_names(config_path: Path) -> None:
     config, lines, _ = load(config_path, {"tools": {"disabled": "word_count"}})
-    assert lines == [f"{config_path}: \"tools.disabled\": Input should be a valid list (got 'word_count'); "
+    assert lines == [f"config.json: \"tools.disabled\": Input should be a valid list (got 'word_count'); "
                      "using the default"]
     assert config.tools.disabled == []
 
@@ -174,8 +174,8 @@ def test_a_bad_entry_of_tools_disabled_is_dropped_and_the_others_kept(config_pat
     config, lines, _ = load(config_path, {"tools": {"disabled": ["a", 1, "b", None]}})
     assert config.tools.disabled == ["a", "b"]
     assert lines == [
-        f'{config_path}: "tools.disabled.1": Input should be a valid string (got 1); using the default',
-        f'{config_path}: "tools.disabled.3": Input should be a valid string (got None); using the default',
+        f'config.json: "tools.disabled.1": Input should be a valid string (got 1); using the default',
+        f'config.json: "tools.disabled.3": Input should be a valid string (got None); using the default',
     ]
 
 
@@ -183,9 +183,9 @@ def test_unknown_top_level_keys_are_warnings_with_suggestions(config_path: Path)
     config, lines, problems = load(config_path, {"tool": {"disabled": ["x"]}, "limit": {}, "colour": "blue"})
     assert config == DEFAULTS
     assert lines == [
-        f'{config_path}: unknown field "tool" is ignored (did you mean "tools"?)',
-        f'{config_path}: unknown field "limit" is ignored (did you mean "limits"?)',
-        f'{config_path}: unknown field "colour" is ignored',
+        f'config.json: unknown field "tool" is ignored (did you mean "tools"?)',
+        f'config.json: unknown field "limit" is ignored (did you mean "limits"?)',
+        f'config.json: unknown field "colour" is ignored',
     ]
     assert {p.severity for p in problems} == {"warning"}
 
@@ -195,7 +195,7 @@ def test_an_unknown_key_does_not_drop_its_neighbours(config_path: Path) -> None:
     assert config.limits.kill_grace_seconds == 1
     assert config.limits.default_timeout_seconds == 120
     assert [p.severity for p in problems] == ["warning"]
-    assert lines[0].startswith(f'{config_path}: unknown field "limits.default_timeout" is ignored')
+    assert lines[0].startswith(f'config.json: unknown field "limits.default_timeout" is ignored')
 
 
 @pytest.mark.parametrize("section,typo,meant", [
@@ -207,7 +207,7 @@ def test_an_unknown_key_does_not_drop_its_neighbours(config_path: Path) -> None:
 ])
 def test_unknown_nested_keys_suggest_the_key_meant(config_path: Path, section: str, typo: str, meant: str) -> None:
     _, lines, _ = load(config_path, {section: {typo: 1}})
-    assert lines == [f'{config_path}: unknown field "{section}.{typo}" is ignored (did you mean "{meant}"?)']
+    assert lines == [f'config.json: unknown field "{section}.{typo}" is ignored (did you mean "{meant}"?)']
 
 
 @pytest.mark.parametrize("capabilities,expected", [

@@ -49,28 +49,13 @@ class Context:
         """The engine, with its logs set up (only commands that run tools pay for them)."""
         from zagent_core import Engine
 
-        _configure_logging(self.verbosity)
+        from zagent_core.logs import configure
+
+        configure(self.verbosity)
         workspace = Path(self.workspace) if self.workspace else Path.cwd()
         if not workspace.is_dir():
             raise click.UsageError(f"workspace {workspace} is not a folder")
         return Engine(self.home, journal, workspace=workspace)
-
-
-def _configure_logging(verbosity: int) -> None:
-    import logging
-
-    import structlog
-
-    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-    )
 
 
 def _emit_json(value: Any) -> None:
@@ -118,7 +103,7 @@ def tools_list(obj: Context, as_json: bool) -> None:
             "tools": [
                 {"name": t.name, "description": t.description, "folder": str(t.folder),
                  "disabled": t.name in toolset.disabled, "input": t.manifest.input, "output": t.manifest.output,
-                 "background": t.manifest.background}
+                 "background": t.manifest.background, "permission": t.manifest.permission}
                 for t in sorted(toolset.tools.values(), key=lambda t: t.name)
             ],
             "problems": [p.model_dump() for p in problems],
@@ -162,6 +147,9 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
         if name not in toolset.tools:
             from zagent_core.problems import did_you_mean
 
+            reasons = [str(p) for p in toolset.broken if p.source == f"tools/{name}"]
+            if reasons:
+                raise click.UsageError(f'tool "{name}" is not loaded:\n' + "\n".join(reasons))
             known = ", ".join(sorted(toolset.tools)) or "none"
             raise click.UsageError(f'unknown tool "{name}"{did_you_mean(name, toolset.tools)}; loaded tools: {known}')
         for problem in engine.config_problems + toolset.problems:
@@ -228,7 +216,8 @@ def doctor(obj: Context, as_json: bool) -> None:
     else:
         limits = config.limits
         click.echo(f"zagent {zagent_version()}, home {home.root}")
-        click.echo(f"tools: {len(toolset.tools)} loaded, {len(toolset.broken)} not loaded, "
+        not_loaded = len({p.source for p in toolset.broken})
+        click.echo(f"tools: {len(toolset.tools)} loaded, {not_loaded} not loaded, "
                    f"{len(toolset.disabled & toolset.tools.keys())} disabled")
         if problems:
             click.echo("\n".join(_problem_lines(problems)))

@@ -94,7 +94,7 @@ def load_config(path: Path) -> tuple[Config, list[Problem]]:
     """Read the config, keeping every valid value and reporting every bad one."""
     if not path.exists():
         return Config(), []
-    source = str(path)
+    source = path.name  # relative to the home, like "tools/x"
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

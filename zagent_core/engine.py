@@ -15,7 +15,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import structlog
 
 from zagent_core.config import Config, load_config
 from zagent_core.events import (
@@ -31,8 +30,9 @@ from zagent_core.events import (
     ToolOffer,
 )
 from zagent_core.home import Home
+from zagent_core.logs import get_logger
 from zagent_core.ids import new_call_id, new_session_id
-from zagent_core.invocation import CallContext, build_invocation
+from zagent_core.invocation import CallContext, build_invocation, delivery_problems
 from zagent_core.journal import Journal
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.problems import Problem, did_you_mean
@@ -41,7 +41,7 @@ from zagent_core.runner import ProcessSpec, run_process
 from zagent_core.state import SessionState, apply, rebuild
 from zagent_core.validation import validate_arguments
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def zagent_version() -> str:
@@ -49,6 +49,10 @@ def zagent_version() -> str:
         return version("zagent")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+class SessionEndedError(RuntimeError):
+    """A call or an end on a session that already ended."""
 
 
 class Engine:
@@ -93,8 +97,7 @@ class Engine:
                 warnings=warnings,
             )
         ])
-        for warning in warnings:
-            log.warning("tool_problem", session=session.session_id, problem=warning)
+        log.info("session_started", session=session.session_id, tools=len(tools.tools), warnings=len(warnings))
         return session
 
     def session_state(self, session_id: str) -> SessionState:
@@ -119,6 +122,8 @@ class Session:
             self.end()
 
     def _append(self, events: Sequence[Event]) -> None:
+        if self.state.status == "ended":
+            raise SessionEndedError(f"session {self.session_id} has ended; start a new session")
         stored = self.engine.journal.append(self.session_id, events, self.state.version)
         for item in stored:
             self.state = apply(self.state, item)
@@ -159,9 +164,9 @@ class Session:
         if refusal is None:
             tool = self.tools.tools[name]
             validated = validate_arguments(tool.validator, arguments)
-            if validated.ok:
+            problems = validated.problems or delivery_problems(tool, validated.arguments)
+            if not problems:
                 return self._run(tool, requested, validated.arguments, validated.coercions)
-            problems = validated.problems
             refusal = "invalid_arguments", (
                 f"{name} was not run: its arguments do not match its parameters.\n" + "\n".join(problems)
             )
@@ -197,6 +202,8 @@ class Session:
             ),
         ])
         text_mode = manifest.output == "text"
+        log.info("tool_call_started", session=self.session_id, call_id=call_id, tool=tool.name)
+        log.debug("tool_call_argv", call_id=call_id, argv=invocation.argv, cwd=str(invocation.cwd))
         try:
             outcome = run_process(ProcessSpec(
                 argv=invocation.argv, cwd=invocation.cwd, env=invocation.env, stdin=invocation.stdin,
@@ -214,6 +221,8 @@ class Session:
             log.exception("tool_call_failed", call_id=call_id, tool=tool.name)
             result = ToolResult(output=f"zagent failed while running the tool: {exc!r}", is_error=True)
             pid = None
+        log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, exit_code=result.exit_code,
+                 duration_ms=result.duration_ms, timed_out=result.timed_out)
         self._append([
             ToolCallFinished(
                 call_id=call_id, output=result.output, is_error=result.is_error, exit_code=result.exit_code,

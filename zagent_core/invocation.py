@@ -55,6 +55,17 @@ def _arg_variable(name: str) -> str:
     return "ZAGENT_ARG_" + re.sub(r"[^A-Z0-9_]", "_", name.upper())
 
 
+def delivery_problems(tool: Tool, arguments: dict[str, Any]) -> list[str]:
+    """Valid arguments that the tool's input mode still cannot carry, worded for the model."""
+    if tool.manifest.input != "env":
+        return []  # JSON escapes everything on stdin and in argv
+    return [
+        f"argument {json.dumps(name)}: contains a NUL character, which cannot be passed in an environment variable"
+        for name, value in arguments.items()
+        if isinstance(value, str) and "\x00" in value
+    ]
+
+
 def build_invocation(
     tool: Tool,
     arguments: dict[str, Any],

@@ -26,6 +26,8 @@ from zagent_core.runner import ProcessOutcome
 JSON_STDOUT_LIMIT = 8 * 1024 * 1024
 FULL_OUTPUT_NAME = "full_output.txt"
 _QUOTE = 400
+#: How far into the kept tail a cut may move to start at a whole line.
+_LINE_SNAP = 256
 
 _CAPABILITY_OF = {"image": "vision", "audio": "audio", "video": "video"}
 
@@ -77,6 +79,20 @@ def _attachable(mime: str | None, size: int, caps: CapabilitiesConfig,
     return True, None
 
 
+def _marked_tail(tail: bytes, total: int, full: Path) -> tuple[str, int]:
+    """The kept tail of an output of ``total`` bytes, behind a marker saying what was cut.
+
+    The cut moves forward to the next line start when one is near, so the model does
+    not read half a line as if it were whole.
+    """
+    newline = tail.find(b"\n", 0, _LINE_SNAP)
+    if newline != -1:
+        tail = tail[newline + 1:]
+    dropped = total - len(tail)
+    text = tail.decode("utf-8", "replace").lstrip("\ufffd")
+    return f"[{dropped} bytes cut from the start; full output: {full}]\n{text}", dropped
+
+
 def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | None]:
     """Keep the last ``cap`` bytes of ``text``; save the whole to a file when cut."""
     data = text.encode("utf-8", "replace")
@@ -84,9 +100,8 @@ def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | No
         return text, 0, None
     full = paths.call_dir / FULL_OUTPUT_NAME
     full.write_bytes(data)
-    dropped = len(data) - cap
-    tail = data[-cap:].decode("utf-8", "replace").lstrip("\ufffd")
-    return f"[{dropped} bytes cut from the start; full output: {full}]\n{tail}", dropped, str(full)
+    marked, dropped = _marked_tail(data[-cap:], len(data), full)
+    return marked, dropped, str(full)
 
 
 def _exit_note(outcome: ProcessOutcome, timeout: float | None) -> str | None:
@@ -129,6 +144,9 @@ def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], s
     output = value.get("output", "")
     if not isinstance(output, str):
         output = json.dumps(output, ensure_ascii=False)
+    if outcome.returncode != 0 and stderr:
+        # It printed a result but failed: what it said on stderr is likely why.
+        output = f"{output}\n{stderr}" if output else stderr
     media = value.get("media") or []
     if not isinstance(media, list):
         return output, True, [], '"media" must be a list of {"path": ..., "mime": ...}'
@@ -214,10 +232,8 @@ def build_result(
 
     # Text tools were captured at the cap already; the spill file is their full output.
     if output_mode == "text" and outcome.spilled is not None:
-        dropped = outcome.stdout_total - len(outcome.stdout)
-        tail = text.lstrip("\ufffd")
+        text, dropped = _marked_tail(outcome.stdout, outcome.stdout_total, outcome.spilled)
         full_path: str | None = str(outcome.spilled)
-        text = f"[{dropped} bytes cut from the start; full output: {full_path}]\n{tail}"
     else:
         text, dropped, full_path = _cap_text(text, limits.output_cap_bytes, paths)
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import structlog
+from zagent_core.logs import get_logger
 
-log = structlog.get_logger(__name__)
+
+log = get_logger(__name__)
 
 #: After the process exits, how long to wait for its pipes to close before treating
 #: whoever still holds them as left behind.
@@ -280,6 +281,13 @@ class _Run:
         )
 
 
+def _start_error(spec: ProcessSpec, exc: OSError) -> str:
+    """Why the program did not start, naming what was missing (the program or the folder)."""
+    if exc.filename is not None and str(exc.filename) == str(spec.cwd):
+        return f"could not start {spec.argv[0]}: its working folder {spec.cwd} does not exist"
+    return f"could not start {spec.argv[0]}: {exc.strerror or exc}"
+
+
 def run_process(spec: ProcessSpec) -> ProcessOutcome:
     """Run ``spec`` to completion (or its timeout) and report what happened.
 
@@ -301,6 +309,6 @@ def run_process(spec: ProcessSpec) -> ProcessOutcome:
         return ProcessOutcome(
             pid=None, returncode=None, timed_out=False, stdout=b"", stdout_total=0, stderr=b"", stderr_total=0,
             spilled=None, duration=time.monotonic() - started,
-            start_error=f"could not start {spec.argv[0]}: {exc.strerror or exc}",
+            start_error=_start_error(spec, exc),
         )
     return _Run(spec, proc, started).run()

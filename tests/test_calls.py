@@ -687,3 +687,13 @@ def test_no_timeout_is_recorded_as_none(home_dir: Path, engine: Engine) -> None:
     assert started[0].timeout_seconds is None
     assert started[1].timeout_seconds == engine.config.limits.default_timeout_seconds
     assert started[2].timeout_seconds == 7
+
+
+def test_a_json_is_error_that_is_not_a_boolean_is_reported(home_dir: Path, engine: Engine) -> None:
+    python_tool(home_dir, "stringly", "import json\nprint(json.dumps({'output': 'done', 'is_error': 'false'}))",
+                output="json")
+    with engine.start_session("test") as session:
+        result = session.call("stringly", {})
+    assert result.is_error
+    assert result.output.startswith("done")
+    assert '"is_error" must be true or false, not "false"' in result.output

@@ -243,8 +243,8 @@ print("started a daemon and exited", flush=True)
 
 def test_a_setsid_grandchild_holding_stdout_does_not_hold_the_call(home_dir: Path, workspace: Path,
                                                                    engine: Engine) -> None:
-    """A process that left the tool's session cannot be signalled as part of it, but the
-    call still ends when the tool exits, not when the escaped process closes the pipe."""
+    """A process that left the tool's session still holds its stdout: the call ends when the
+    tool exits, not when the pipe closes, and the escaped process is found and stopped."""
     code = RECORD + f"""
 child = subprocess.Popen({SLEEPER!r}, start_new_session=True)
 record(child.pid)
@@ -258,6 +258,7 @@ print("escaped child started", flush=True)
         assert time.monotonic() - started < 5
         assert not result.timed_out
         assert "escaped child started" in result.output
+        assert not any(running(pid) for pid in recorded_pids(workspace, 2))
     finally:
         for pid in recorded_pids(workspace, 2):
             if running(pid):

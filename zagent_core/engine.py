@@ -210,6 +210,7 @@ class Session:
                 merge_stderr=text_mode, timeout=invocation.timeout, kill_grace=limits.kill_grace_seconds,
                 capture_limit=limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT,
                 spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"),
+                tag=f"ZAGENT_OUTPUT_DIR={output_dir}",
             ))
             result = build_result(
                 outcome, output_mode=manifest.output, timeout=invocation.timeout,

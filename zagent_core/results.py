@@ -150,7 +150,10 @@ def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], s
     media = value.get("media") or []
     if not isinstance(media, list):
         return output, True, [], '"media" must be a list of {"path": ..., "mime": ...}'
-    return output, bool(value.get("is_error", False)), media, None
+    is_error = value.get("is_error", False)
+    if not isinstance(is_error, bool):
+        return output, True, media, f'"is_error" must be true or false, not {json.dumps(is_error)[:40]}'
+    return output, is_error, media, None
 
 
 def _collect_files(output_dir: Path, attach: bool, caps: CapabilitiesConfig,

@@ -51,6 +51,9 @@ class ProcessSpec:
     capture_limit: int
     #: Where the whole of stdout goes once it outgrows ``capture_limit``.
     spill_path: Path | None = None
+    #: An environment entry (``NAME=value``) unique to this call, by which processes
+    #: that left the process group (setsid) are found and stopped too.
+    tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,16 @@ class _Capture:
         return self.spill_path
 
 
+def _stat(pid: str | int) -> tuple[bytes, int] | None:
+    """(state, process group) of a process from /proc, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[2])
+
+
 def _group_alive(pgid: int) -> bool:
     """Whether any process of the group is still running (zombies do not count)."""
     try:
@@ -119,16 +132,32 @@ def _group_alive(pgid: int) -> bool:
     # Killed members stay as zombies until their new parent reaps them, and an init
     # that never reaps would make the group look alive forever: look at their state.
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        if entry.name.isdigit():
+            found = _stat(entry.name)
+            if found is not None and found[1] == pgid and found[0] != b"Z":
+                return True
+    return False
+
+
+def _running(pid: int) -> bool:
+    found = _stat(pid)
+    return found is not None and found[0] != b"Z"
+
+
+def _tagged(tag: str) -> list[int]:
+    """Processes whose environment holds ``tag`` (``NAME=value``): the call's, wherever they went."""
+    needle = tag.encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                if needle in handle.read().split(b"\0"):
+                    found.append(int(entry.name))
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+    return found
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -155,6 +184,9 @@ class _Run:
         self.kill_at: float | None = None
         self.stopping = False
         self.killed_at: float | None = None
+        #: Processes of the call that left its process group (found by ``spec.tag``).
+        self.escaped: list[int] = []
+        self.searched = False
         self._pending = memoryview(spec.stdin or b"")
 
         assert proc.stdout is not None
@@ -212,30 +244,49 @@ class _Run:
         if self.exited_at is None and self.proc.poll() is not None:
             self.exited_at = time.monotonic()
 
+    def _signal(self, signum: int) -> None:
+        _signal_group(self.pgid, signum)
+        for pid in self.escaped:
+            try:
+                os.kill(pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def _escalate(self, now: float) -> None:
-        """Stop the process group: SIGTERM now, SIGKILL when the grace is over."""
+        """Stop what is left: SIGTERM now, SIGKILL when the grace is over."""
         if not self.stopping:
             self.stopping = True
-            _signal_group(self.pgid, signal.SIGTERM)
+            self._signal(signal.SIGTERM)
             self.kill_at = now + self.spec.kill_grace
         elif self.kill_at is not None and now >= self.kill_at:
-            _signal_group(self.pgid, signal.SIGKILL)
+            self._signal(signal.SIGKILL)
             self.kill_at = None
             self.killed_at = now
+
+    def _alive(self) -> bool:
+        return _group_alive(self.pgid) or any(_running(pid) for pid in self.escaped)
 
     def _finished(self, now: float) -> bool:
         """Decide, once the tool has exited, whether anything is still worth waiting for."""
         assert self.exited_at is not None
         if self._pipes_open() and now < self.exited_at + DRAIN_SECONDS and not self.stopping:
             return False  # the last output may still be in flight
-        if not _group_alive(self.pgid):
-            # Pipes still open here are held by a process that left the group (setsid):
-            # the call is over all the same.
+        if not self._alive():
+            if self._pipes_open() and self.spec.tag and not self.searched:
+                # Someone outside the group holds the pipes: a process that left it with
+                # setsid. It still carries the call's environment, so it can be found.
+                self.searched = True
+                self.escaped = _tagged(self.spec.tag) if os.path.isdir("/proc/self") else []
+                if self.escaped:
+                    log.info("tool_left_process_group", pids=self.escaped)
+                    self.stopping, self.kill_at, self.killed_at = False, None, None
+                    self._escalate(now)
+                    return False
             return True
         if self.killed_at is not None and now > self.killed_at + _UNREAPED_SECONDS:
-            log.warning("tool_group_unreaped", pgid=self.pgid)
+            log.warning("tool_processes_unreaped", pgid=self.pgid, pids=self.escaped)
             return True
-        self._escalate(now)  # left behind in the group: stop it
+        self._escalate(now)  # left behind: stop it
         return False
 
     def run(self) -> ProcessOutcome:

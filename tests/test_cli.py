@@ -67,7 +67,7 @@ def test_tools_run_json_has_the_documented_fields(example_home: Path) -> None:
     result = run(example_home, "tools", "run", "image_maker", "--args", '{"color": "#00ff00"}', "--json")
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
-    assert set(body) == {"output", "is_error", "media", "files", "session_id", "call_id"}
+    assert set(body) == {"output", "is_error", "media", "files", "session_id", "call_id", "notes"}
     assert body["media"][0]["mime"] == "image/png"
     assert Path(body["files"][0]["path"]).read_bytes().startswith(b"\x89PNG")
 
@@ -143,3 +143,11 @@ def test_the_installed_command_never_shows_a_traceback_for_a_users_mistake(tmp_p
     broken = subprocess.run([*base, "sessions", "list"], capture_output=True, text=True)
     assert broken.returncode == 1 and "cannot open the journal" in broken.stderr
     assert "Traceback" not in broken.stderr
+
+
+def test_tools_run_prints_notes_as_they_would_be_delivered(example_home: Path) -> None:
+    result = run(example_home, "tools", "run", "slow_count", "--args", '{"n": 3, "delay": 0}')
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[:3] == ["[info: 1/3 counted]", "[info: 2/3 counted]", "[info: 3/3 counted]"]
+    body = json.loads(run(example_home, "tools", "run", "slow_count", "--args", '{"n": 2, "delay": 0}', "--json").stdout)
+    assert body["notes"] == ["1/2 counted", "2/2 counted"]

@@ -29,6 +29,9 @@ SAMPLES = [
                     output_mode="text", output_dir="/o", notify_file="/n", env_names=["A"], timeout_seconds=None,
                     manifest_hash="h", files_hash="f"),
     ToolCallFinished(call_id="c1", output="out", is_error=False, exit_code=0, duration_ms=3),
+    events.NoteReceived(call_id="c1", text="40% done", offset=9),
+    events.WakeRequested(wake_id="w1", reason="note", text="decide", call_id="c1"),
+    events.TurnStarted(notes=[7], wakes=["w1"]),
 ]
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from zagent_core import Engine, Home, Problem
+    from zagent_core import Engine, Home, Problem, StoredEvent
     from zagent_store import SQLiteJournal
 
 
@@ -154,9 +154,20 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
             raise click.UsageError(f'unknown tool "{name}"{did_you_mean(name, toolset.tools)}; loaded tools: {known}')
         for problem in engine.config_problems + toolset.problems:
             click.echo(f"{problem.severity}: {problem}", err=True)
+        notes: list[str] = []
+
+        def show_note(stored: StoredEvent) -> None:
+            # Printed as they arrive, the way the agent's next request would carry them.
+            if stored.event.type == "note_received":
+                notes.append(stored.event.text)
+                if not as_json:
+                    click.echo(f"[info: {stored.event.text}]")
+
         with engine.start_session(origin="tools run", tools=toolset) as session:
+            session.subscribe(show_note)
             result = session.call(name, arguments)
             call_id = next(reversed(session.state.calls))
+            session.deliver()  # this run was the delivery
     if as_json:
         _emit_json({
             "output": result.output,
@@ -165,6 +176,7 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
             "files": [f.model_dump() for f in result.files],
             "session_id": session.session_id,
             "call_id": call_id,
+            "notes": notes,
         })
     else:
         click.echo(result.output)

@@ -10,7 +10,9 @@ as it happens: ``tool_call_requested`` with ``tool_call_rejected`` or
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from zagent_core.config import Config, load_config
 from zagent_core.events import (
     Coercion,
     Event,
+    NoteReceived,
     RejectReason,
     SessionEnded,
     SessionStarted,
@@ -28,17 +31,20 @@ from zagent_core.events import (
     ToolCallRequested,
     ToolCallStarted,
     ToolOffer,
+    TurnStarted,
+    WakeRequested,
 )
 from zagent_core.home import Home
-from zagent_core.logs import get_logger
-from zagent_core.ids import new_call_id, new_session_id
+from zagent_core.ids import new_call_id, new_session_id, new_wake_id
 from zagent_core.invocation import CallContext, build_invocation, delivery_problems
-from zagent_core.journal import Journal
+from zagent_core.journal import Journal, StoredEvent
+from zagent_core.logs import get_logger
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
+from zagent_core.notes import read_notes
 from zagent_core.runner import ProcessSpec, run_process
-from zagent_core.state import SessionState, apply, rebuild
+from zagent_core.state import NoteView, SessionState, WakeView, apply, rebuild
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
@@ -49,6 +55,23 @@ def zagent_version() -> str:
         return version("zagent")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What the agent's next request carries besides the conversation."""
+
+    notes: list[NoteView]
+    wakes: list[WakeView]
+
+    def lines(self) -> list[str]:
+        """As appended to the request: one ``[info: ...]`` line each, never in the system prompt.
+
+        A wake-up asked for by a note is that note's line; others (a task's exit) add their own.
+        """
+        return [f"[info: {note.text}]" for note in self.notes] + [
+            f"[info: {wake.text}]" for wake in self.wakes if wake.reason != "note"
+        ]
 
 
 class SessionEndedError(RuntimeError):
@@ -113,6 +136,9 @@ class Session:
         self.session_id = session_id
         self.tools = tools
         self.state = SessionState()
+        # Background watchers append too: one writer at a time keeps versions in order.
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[StoredEvent], None]] = []
 
     def __enter__(self) -> Session:
         return self
@@ -121,12 +147,55 @@ class Session:
         if self.state.status == "open":
             self.end()
 
+    def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
+        """Call ``listener`` with every event this session appends, after it is committed."""
+        self._listeners.append(listener)
+
     def _append(self, events: Sequence[Event]) -> None:
-        if self.state.status == "ended":
-            raise SessionEndedError(f"session {self.session_id} has ended; start a new session")
-        stored = self.engine.journal.append(self.session_id, events, self.state.version)
+        with self._lock:
+            if self.state.status == "ended":
+                raise SessionEndedError(f"session {self.session_id} has ended; start a new session")
+            stored = self.engine.journal.append(self.session_id, events, self.state.version)
+            for item in stored:
+                self.state = apply(self.state, item)
         for item in stored:
-            self.state = apply(self.state, item)
+            for listener in self._listeners:
+                listener(item)
+
+    # -- notes and wake-ups ----------------------------------------------------------
+
+    def collect_notes(self, call_id: str) -> int:
+        """Journal the complete lines a call's notify file gained since its last note.
+
+        Returns how many notes were added. Safe to call from any thread, any number of
+        times: the offset is read and moved under the session's lock.
+        """
+        with self._lock:
+            call = self.state.calls[call_id]
+            if call.notify_file is None:
+                return 0
+            notes = read_notes(Path(call.notify_file), call.notify_offset)
+            if not notes:
+                return 0
+            task_id = None
+            events: list[Event] = []
+            for note in notes:
+                events.append(NoteReceived(call_id=call_id, task_id=task_id, text=note.text, wake=note.wake,
+                                           offset=note.offset))
+                if note.wake:
+                    events.append(WakeRequested(wake_id=new_wake_id(), reason="note", text=note.text,
+                                                call_id=call_id, task_id=task_id))
+            self._append(events)
+            return len(notes)
+
+    def deliver(self) -> Delivery:
+        """Take the pending notes and wake-ups for the agent's next request, exactly once."""
+        with self._lock:
+            notes = list(self.state.pending_notes.values())
+            wakes = list(self.state.pending_wakes.values())
+            if notes or wakes:
+                self._append([TurnStarted(notes=[n.version for n in notes], wakes=[w.wake_id for w in wakes])])
+        return Delivery(notes=notes, wakes=wakes)
 
     def end(self, reason: str = "completed") -> None:
         self._append([SessionEnded(reason=reason)])
@@ -204,6 +273,10 @@ class Session:
         text_mode = manifest.output == "text"
         log.info("tool_call_started", session=self.session_id, call_id=call_id, tool=tool.name)
         log.debug("tool_call_argv", call_id=call_id, argv=invocation.argv, cwd=str(invocation.cwd))
+        def tick() -> bool:
+            self.collect_notes(call_id)
+            return False
+
         try:
             outcome = run_process(ProcessSpec(
                 argv=invocation.argv, cwd=invocation.cwd, env=invocation.env, stdin=invocation.stdin,
@@ -211,7 +284,8 @@ class Session:
                 capture_limit=limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT,
                 spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"),
                 tag=f"ZAGENT_OUTPUT_DIR={output_dir}",
-            ))
+            ), on_tick=tick)
+            self.collect_notes(call_id)  # what it wrote last
             result = build_result(
                 outcome, output_mode=manifest.output, timeout=invocation.timeout,
                 attach_outputs=manifest.attach_outputs, paths=CallPaths(call_dir=call_dir, output_dir=output_dir),

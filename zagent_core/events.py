@@ -139,6 +139,43 @@ class ToolCallFinished(_Body):
     files: list[OutputFile] = []
 
 
+# -- notes and wake-ups ----------------------------------------------------------------
+
+
+class NoteReceived(_Body):
+    """One line of a notify file, journaled with the offset after it."""
+
+    type: Literal["note_received"] = "note_received"
+    #: The call whose notify file it came from (a background task's call too).
+    call_id: str
+    task_id: str | None = None
+    text: str
+    wake: bool = False
+    #: Byte offset in the notify file just after this note's line: where reading resumes.
+    offset: int
+
+
+class WakeRequested(_Body):
+    """Something the idle agent must be woken for; delivered once, by a ``turn_started``."""
+
+    type: Literal["wake_requested"] = "wake_requested"
+    wake_id: str
+    reason: Literal["note", "task_exited", "task_killed", "task_interrupted"]
+    #: What the agent is told.
+    text: str
+    call_id: str | None = None
+    task_id: str | None = None
+
+
+class TurnStarted(_Body):
+    """The agent took the pending notes and wake-ups into its next request."""
+
+    type: Literal["turn_started"] = "turn_started"
+    #: Versions of the ``note_received`` events delivered.
+    notes: list[int] = []
+    wakes: list[str] = []
+
+
 Event = Annotated[
     Union[
         SessionStarted,
@@ -147,13 +184,17 @@ Event = Annotated[
         ToolCallRejected,
         ToolCallStarted,
         ToolCallFinished,
+        NoteReceived,
+        WakeRequested,
+        TurnStarted,
     ],
     Field(discriminator="type"),
 ]
 
 EVENT_TYPES: dict[str, type[_Body]] = {
     cls.model_fields["type"].default: cls
-    for cls in (SessionStarted, SessionEnded, ToolCallRequested, ToolCallRejected, ToolCallStarted, ToolCallFinished)
+    for cls in (SessionStarted, SessionEnded, ToolCallRequested, ToolCallRejected, ToolCallStarted, ToolCallFinished,
+                NoteReceived, WakeRequested, TurnStarted)
 }
 
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -13,3 +13,7 @@ def new_session_id() -> str:
 
 def new_call_id() -> str:
     return f"call_{secrets.token_hex(6)}"
+
+
+def new_wake_id() -> str:
+    return f"wake_{secrets.token_hex(6)}"

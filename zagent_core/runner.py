@@ -17,7 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from zagent_core.logs import get_logger
 
@@ -28,6 +28,8 @@ log = get_logger(__name__)
 #: whoever still holds them as left behind.
 DRAIN_SECONDS = 0.2
 _CHUNK = 1 << 16
+#: How often ``on_tick`` runs while a process is alive.
+TICK_SECONDS = 0.1
 #: After SIGKILL, how long to wait for the group to vanish (an init that does not reap
 #: zombies would otherwise keep it "alive" forever).
 _UNREAPED_SECONDS = 1.0
@@ -51,6 +53,8 @@ class ProcessSpec:
     capture_limit: int
     #: Where the whole of stdout goes once it outgrows ``capture_limit``.
     spill_path: Path | None = None
+    #: Where the whole of stderr goes (when not merged); otherwise its tail is kept.
+    stderr_path: Path | None = None
     #: An environment entry (``NAME=value``) unique to this call, by which processes
     #: that left the process group (setsid) are found and stopped too.
     tag: str | None = None
@@ -69,8 +73,11 @@ class ProcessOutcome:
     stderr_total: int
     spilled: Path | None
     duration: float
+    stderr_spilled: Path | None = None
     #: Why the program could not start at all (not found, not executable).
     start_error: str | None = None
+    #: Stopped because the caller asked (``on_tick`` returned True), not by a timeout.
+    stopped: bool = False
 
     @property
     def exit_code(self) -> int | None:
@@ -170,14 +177,18 @@ def _signal_group(pgid: int, signum: int) -> None:
 class _Run:
     """The event loop of one process: pipes, exit and deadlines in a single selector."""
 
-    def __init__(self, spec: ProcessSpec, proc: subprocess.Popen[bytes], started: float) -> None:
+    def __init__(self, spec: ProcessSpec, proc: subprocess.Popen[bytes], started: float,
+                 on_tick: Callable[[], bool] | None) -> None:
         self.spec = spec
+        self.on_tick = on_tick
+        self.next_tick = started
+        self.stopped = False
         self.proc = proc
         self.pgid = proc.pid
         self.started = started
         self.selector = selectors.DefaultSelector()
         self.stdout = _Capture(spec.capture_limit, spec.spill_path)
-        self.stderr = _Capture(spec.capture_limit, None)
+        self.stderr = _Capture(spec.capture_limit, spec.stderr_path)
         self.exited_at: float | None = None
         self.timed_out = False
         #: When the next escalation (SIGTERM -> SIGKILL) is due, once stopping began.
@@ -293,17 +304,22 @@ class _Run:
         deadline = self.started + self.spec.timeout if self.spec.timeout is not None else None
         while True:
             now = time.monotonic()
+            if self.on_tick is not None and now >= self.next_tick:
+                self.next_tick = now + TICK_SECONDS
+                if self.on_tick() and not self.stopped and self.exited_at is None:
+                    self.stopped = True
+                    log.info("tool_stop_requested", pid=self.proc.pid)
             if self.exited_at is None:
                 if deadline is not None and now >= deadline and not self.timed_out:
                     self.timed_out = True
                     log.info("tool_timed_out", pid=self.proc.pid, timeout=self.spec.timeout)
-                if self.timed_out:
+                if self.timed_out or self.stopped:
                     self._escalate(now)
             elif self._finished(now):
                 break
 
             polling = self.stopping or (self.pidfd is None and self.exited_at is None)
-            waits = [_POLL_SECONDS if polling else 1.0]
+            waits = [_POLL_SECONDS if polling else (TICK_SECONDS if self.on_tick else 1.0)]
             if deadline is not None and not self.timed_out:
                 waits.append(deadline - now)
             if self.kill_at is not None:
@@ -327,8 +343,10 @@ class _Run:
             stdout_total=self.stdout.total,
             stderr=bytes(self.stderr.tail),
             stderr_total=self.stderr.total,
+            stderr_spilled=self.stderr.close(),
             spilled=self.stdout.close(),
             duration=ended - self.started,
+            stopped=self.stopped,
         )
 
 
@@ -339,9 +357,11 @@ def _start_error(spec: ProcessSpec, exc: OSError) -> str:
     return f"could not start {spec.argv[0]}: {exc.strerror or exc}"
 
 
-def run_process(spec: ProcessSpec) -> ProcessOutcome:
+def run_process(spec: ProcessSpec, on_tick: Callable[[], bool] | None = None) -> ProcessOutcome:
     """Run ``spec`` to completion (or its timeout) and report what happened.
 
+    ``on_tick`` is called about every ``TICK_SECONDS`` while the process runs (to tail
+    its notes, say); returning True stops the process tree as a timeout would.
     Never raises for the tool's behaviour: a program that cannot start comes back with
     ``start_error`` set.
     """
@@ -362,4 +382,4 @@ def run_process(spec: ProcessSpec) -> ProcessOutcome:
             spilled=None, duration=time.monotonic() - started,
             start_error=_start_error(spec, exc),
         )
-    return _Run(spec, proc, started).run()
+    return _Run(spec, proc, started, on_tick).run()

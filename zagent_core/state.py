@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from zagent_core.events import (
     Coercion,
+    NoteReceived,
     OutputFile,
     SessionEnded,
     SessionStarted,
@@ -23,6 +24,8 @@ from zagent_core.events import (
     ToolCallRequested,
     ToolCallStarted,
     ToolOffer,
+    TurnStarted,
+    WakeRequested,
 )
 from zagent_core.journal import StoredEvent
 
@@ -44,6 +47,9 @@ class CallView(BaseModel):
     argv: list[str] = []
     coercions: list[Coercion] = []
     output_dir: str | None = None
+    notify_file: str | None = None
+    #: Where reading the notify file resumes: the offset after the last journaled note.
+    notify_offset: int = 0
     pid: int | None = None
     output: str | None = None
     is_error: bool | None = None
@@ -51,6 +57,32 @@ class CallView(BaseModel):
     timed_out: bool = False
     duration_ms: int | None = None
     files: list[OutputFile] = []
+
+
+class NoteView(BaseModel):
+    """A note not yet delivered to the agent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: int
+    call_id: str
+    task_id: str | None
+    text: str
+    wake: bool
+    at: datetime
+
+
+class WakeView(BaseModel):
+    """A wake-up not yet delivered to the agent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    wake_id: str
+    reason: str
+    text: str
+    call_id: str | None
+    task_id: str | None
+    at: datetime
 
 
 class SessionState(BaseModel):
@@ -70,6 +102,11 @@ class SessionState(BaseModel):
     warnings: list[str] = []
     #: In the order they were requested.
     calls: dict[str, CallView] = {}
+    #: Notes and wake-ups journaled but not yet taken by a turn, by version / wake id.
+    pending_notes: dict[int, NoteView] = {}
+    pending_wakes: dict[str, WakeView] = {}
+    notes_received: int = 0
+    turns: int = 0
 
     @property
     def running_calls(self) -> list[CallView]:
@@ -101,12 +138,29 @@ def apply(state: SessionState, stored: StoredEvent) -> SessionState:
         call = state.calls[event.call_id]
         common["calls"] = _with_call(state, call, status="running", started_at=stored.at, argv=event.argv,
                                      arguments=event.arguments, coercions=event.coercions,
-                                     output_dir=event.output_dir)
+                                     output_dir=event.output_dir, notify_file=event.notify_file)
     elif isinstance(event, ToolCallFinished):
         call = state.calls[event.call_id]
         common["calls"] = _with_call(state, call, status="finished", finished_at=stored.at, pid=event.pid,
                                      output=event.output, is_error=event.is_error, exit_code=event.exit_code,
                                      timed_out=event.timed_out, duration_ms=event.duration_ms, files=event.files)
+    elif isinstance(event, NoteReceived):
+        common["calls"] = _with_call(state, state.calls[event.call_id], notify_offset=event.offset)
+        note = NoteView(version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text,
+                        wake=event.wake, at=stored.at)
+        common.update(pending_notes={**state.pending_notes, stored.version: note},
+                      notes_received=state.notes_received + 1)
+    elif isinstance(event, WakeRequested):
+        wake = WakeView(wake_id=event.wake_id, reason=event.reason, text=event.text, call_id=event.call_id,
+                        task_id=event.task_id, at=stored.at)
+        common["pending_wakes"] = {**state.pending_wakes, event.wake_id: wake}
+    elif isinstance(event, TurnStarted):
+        delivered_notes, delivered_wakes = set(event.notes), set(event.wakes)
+        common.update(
+            pending_notes={v: n for v, n in state.pending_notes.items() if v not in delivered_notes},
+            pending_wakes={w: x for w, x in state.pending_wakes.items() if w not in delivered_wakes},
+            turns=state.turns + 1,
+        )
     return state.model_copy(update=common)
 
 

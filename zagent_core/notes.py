@@ -1,0 +1,70 @@
+"""Notes: lines a running tool appends to its ``ZAGENT_NOTIFY_FILE``.
+
+A plain line is a note; a line that is a JSON object with a string ``text`` is a note
+too, and ``"wake": true`` also wakes an idle agent. A line counts only once it ends in
+a newline, so a note is never read half-written. Each note is journaled with the file
+offset just after it: after a crash, reading resumes there, and every line becomes
+exactly one note.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+#: A line longer than this is cut (and marked): a note is a message, not a payload.
+MAX_NOTE_BYTES = 8 * 1024
+#: At most this much is read per look, so a flood is journaled in bounded batches.
+READ_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+    wake: bool
+    #: Byte offset in the notify file just after this note's line.
+    offset: int
+
+
+def parse_line(line: bytes) -> tuple[str, bool] | None:
+    """The note in one line (without its newline), or None for a blank line."""
+    if len(line) > MAX_NOTE_BYTES:
+        line = line[:MAX_NOTE_BYTES] + f" [note cut at {MAX_NOTE_BYTES} bytes]".encode()
+    text = line.decode("utf-8", "replace").strip()
+    if not text:
+        return None
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text, False
+        if isinstance(value, dict) and isinstance(value.get("text"), str):
+            return value["text"], value.get("wake") is True
+    return text, False
+
+
+def read_notes(path: Path, offset: int) -> list[Note]:
+    """The complete lines of ``path`` after ``offset``, as notes (blank lines skipped)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read(READ_BYTES)
+    except OSError:
+        return []
+    notes: list[Note] = []
+    position = 0
+    while True:
+        end = data.find(b"\n", position)
+        if end == -1:
+            if position == 0 and len(data) == READ_BYTES:
+                # One line longer than a whole read: take it in pieces rather than stall.
+                end = len(data) - 1
+            else:
+                break
+        parsed = parse_line(data[position:end].rstrip(b"\r"))
+        position = end + 1
+        # A blank line is no note; the next note's offset moves past it.
+        if parsed is not None:
+            notes.append(Note(text=parsed[0], wake=parsed[1], offset=offset + position))
+    return notes

@@ -551,15 +551,6 @@ def test_disabled_tool_is_refused_with_its_reason(home_dir: Path, workspace: Pat
     assert_refused(engine, home_dir, workspace, session.session_id, "disabled")
 
 
-def test_background_tool_is_refused_for_now(home_dir: Path, workspace: Path, engine: Engine) -> None:
-    python_tool(home_dir, "bg", MARKER_TOOL, background=True)
-    with engine.start_session("test") as session:
-        result = session.call("bg", {})
-    assert result.is_error
-    assert "background" in result.output
-    assert_refused(engine, home_dir, workspace, session.session_id, "unsupported")
-
-
 def test_unknown_tool_names_the_closest_match(home_dir: Path, workspace: Path, engine: Engine) -> None:
     python_tool(home_dir, "word_count", MARKER_TOOL)
     python_tool(home_dir, "zebra", MARKER_TOOL)

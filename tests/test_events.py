@@ -32,6 +32,12 @@ SAMPLES = [
     events.NoteReceived(call_id="c1", text="40% done", offset=9),
     events.WakeRequested(wake_id="w1", reason="note", text="decide", call_id="c1"),
     events.TurnStarted(notes=[7], wakes=["w1"]),
+    events.ToolCallInterrupted(call_id="c1", message="cut off"),
+    events.TaskStarted(task_id="1", call_id="c1", tool="t", pid=5, start_ticks=9, boot_id="b", task_dir="/t"),
+    events.TaskExited(task_id="1", call_id="c1", output="ok", is_error=False, exit_code=0, duration_ms=4),
+    events.TaskKilled(task_id="1", call_id="c1", output="", is_error=True, exit_code=None, duration_ms=4),
+    events.TaskInterrupted(task_id="1", call_id="c1", message="gone", output_path="/t/output.log"),
+    events.SessionResumed(zagent_version="1"),
 ]
 
 
@@ -48,8 +54,8 @@ def test_every_event_type_is_in_the_catalog() -> None:
 
 
 def test_an_unknown_event_type_says_to_upgrade() -> None:
-    with pytest.raises(EventSchemaError, match='unknown event type "task_started".*upgrade zagent'):
-        load_event("task_started", {"v": 1})
+    with pytest.raises(EventSchemaError, match='unknown event type "lease_acquired".*upgrade zagent'):
+        load_event("lease_acquired", {"v": 1})
 
 
 def test_a_newer_schema_version_is_refused_with_a_clear_message() -> None:

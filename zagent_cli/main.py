@@ -167,7 +167,23 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
             session.subscribe(show_note)
             result = session.call(name, arguments)
             call_id = next(reversed(session.state.calls))
-            session.deliver()  # this run was the delivery
+            task_id = session.state.calls[call_id].task_id
+            if task_id is not None and not result.is_error:
+                # A background tool: show it as the agent would live it, notes, then the wake-up.
+                if not as_json:
+                    click.echo(result.output)
+                task = session.wait_task(task_id, None)
+                wake_ups = [w.text for w in session.deliver().wakes if w.reason != "note"]
+                if not as_json:
+                    for text in wake_ups:
+                        click.echo(f"[info: {text}]")
+                result = result.model_copy(update={
+                    "output": "\n".join(wake_ups) or task.output or "", "is_error": bool(task.is_error),
+                    "duration_ms": task.duration_ms or 0})
+                shown = True
+            else:
+                session.deliver()  # this run was the delivery
+                shown = False
     if as_json:
         _emit_json({
             "output": result.output,
@@ -179,7 +195,8 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
             "notes": notes,
         })
     else:
-        click.echo(result.output)
+        if not shown:
+            click.echo(result.output)
         status = "error" if result.is_error else "ok"
         click.echo(f"[{status} in {result.duration_ms} ms; journaled as session {session.session_id}, "
                    f"call {call_id}]", err=True)
@@ -314,6 +331,13 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     click.echo(f"tools offered: {', '.join(t.name for t in state.tools) or 'none'}")
     for warning in state.warnings:
         click.echo(f"warning: {warning}")
+    for task in state.tasks.values():
+        ended = f", ended {task.ended_at:%H:%M:%S}Z" if task.ended_at else ""
+        code = f", exit {task.exit_code}" if task.exit_code is not None else ""
+        click.echo(f"task #{task.task_id} {task.tool}: {task.status}{code}, pid {task.pid}, "
+                   f"started {task.started_at:%H:%M:%S}Z{ended}")
+    for wake in state.pending_wakes.values():
+        click.echo(f"pending wake-up: {_head(wake.text)}")
     for call in state.calls.values():
         if call.status == "finished":
             status = f"{'error' if call.is_error else 'ok'}, {call.duration_ms} ms"

@@ -10,7 +10,10 @@ as it happens: ``tool_call_requested`` with ``tool_call_rejected`` or
 
 from __future__ import annotations
 
+import functools
+import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -26,6 +29,10 @@ from zagent_core.events import (
     RejectReason,
     SessionEnded,
     SessionStarted,
+    TaskExited,
+    TaskInterrupted,
+    TaskKilled,
+    TaskStarted,
     ToolCallFinished,
     ToolCallRejected,
     ToolCallRequested,
@@ -36,18 +43,31 @@ from zagent_core.events import (
 )
 from zagent_core.home import Home
 from zagent_core.ids import new_call_id, new_session_id, new_wake_id
-from zagent_core.invocation import CallContext, build_invocation, delivery_problems
+from zagent_core import tasks, terminal
+from zagent_core.crashpoints import crash_point
+from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
 from zagent_core.journal import Journal, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.notes import read_notes
+from zagent_core.processes import ProcessIdentity
 from zagent_core.runner import ProcessSpec, run_process
-from zagent_core.state import NoteView, SessionState, WakeView, apply, rebuild
+from zagent_core.state import NoteView, SessionState, TaskView, WakeView, apply, rebuild
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
+
+#: How often running background tasks are looked at for notes and their end.
+WATCH_SECONDS = 0.1
+
+
+def offers(tools: ToolSet) -> list[ToolOffer]:
+    """What a session offers the model: the loaded tools, then the built-ins."""
+    return [ToolOffer(name=t.name, description=t.description, folder=str(t.folder), manifest_hash=t.manifest_hash)
+            for t in tools.offered()] + [
+        ToolOffer(name=terminal.NAME, description=terminal.DESCRIPTION, folder="(built-in)", manifest_hash="")]
 
 
 def zagent_version() -> str:
@@ -72,6 +92,13 @@ class Delivery:
         return [f"[info: {note.text}]" for note in self.notes] + [
             f"[info: {wake.text}]" for wake in self.wakes if wake.reason != "note"
         ]
+
+
+@functools.cache
+def _terminal_validator() -> Any:
+    from zagent_core.manifest import schema_dialect
+
+    return schema_dialect(terminal.PARAMETERS)(terminal.PARAMETERS)
 
 
 class SessionEndedError(RuntimeError):
@@ -115,8 +142,7 @@ class Engine:
                 origin=origin,
                 workspace=str(self.workspace),
                 zagent_version=zagent_version(),
-                tools=[ToolOffer(name=t.name, description=t.description, folder=str(t.folder),
-                                 manifest_hash=t.manifest_hash) for t in tools.offered()],
+                tools=offers(tools),
                 warnings=warnings,
             )
         ])
@@ -139,6 +165,8 @@ class Session:
         # Background watchers append too: one writer at a time keeps versions in order.
         self._lock = threading.RLock()
         self._listeners: list[Callable[[StoredEvent], None]] = []
+        self._supervisors: dict[str, subprocess.Popen[bytes]] = {}
+        self._watcher: threading.Thread | None = None
 
     def __enter__(self) -> Session:
         return self
@@ -177,7 +205,7 @@ class Session:
             notes = read_notes(Path(call.notify_file), call.notify_offset)
             if not notes:
                 return 0
-            task_id = None
+            task_id = call.task_id
             events: list[Event] = []
             for note in notes:
                 events.append(NoteReceived(call_id=call_id, task_id=task_id, text=note.text, wake=note.wake,
@@ -198,6 +226,9 @@ class Session:
         return Delivery(notes=notes, wakes=wakes)
 
     def end(self, reason: str = "completed") -> None:
+        """End the session; background tasks still running are stopped first (and journaled)."""
+        for task in self.state.running_tasks:
+            self.kill_task(task.task_id)
         self._append([SessionEnded(reason=reason)])
 
     # -- tool calls ------------------------------------------------------------------
@@ -217,17 +248,14 @@ class Session:
                 'is not implemented in any interface yet, so it was not run. Set "permission": "allow" in its '
                 "manifest to use it, or disable it in config.json."
             )
-        if tool.manifest.background:
-            return "unsupported", (
-                f'tool "{name}" is a background tool ("background": true), and this version of zagent does not '
-                "run background tasks yet, so it was not run."
-            )
         return None
 
     def call(self, name: str, arguments: Any, *, call_id: str | None = None) -> ToolResult:
         """Validate, run and journal one call of tool ``name``; returns what the model receives."""
         call_id = call_id or new_call_id()
         requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments)
+        if name == terminal.NAME:
+            return self._terminal(requested)
         refusal = self._refusal(name)
         problems: list[str] = []
         if refusal is None:
@@ -242,6 +270,22 @@ class Session:
         reason, message = refusal
         self._append([requested, ToolCallRejected(call_id=call_id, reason=reason, message=message, problems=problems)])
         return ToolResult(output=message, is_error=True)
+
+    def _terminal(self, requested: ToolCallRequested) -> ToolResult:
+        """The built-in terminal: journaled as a call (requested, then its result), no process."""
+        validated = validate_arguments(_terminal_validator(), requested.arguments)
+        if not validated.ok:
+            message = "terminal was not run: its arguments do not match its parameters.\n" + "\n".join(
+                validated.problems)
+            self._append([requested, ToolCallRejected(call_id=requested.call_id, reason="invalid_arguments",
+                                                      message=message, problems=validated.problems)])
+            return ToolResult(output=message, is_error=True)
+        self._append([requested])
+        started = time.monotonic()
+        result = terminal.run(self, validated.arguments).model_copy(
+            update={"duration_ms": round((time.monotonic() - started) * 1000)})
+        self._append([ToolCallFinished(call_id=requested.call_id, **result.event_fields())])
+        return result
 
     def _run(self, tool: Tool, requested: ToolCallRequested, arguments: dict[str, Any],
              coercions: list[Coercion]) -> ToolResult:
@@ -261,18 +305,27 @@ class Session:
         limits = engine.config.limits
         invocation = build_invocation(tool, arguments, context, default_timeout=limits.default_timeout_seconds)
         manifest = tool.manifest
-        self._append([
-            requested,
-            ToolCallStarted(
-                call_id=call_id, tool=tool.name, arguments=arguments, coercions=coercions, argv=invocation.argv,
-                cwd=str(invocation.cwd), input_mode=manifest.input, output_mode=manifest.output,
-                output_dir=str(output_dir), notify_file=str(notify_file), env_names=invocation.env_names,
-                timeout_seconds=invocation.timeout, manifest_hash=tool.manifest_hash, files_hash=tool.files_hash(),
-            ),
-        ])
-        text_mode = manifest.output == "text"
-        log.info("tool_call_started", session=self.session_id, call_id=call_id, tool=tool.name)
+        with self._lock:  # the task number is taken and journaled in one step
+            task_id = str(1 + sum(1 for c in self.state.calls.values() if c.task_id)) if manifest.background else None
+            self._append([
+                requested,
+                ToolCallStarted(
+                    call_id=call_id, task_id=task_id, tool=tool.name, arguments=arguments, coercions=coercions,
+                    argv=invocation.argv, cwd=str(invocation.cwd), input_mode=manifest.input,
+                    output_mode=manifest.output, attach_outputs=manifest.attach_outputs, output_dir=str(output_dir),
+                    notify_file=str(notify_file), env_names=invocation.env_names,
+                    timeout_seconds=invocation.timeout, manifest_hash=tool.manifest_hash,
+                    files_hash=tool.files_hash(),
+                ),
+            ])
+        log.info("tool_call_started", session=self.session_id, call_id=call_id, tool=tool.name, task_id=task_id)
         log.debug("tool_call_argv", call_id=call_id, argv=invocation.argv, cwd=str(invocation.cwd))
+        crash_point("after_tool_call_started")
+        tag = f"ZAGENT_OUTPUT_DIR={output_dir}"
+        text_mode = manifest.output == "text"
+        if task_id is not None:
+            return self._start_task(tool.name, call_id, task_id, call_dir, invocation, text_mode, tag)
+
         def tick() -> bool:
             self.collect_notes(call_id)
             return False
@@ -282,8 +335,7 @@ class Session:
                 argv=invocation.argv, cwd=invocation.cwd, env=invocation.env, stdin=invocation.stdin,
                 merge_stderr=text_mode, timeout=invocation.timeout, kill_grace=limits.kill_grace_seconds,
                 capture_limit=limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT,
-                spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"),
-                tag=f"ZAGENT_OUTPUT_DIR={output_dir}",
+                spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"), tag=tag,
             ), on_tick=tick)
             self.collect_notes(call_id)  # what it wrote last
             result = build_result(
@@ -291,19 +343,134 @@ class Session:
                 attach_outputs=manifest.attach_outputs, paths=CallPaths(call_dir=call_dir, output_dir=output_dir),
                 cwd=invocation.cwd, caps=engine.config.capabilities, limits=limits,
             )
-            pid = outcome.pid
         except Exception as exc:  # a bug of ours must not leave the call without a result
             log.exception("tool_call_failed", call_id=call_id, tool=tool.name)
             result = ToolResult(output=f"zagent failed while running the tool: {exc!r}", is_error=True)
-            pid = None
         log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, exit_code=result.exit_code,
                  duration_ms=result.duration_ms, timed_out=result.timed_out)
-        self._append([
-            ToolCallFinished(
-                call_id=call_id, output=result.output, is_error=result.is_error, exit_code=result.exit_code,
-                pid=pid, duration_ms=result.duration_ms, timed_out=result.timed_out,
-                truncated_bytes=result.truncated_bytes, full_output_path=result.full_output_path,
-                media=result.media, files=result.files,
-            )
-        ])
+        crash_point("before_tool_call_finished")
+        self._append([ToolCallFinished(call_id=call_id, **result.event_fields())])
         return result
+
+    # -- background tasks ------------------------------------------------------------
+
+    def _start_task(self, tool: str, call_id: str, task_id: str, task_dir: Path, invocation: Invocation,
+                    text_mode: bool, tag: str) -> ToolResult:
+        try:
+            proc = tasks.launch(task_dir, invocation, merge_stderr=text_mode,
+                                kill_grace=self.engine.config.limits.kill_grace_seconds, tag=tag)
+        except OSError as exc:
+            result = ToolResult(output=f"could not start the background task: {exc}", is_error=True)
+            self._append([ToolCallFinished(call_id=call_id, **result.event_fields())])
+            return result
+        self._supervisors[task_id] = proc
+        who = ProcessIdentity.of(proc.pid) or ProcessIdentity(pid=proc.pid, start_ticks=0, boot_id="")
+        result = ToolResult(output=(
+            f"started as task #{task_id}; its notes reach you as it runs and you are woken with its result "
+            "when it exits (terminal tool: list, read, wait, kill)"), is_error=False)
+        self._append([
+            TaskStarted(task_id=task_id, call_id=call_id, tool=tool, pid=who.pid, start_ticks=who.start_ticks,
+                        boot_id=who.boot_id, task_dir=str(task_dir)),
+            ToolCallFinished(call_id=call_id, **result.event_fields()),
+        ])
+        crash_point("after_task_started")
+        self._watch()
+        return result
+
+    def poll_task(self, task_id: str) -> TaskView:
+        """Journal what a running task did since the last look: notes, and its end."""
+        with self._lock:
+            task = self.state.tasks[task_id]
+            if task.status != "running":
+                return task
+            self.collect_notes(task.call_id)
+            supervisor = self._supervisors.get(task_id)
+            if supervisor is not None:
+                supervisor.poll()  # reap it if it is done
+            task_dir = Path(task.task_dir)
+            record = tasks.exit_record(task_dir)
+            if record is None:
+                if ProcessIdentity(pid=task.pid, start_ticks=task.start_ticks, boot_id=task.boot_id).alive():
+                    return task
+                record = tasks.exit_record(task_dir)  # it may have written it just before it went
+            if record is None:
+                self._interrupt_task(task, "its supervisor stopped without recording how the tool ended")
+            else:
+                self.collect_notes(task.call_id)  # the lines it wrote last
+                self._finish_task(task, record)
+            return self.state.tasks[task_id]
+
+    def _finish_task(self, task: TaskView, record: dict[str, Any]) -> None:
+        call = self.state.calls[task.call_id]
+        result = tasks.result_of(
+            record, Path(task.task_dir), output_mode=call.output_mode or "text", timeout=call.timeout_seconds,
+            attach_outputs=call.attach_outputs, cwd=Path(call.cwd or self.engine.workspace),
+            caps=self.engine.config.capabilities, limits=self.engine.config.limits,
+        )
+        fields = result.event_fields()
+        if record.get("stopped"):
+            # The kill was asked for (terminal, or the session ending): its answer says so.
+            self._append([TaskKilled(task_id=task.task_id, call_id=task.call_id, **fields)])
+            return
+        ended = "timed out" if result.timed_out else "failed" if result.is_error else "finished"
+        self._append([
+            TaskExited(task_id=task.task_id, call_id=task.call_id, **fields),
+            WakeRequested(wake_id=new_wake_id(), reason="task_exited", call_id=task.call_id, task_id=task.task_id,
+                          text=f"task #{task.task_id} ({task.tool}) {ended}:\n{result.output}"),
+        ])
+
+    def _interrupt_task(self, task: TaskView, why: str) -> None:
+        tasks.stop(Path(task.task_dir))  # whatever of it still runs without its supervisor
+        output = Path(task.task_dir) / tasks.OUTPUT_FILE
+        message = f"task #{task.task_id} ({task.tool}) was interrupted: {why}. Its output so far is in {output}."
+        self._append([
+            TaskInterrupted(task_id=task.task_id, call_id=task.call_id, message=message, output_path=str(output)),
+            WakeRequested(wake_id=new_wake_id(), reason="task_interrupted", call_id=task.call_id,
+                          task_id=task.task_id, text=message),
+        ])
+
+    def wait_task(self, task_id: str, timeout: float | None) -> TaskView:
+        """Block until the task ends or ``timeout`` seconds pass; returns its view."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            task = self.poll_task(task_id)
+            if task.status != "running" or (deadline is not None and time.monotonic() >= deadline):
+                return task
+            time.sleep(WATCH_SECONDS / 2)
+
+    def kill_task(self, task_id: str) -> TaskView:
+        """Stop a task's whole tree; returns its view once its end is journaled."""
+        task = self.poll_task(task_id)
+        if task.status != "running":
+            return task
+        tasks.stop(Path(task.task_dir))
+        task = self.wait_task(task_id, self.engine.config.limits.kill_grace_seconds + 5)
+        if task.status == "running":
+            with self._lock:
+                self._interrupt_task(task, "it did not stop when asked")
+            task = self.state.tasks[task_id]
+        return task
+
+    def _watch(self) -> None:
+        """Make sure a thread is following the running tasks."""
+        with self._lock:
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch_loop, daemon=True,
+                                                 name=f"zagent-tasks-{self.session_id}")
+                self._watcher.start()
+
+    def _watch_loop(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    running = [t.task_id for t in self.state.running_tasks]
+                    if not running or self.state.status == "ended":
+                        self._watcher = None
+                        return
+                for task_id in running:
+                    self.poll_task(task_id)
+                time.sleep(WATCH_SECONDS)
+        except Exception:  # noqa: BLE001 - the journal failed: the session can no longer record
+            log.exception("task_watch_failed", session=self.session_id)
+            with self._lock:
+                self._watcher = None

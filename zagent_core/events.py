@@ -75,6 +75,15 @@ class SessionStarted(_Body):
     warnings: list[str] = []
 
 
+class SessionResumed(_Body):
+    """The session was picked up again after the engine stopped; what follows settles it."""
+
+    type: Literal["session_resumed"] = "session_resumed"
+    zagent_version: str
+    tools: list[ToolOffer] = []
+    warnings: list[str] = []
+
+
 class SessionEnded(_Body):
     type: Literal["session_ended"] = "session_ended"
     reason: str = "completed"
@@ -82,7 +91,7 @@ class SessionEnded(_Body):
 
 # -- tool calls -----------------------------------------------------------------------
 
-RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "unsupported"]
+RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments"]
 
 
 class ToolCallRequested(_Body):
@@ -107,6 +116,8 @@ class ToolCallStarted(_Body):
 
     type: Literal["tool_call_started"] = "tool_call_started"
     call_id: str
+    #: Set when the tool runs as a background task (its number in the session).
+    task_id: str | None = None
     tool: str
     arguments: dict[str, Any]
     coercions: list[Coercion] = []
@@ -114,6 +125,7 @@ class ToolCallStarted(_Body):
     cwd: str
     input_mode: str
     output_mode: str
+    attach_outputs: bool = False
     output_dir: str
     notify_file: str
     #: Names only: environment values never enter the journal.
@@ -123,9 +135,9 @@ class ToolCallStarted(_Body):
     files_hash: str
 
 
-class ToolCallFinished(_Body):
-    type: Literal["tool_call_finished"] = "tool_call_finished"
-    call_id: str
+class _Result(_Body):
+    """What a tool run produced, as the model received it: shared by calls and tasks."""
+
     #: The result text the model received.
     output: str
     is_error: bool
@@ -137,6 +149,60 @@ class ToolCallFinished(_Body):
     full_output_path: str | None = None
     media: list[Media] = []
     files: list[OutputFile] = []
+
+
+class ToolCallFinished(_Result):
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+    call_id: str
+
+
+class ToolCallInterrupted(_Body):
+    """The engine stopped while the call ran; its effect may or may not have happened."""
+
+    type: Literal["tool_call_interrupted"] = "tool_call_interrupted"
+    call_id: str
+    #: The result text the model received.
+    message: str
+
+
+# -- background tasks ---------------------------------------------------------------------
+
+
+class TaskStarted(_Body):
+    """A background task's supervisor runs; ``pid`` plus start time and boot identify it."""
+
+    type: Literal["task_started"] = "task_started"
+    task_id: str
+    call_id: str
+    tool: str
+    pid: int
+    start_ticks: int
+    boot_id: str
+    task_dir: str
+
+
+class TaskExited(_Result):
+    type: Literal["task_exited"] = "task_exited"
+    task_id: str
+    call_id: str
+
+
+class TaskKilled(_Result):
+    """Stopped on request (the terminal tool's kill), whole tree."""
+
+    type: Literal["task_killed"] = "task_killed"
+    task_id: str
+    call_id: str
+
+
+class TaskInterrupted(_Body):
+    """The task died with the engine, or its supervisor vanished without an exit record."""
+
+    type: Literal["task_interrupted"] = "task_interrupted"
+    task_id: str
+    call_id: str
+    message: str
+    output_path: str | None = None
 
 
 # -- notes and wake-ups ----------------------------------------------------------------
@@ -187,6 +253,12 @@ Event = Annotated[
         NoteReceived,
         WakeRequested,
         TurnStarted,
+        ToolCallInterrupted,
+        TaskStarted,
+        TaskExited,
+        TaskKilled,
+        TaskInterrupted,
+        SessionResumed,
     ],
     Field(discriminator="type"),
 ]
@@ -194,7 +266,8 @@ Event = Annotated[
 EVENT_TYPES: dict[str, type[_Body]] = {
     cls.model_fields["type"].default: cls
     for cls in (SessionStarted, SessionEnded, ToolCallRequested, ToolCallRejected, ToolCallStarted, ToolCallFinished,
-                NoteReceived, WakeRequested, TurnStarted)
+                NoteReceived, WakeRequested, TurnStarted, ToolCallInterrupted, TaskStarted, TaskExited, TaskKilled,
+                TaskInterrupted, SessionResumed)
 }
 
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

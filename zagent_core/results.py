@@ -46,6 +46,11 @@ class ToolResult(BaseModel):
     full_output_path: str | None = None
     media: list[Media] = []
     files: list[OutputFile] = []
+    pid: int | None = None
+
+    def event_fields(self) -> dict[str, Any]:
+        """The fields a ``tool_call_finished`` / ``task_exited`` / ``task_killed`` event records."""
+        return self.model_dump(exclude={"media", "files"}) | {"media": self.media, "files": self.files}
 
 
 @dataclass(frozen=True)
@@ -256,6 +261,7 @@ def build_result(
     return ToolResult(
         output="\n".join(parts),
         is_error=is_error,
+        pid=outcome.pid,
         exit_code=outcome.exit_code,
         timed_out=outcome.timed_out,
         duration_ms=round(outcome.duration * 1000),

@@ -10,6 +10,8 @@ bytes stay in memory, the rest streams to ``spill_path``.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import selectors
 import signal
@@ -55,6 +57,9 @@ class ProcessSpec:
     spill_path: Path | None = None
     #: Where the whole of stderr goes (when not merged); otherwise its tail is kept.
     stderr_path: Path | None = None
+    #: Give the process this file as its stdout (and stderr, when merged) instead of a
+    #: pipe: its output then outlives whoever runs it (background tasks).
+    stdout_file: Path | None = None
     #: An environment entry (``NAME=value``) unique to this call, by which processes
     #: that left the process group (setsid) are found and stopped too.
     tag: str | None = None
@@ -200,8 +205,8 @@ class _Run:
         self.searched = False
         self._pending = memoryview(spec.stdin or b"")
 
-        assert proc.stdout is not None
-        self._register(proc.stdout, self.stdout)
+        if proc.stdout is not None:
+            self._register(proc.stdout, self.stdout)
         if proc.stderr is not None:
             self._register(proc.stderr, self.stderr)
         if proc.stdin is not None:
@@ -357,29 +362,48 @@ def _start_error(spec: ProcessSpec, exc: OSError) -> str:
     return f"could not start {spec.argv[0]}: {exc.strerror or exc}"
 
 
-def run_process(spec: ProcessSpec, on_tick: Callable[[], bool] | None = None) -> ProcessOutcome:
+def run_process(spec: ProcessSpec, on_tick: Callable[[], bool] | None = None,
+                on_start: Callable[[int], None] | None = None) -> ProcessOutcome:
     """Run ``spec`` to completion (or its timeout) and report what happened.
 
-    ``on_tick`` is called about every ``TICK_SECONDS`` while the process runs (to tail
-    its notes, say); returning True stops the process tree as a timeout would.
-    Never raises for the tool's behaviour: a program that cannot start comes back with
-    ``start_error`` set.
+    ``on_start`` gets the pid once the process runs. ``on_tick`` is called about every
+    ``TICK_SECONDS`` while it runs (to tail its notes, say); returning True stops the
+    process tree as a timeout would. Never raises for the tool's behaviour: a program
+    that cannot start comes back with ``start_error`` set.
     """
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            spec.argv,
-            cwd=spec.cwd,
-            env=spec.env,
-            stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if spec.merge_stderr else subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return ProcessOutcome(
-            pid=None, returncode=None, timed_out=False, stdout=b"", stdout_total=0, stderr=b"", stderr_total=0,
-            spilled=None, duration=time.monotonic() - started,
-            start_error=_start_error(spec, exc),
-        )
-    return _Run(spec, proc, started, on_tick).run()
+    stdout: int | BinaryIO = subprocess.PIPE
+    stderr: int | BinaryIO = subprocess.STDOUT if spec.merge_stderr else subprocess.PIPE
+    with contextlib.ExitStack() as files:
+        if spec.stdout_file is not None:
+            stdout = files.enter_context(spec.stdout_file.open("ab"))
+            if not spec.merge_stderr and spec.stderr_path is not None:
+                stderr = files.enter_context(spec.stderr_path.open("ab"))
+        try:
+            proc = subprocess.Popen(
+                spec.argv,
+                cwd=spec.cwd,
+                env=spec.env,
+                stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            return ProcessOutcome(
+                pid=None, returncode=None, timed_out=False, stdout=b"", stdout_total=0, stderr=b"", stderr_total=0,
+                spilled=None, duration=time.monotonic() - started,
+                start_error=_start_error(spec, exc) if isinstance(exc, OSError) else f"could not start: {exc}",
+            )
+    if on_start is not None:
+        on_start(proc.pid)
+    outcome = _Run(spec, proc, started, on_tick).run()
+    if spec.stdout_file is None:
+        return outcome
+    return dataclasses.replace(
+        outcome,
+        stdout_total=spec.stdout_file.stat().st_size,
+        spilled=spec.stdout_file,
+        stderr_total=spec.stderr_path.stat().st_size if spec.stderr_path and spec.stderr_path.exists() else 0,
+        stderr_spilled=spec.stderr_path,
+    )

@@ -16,10 +16,16 @@ from pydantic import BaseModel, ConfigDict
 from zagent_core.events import (
     Coercion,
     NoteReceived,
+    SessionResumed,
+    TaskExited,
+    TaskInterrupted,
+    TaskKilled,
+    TaskStarted,
     OutputFile,
     SessionEnded,
     SessionStarted,
     ToolCallFinished,
+    ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
     ToolCallStarted,
@@ -29,7 +35,8 @@ from zagent_core.events import (
 )
 from zagent_core.journal import StoredEvent
 
-CallStatus = Literal["requested", "rejected", "running", "finished"]
+CallStatus = Literal["requested", "rejected", "running", "finished", "interrupted"]
+TaskStatus = Literal["running", "exited", "killed", "interrupted"]
 
 
 class CallView(BaseModel):
@@ -48,6 +55,12 @@ class CallView(BaseModel):
     coercions: list[Coercion] = []
     output_dir: str | None = None
     notify_file: str | None = None
+    #: The background task this call started, if it is a background call.
+    task_id: str | None = None
+    cwd: str | None = None
+    output_mode: str | None = None
+    attach_outputs: bool = False
+    timeout_seconds: float | None = None
     #: Where reading the notify file resumes: the offset after the last journaled note.
     notify_offset: int = 0
     pid: int | None = None
@@ -57,6 +70,28 @@ class CallView(BaseModel):
     timed_out: bool = False
     duration_ms: int | None = None
     files: list[OutputFile] = []
+
+
+class TaskView(BaseModel):
+    """One background task as the journal tells it so far."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str
+    call_id: str
+    tool: str
+    status: TaskStatus = "running"
+    pid: int
+    start_ticks: int
+    boot_id: str
+    task_dir: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    output: str | None = None
+    is_error: bool | None = None
+    exit_code: int | None = None
+    timed_out: bool = False
+    duration_ms: int | None = None
 
 
 class NoteView(BaseModel):
@@ -105,6 +140,8 @@ class SessionState(BaseModel):
     #: Notes and wake-ups journaled but not yet taken by a turn, by version / wake id.
     pending_notes: dict[int, NoteView] = {}
     pending_wakes: dict[str, WakeView] = {}
+    #: Background tasks by number ("1", "2", ...).
+    tasks: dict[str, TaskView] = {}
     notes_received: int = 0
     turns: int = 0
 
@@ -112,6 +149,10 @@ class SessionState(BaseModel):
     def running_calls(self) -> list[CallView]:
         """Calls that started and have no result yet (cut off, if the engine is gone)."""
         return [call for call in self.calls.values() if call.status == "running"]
+
+    @property
+    def running_tasks(self) -> list[TaskView]:
+        return [task for task in self.tasks.values() if task.status == "running"]
 
 
 def _with_call(state: SessionState, call: CallView, **changes: Any) -> dict[str, CallView]:
@@ -138,12 +179,34 @@ def apply(state: SessionState, stored: StoredEvent) -> SessionState:
         call = state.calls[event.call_id]
         common["calls"] = _with_call(state, call, status="running", started_at=stored.at, argv=event.argv,
                                      arguments=event.arguments, coercions=event.coercions,
-                                     output_dir=event.output_dir, notify_file=event.notify_file)
+                                     output_dir=event.output_dir, notify_file=event.notify_file,
+                                     task_id=event.task_id, cwd=event.cwd, output_mode=event.output_mode,
+                                     attach_outputs=event.attach_outputs, timeout_seconds=event.timeout_seconds)
     elif isinstance(event, ToolCallFinished):
         call = state.calls[event.call_id]
         common["calls"] = _with_call(state, call, status="finished", finished_at=stored.at, pid=event.pid,
                                      output=event.output, is_error=event.is_error, exit_code=event.exit_code,
                                      timed_out=event.timed_out, duration_ms=event.duration_ms, files=event.files)
+    elif isinstance(event, ToolCallInterrupted):
+        common["calls"] = _with_call(state, state.calls[event.call_id], status="interrupted",
+                                     finished_at=stored.at, output=event.message, is_error=True)
+    elif isinstance(event, SessionResumed):
+        common.update(status="open", tools=event.tools, warnings=event.warnings)
+    elif isinstance(event, TaskStarted):
+        task = TaskView(task_id=event.task_id, call_id=event.call_id, tool=event.tool, pid=event.pid,
+                        start_ticks=event.start_ticks, boot_id=event.boot_id, task_dir=event.task_dir,
+                        started_at=stored.at)
+        common["tasks"] = {**state.tasks, event.task_id: task}
+    elif isinstance(event, (TaskExited, TaskKilled)):
+        task = state.tasks[event.task_id].model_copy(update={
+            "status": "exited" if isinstance(event, TaskExited) else "killed", "ended_at": stored.at,
+            "output": event.output, "is_error": event.is_error, "exit_code": event.exit_code,
+            "timed_out": event.timed_out, "duration_ms": event.duration_ms})
+        common["tasks"] = {**state.tasks, event.task_id: task}
+    elif isinstance(event, TaskInterrupted):
+        task = state.tasks[event.task_id].model_copy(update={
+            "status": "interrupted", "ended_at": stored.at, "output": event.message, "is_error": True})
+        common["tasks"] = {**state.tasks, event.task_id: task}
     elif isinstance(event, NoteReceived):
         common["calls"] = _with_call(state, state.calls[event.call_id], notify_offset=event.offset)
         note = NoteView(version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text,

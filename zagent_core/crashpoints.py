@@ -1,0 +1,26 @@
+"""Named points where crash tests kill the engine with a real SIGKILL.
+
+``ZAGENT_CRASH_AT=after_task_started`` makes the engine kill itself when it reaches that
+point, the way DBOS's debug triggers do: tests can then prove that resume settles every
+state a crash can leave. Unset (always, outside tests) it costs one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+#: The points the engine passes, in the order a call reaches them.
+POINTS = (
+    "after_tool_call_started",
+    "before_tool_call_finished",
+    "after_task_started",
+    "before_note_journaled",
+    "with_wake_pending",
+)
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``ZAGENT_CRASH_AT`` names this point."""
+    if os.environ.get("ZAGENT_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,79 @@
+"""Knowing a process again: pid, start time and boot, so a reused pid is never mistaken.
+
+A background task's supervisor is recorded by its identity. After the engine restarts,
+the task is re-attached only when a process with that pid exists, started at the same
+clock tick, since the same boot; anything else means the task is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str:
+    """This boot's id (Linux); empty where the system does not say."""
+    try:
+        return _BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+
+
+class ProcessIdentity(BaseModel):
+    """Who a process is, beyond its pid."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pid: int
+    #: Start time in clock ticks since boot (field 22 of /proc/PID/stat).
+    start_ticks: int
+    boot_id: str
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity | None:
+        fields = _stat_fields(pid)
+        if fields is None:
+            return None
+        return cls(pid=pid, start_ticks=int(fields[19]), boot_id=boot_id())
+
+    def alive(self) -> bool:
+        """The same process is still running (not a zombie, not a reused pid)."""
+        fields = _stat_fields(self.pid)
+        return (
+            fields is not None
+            and fields[0] != b"Z"
+            and int(fields[19]) == self.start_ticks
+            and self.boot_id == boot_id()
+        )
+
+
+def write_json_atomically(path: Path, value: Any) -> None:
+    """Readers see the old file or the whole new one, never half of it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with temporary.open("w") as handle:
+        json.dump(value, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def read_json(path: Path) -> Any | None:
+    """The file's JSON, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

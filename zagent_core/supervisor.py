@@ -1,0 +1,76 @@
+"""The supervisor of one background task: ``python -m zagent_core.supervisor TASK_DIR``.
+
+It runs in its own process session, so it outlives the engine. It reads what to run
+from stdin (a JSON object: the tool's environment travels this way, never through a
+file), runs the tool with its output going straight to files in the task folder, and
+enforces the timeout. Its last act is to write ``exit.json`` atomically, so an exit that
+happens while the engine is down is still known when the engine comes back. SIGTERM,
+SIGINT or SIGHUP make it stop the tool's whole tree and record that it was stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from zagent_core.processes import ProcessIdentity, write_json_atomically
+from zagent_core.runner import ProcessSpec, run_process
+
+SUPERVISOR_FILE = "supervisor.json"
+TOOL_FILE = "tool.json"
+EXIT_FILE = "exit.json"
+OUTPUT_FILE = "output.log"
+STDERR_FILE = "stderr.log"
+
+
+def main(task_dir: Path, request: dict[str, Any]) -> int:
+    identity = ProcessIdentity.of(os.getpid())
+    write_json_atomically(task_dir / SUPERVISOR_FILE, identity.model_dump() if identity else {"pid": os.getpid()})
+
+    stop = {"requested": False}
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stop["requested"] = True
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, request_stop)
+
+    def started(pid: int) -> None:
+        tool = ProcessIdentity.of(pid)
+        write_json_atomically(task_dir / TOOL_FILE, tool.model_dump() if tool else {"pid": pid})
+
+    merge = bool(request["merge_stderr"])
+    spec = ProcessSpec(
+        argv=request["argv"],
+        cwd=Path(request["cwd"]),
+        env=request["env"],
+        stdin=request["stdin"].encode() if request.get("stdin") is not None else None,
+        merge_stderr=merge,
+        timeout=request["timeout"],
+        kill_grace=request["kill_grace"],
+        capture_limit=0,
+        stdout_file=task_dir / OUTPUT_FILE,
+        stderr_path=None if merge else task_dir / STDERR_FILE,
+        tag=request.get("tag"),
+    )
+    outcome = run_process(spec, on_tick=lambda: stop["requested"], on_start=started)
+    write_json_atomically(task_dir / EXIT_FILE, {
+        "pid": outcome.pid,
+        "returncode": outcome.returncode,
+        "timed_out": outcome.timed_out,
+        "stopped": outcome.stopped,
+        "duration": outcome.duration,
+        "start_error": outcome.start_error,
+        "ended_at": time.time(),
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    folder = Path(sys.argv[1])
+    sys.exit(main(folder, json.loads(sys.stdin.buffer.read())))

@@ -1,0 +1,87 @@
+"""The built-in ``terminal`` tool: list, read, wait for and kill background tasks.
+
+It has no input channel on purpose: a task's stdin is closed once its arguments are
+delivered, so a task cannot be sent further input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zagent_core import tasks
+from zagent_core.results import ToolResult
+
+if TYPE_CHECKING:
+    from zagent_core.engine import Session
+    from zagent_core.state import TaskView
+
+NAME = "terminal"
+DESCRIPTION = (
+    "Manage background tasks started by tools that run in the background: list them, read a task's "
+    "output, wait for a task to end, or kill one (with everything it started). Tasks cannot be sent input."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["list", "read", "wait", "kill"],
+                   "description": "list: every task and its state; read: a task's output; "
+                                  "wait: until a task ends; kill: stop a task."},
+        "task": {"type": "integer", "minimum": 1, "description": "The task number (#N). Needed for read, wait, kill."},
+        "offset": {"type": "integer", "minimum": 0,
+                   "description": "read: the byte offset to read from; without it, the end of the output."},
+        "timeout_seconds": {"type": "number", "minimum": 0, "maximum": 600,
+                            "description": "wait: how long to wait at most (default 30)."},
+    },
+    "required": ["action"],
+    "additionalProperties": False,
+}
+#: Replaying a terminal call after a crash is harmless: it reads, waits, or kills what is dead.
+REPLAY = "safe"
+DEFAULT_WAIT_SECONDS = 30.0
+
+
+def _describe(task: TaskView) -> str:
+    if task.status == "running":
+        return f"#{task.task_id} {task.tool}: running since {task.started_at:%H:%M:%S}Z"
+    how = {"exited": "exited", "killed": "killed", "interrupted": "interrupted"}[task.status]
+    if task.status == "exited" and task.timed_out:
+        how = "timed out"
+    elif task.status == "exited" and task.exit_code is not None:
+        how = f"exited with code {task.exit_code}"
+    took = f" after {task.duration_ms / 1000:.1f} s" if task.duration_ms is not None else ""
+    return f"#{task.task_id} {task.tool}: {how}{took}"
+
+
+def _ended(task: TaskView) -> ToolResult:
+    return ToolResult(output=f"{_describe(task)}\n{task.output or ''}".rstrip(), is_error=bool(task.is_error))
+
+
+def run(session: Session, arguments: dict[str, Any]) -> ToolResult:
+    """Carry out one validated terminal call."""
+    action = arguments["action"]
+    state = session.state
+    if action == "list":
+        if not state.tasks:
+            return ToolResult(output="no background tasks in this session", is_error=False)
+        return ToolResult(output="\n".join(_describe(t) for t in state.tasks.values()), is_error=False)
+    if "task" not in arguments:
+        return ToolResult(output=f'"{action}" needs "task": the task number', is_error=True)
+    task_id = str(arguments["task"])
+    if task_id not in state.tasks:
+        known = ", ".join(f"#{n}" for n in state.tasks) or "none"
+        return ToolResult(output=f"there is no task #{task_id} (tasks: {known})", is_error=True)
+    if action == "read":
+        limit = session.engine.config.limits.output_cap_bytes
+        data, start, size = tasks.read_output(Path(state.tasks[task_id].task_dir), arguments.get("offset"), limit)
+        end = start + len(data)
+        text = data.decode("utf-8", "replace")
+        more = f"; read on with offset {end}" if end < size else ""
+        return ToolResult(output=f"{text}\n[bytes {start}-{end} of {size}{more}]", is_error=False)
+    if action == "wait":
+        task = session.wait_task(task_id, float(arguments.get("timeout_seconds", DEFAULT_WAIT_SECONDS)))
+        if task.status == "running":
+            return ToolResult(output=f"task #{task_id} is still running", is_error=False)
+        return _ended(task)
+    task = session.kill_task(task_id)
+    return _ended(task)

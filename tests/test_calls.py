@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTHON, python_tool
+from conftest import PYTHON, python_tool, write_tool
 
 from zagent_core import Engine, Home
 from zagent_core.config import CapabilitiesConfig, Config, LimitsConfig, ToolsConfig
@@ -688,3 +688,61 @@ def test_a_json_is_error_that_is_not_a_boolean_is_reported(home_dir: Path, engin
     assert result.is_error
     assert result.output.startswith("done")
     assert '"is_error" must be true or false, not "false"' in result.output
+
+
+@pytest.mark.parametrize("call_id", ["../escape", "/tmp/abs", ".hidden", "a/b", "x" * 200])
+def test_a_call_id_that_could_name_a_folder_outside_the_home_is_refused(engine: Engine, call_id: str) -> None:
+    with engine.start_session("test") as session:
+        with pytest.raises(ValueError, match="call id"):
+            session.call("anything", {}, call_id=call_id)
+
+
+def test_a_call_id_cannot_be_used_twice(home_dir: Path, engine: Engine) -> None:
+    python_tool(home_dir, "ok", "print('ok')")
+    with engine.start_session("test") as session:
+        session.call("ok", {}, call_id="call_1")
+        with pytest.raises(ValueError, match="already used"):
+            session.call("ok", {}, call_id="call_1")
+
+
+def test_a_failing_listener_does_not_break_the_call(home_dir: Path, engine: Engine) -> None:
+    python_tool(home_dir, "ok", "print('ok')")
+    with engine.start_session("test") as session:
+        session.subscribe(lambda stored: 1 / 0)
+        result = session.call("ok", {})
+    assert result.output == "ok"
+    assert session.state.status == "ended" and session.state.running_calls == []
+
+
+def test_media_outside_the_output_folder_and_workspace_is_not_attached(home_dir: Path, tmp_path: Path,
+                                                                      engine: Engine) -> None:
+    secret = tmp_path / "elsewhere" / "secret.png"
+    secret.parent.mkdir()
+    secret.write_bytes(b"\x89PNG\r\n\x1a\n")
+    code = f"import json\nprint(json.dumps({{'output': 'look', 'media': [{{'path': {str(secret)!r}}}]}}))"
+    python_tool(home_dir, "leaky", code, output="json")
+    with engine.start_session("test") as session:
+        result = session.call("leaky", {})
+    assert result.media == []
+    assert "is outside the output folder and the working folder; not attached" in result.output
+
+
+def test_a_tool_without_parameters_refuses_arguments(home_dir: Path, engine: Engine) -> None:
+    write_tool(home_dir, "bare", {"description": "no parameters", "command": [PYTHON, "-c", "print('ran')"]})
+    with engine.start_session("test") as session:
+        result = session.call("bare", {"pth": 1})
+    assert result.is_error and 'unknown argument "pth" (this tool takes no arguments)' in result.output
+
+
+def test_arguments_too_deep_or_too_long_to_check_are_refused_not_raised(home_dir: Path, engine: Engine) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "deep": {}}}
+    python_tool(home_dir, "t", "print('ran')", parameters=schema)
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with engine.start_session("test") as session:
+        assert session.call("t", {"n": "1" * 5000}).is_error
+        assert "nested too deeply" in session.call("t", {"deep": deep}).output
+        assert "NaN or Infinity" in session.call("t", {"n": float("nan")}).output
+        assert session.call("t", {"n": 1}).output == "ran"
+    assert engine.session_state(session.session_id) == session.state

@@ -88,3 +88,22 @@ def test_a_flood_of_ten_thousand_notes_becomes_ten_thousand_events(home_dir: Pat
     texts = [e.event.text for e in engine.journal.read(session.session_id) if e.event.type == "note_received"]
     assert texts == [f"line {i}" for i in range(10_000)]
     assert session.state.notes_received == 10_000
+
+
+def test_more_notes_than_one_read_are_all_journaled(home_dir: Path, engine: Engine) -> None:
+    # ~360 KB of notes: more than one read of the notify file, all written before the tool exits.
+    code = NOTE + "note(''.join(f'{i:04d} ' + 'x' * 595 + '\\n' for i in range(600)))\n"
+    python_tool(home_dir, "wordy", code)
+    with engine.start_session("test") as session:
+        session.call("wordy", {})
+    texts = [e.event.text for e in engine.journal.read(session.session_id) if e.event.type == "note_received"]
+    assert [t[:4] for t in texts] == [f"{i:04d}" for i in range(600)]
+
+
+def test_a_line_longer_than_a_read_is_one_cut_note(tmp_path: Path) -> None:
+    notify = tmp_path / "notify"
+    notify.write_bytes(b"y" * 600_000 + b"\nafter\n")
+    first = read_notes(notify, 0)
+    assert len(first) == 1 and first[0].text.endswith(f"[note cut at {MAX_NOTE_BYTES} bytes]")
+    assert first[0].offset == 600_001
+    assert [n.text for n in read_notes(notify, first[0].offset)] == ["after"]

@@ -34,16 +34,15 @@ class Context:
 
     def journal(self) -> SQLiteJournal:
         from zagent_core.config import load_config
+        from zagent_core.journal import JournalError
         from zagent_store import SQLiteJournal
         from zagent_store.sqlite import JournalVersionError
 
         config, _ = load_config(self.home.config_path)
         try:
             return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous)
-        except (JournalVersionError, OSError) as exc:
+        except (JournalError, JournalVersionError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
-        except Exception as exc:  # sqlite3.DatabaseError: not a database, locked...
-            raise click.ClickException(f"cannot open the journal {self.home.journal_path}: {exc}") from None
 
     def engine(self, journal: SQLiteJournal) -> Engine:
         """The engine, with its logs set up (only commands that run tools pay for them)."""
@@ -56,6 +55,10 @@ class Context:
         if not workspace.is_dir():
             raise click.UsageError(f"workspace {workspace} is not a folder")
         return Engine(self.home, journal, workspace=workspace)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (use a number or null)")
 
 
 def _emit_json(value: Any) -> None:
@@ -135,8 +138,8 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
     is an error, 2 for a usage error.
     """
     try:
-        arguments = json.loads(args_text)
-    except json.JSONDecodeError as exc:
+        arguments = json.loads(args_text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
         raise click.UsageError(f"--args is not valid JSON: {exc}; give one object, e.g. --args '{{\"text\": \"hi\"}}'")
     if not isinstance(arguments, dict):
         raise click.UsageError(f"--args must be a JSON object like '{{\"text\": \"hi\"}}', not {args_text!r}")
@@ -173,7 +176,8 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
                 if not as_json:
                     click.echo(result.output)
                 task = session.wait_task(task_id, None)
-                wake_ups = [w.text for w in session.deliver().wakes if w.reason != "note"]
+                # Shown, not delivered: no agent turn took them, so they stay pending in the journal.
+                wake_ups = [w.text for w in session.state.pending_wakes.values() if w.reason != "note"]
                 if not as_json:
                     for text in wake_ups:
                         click.echo(f"[info: {text}]")
@@ -182,7 +186,6 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
                     "duration_ms": task.duration_ms or 0})
                 shown = True
             else:
-                session.deliver()  # this run was the delivery
                 shown = False
     if as_json:
         _emit_json({
@@ -224,9 +227,12 @@ def doctor(obj: Context, as_json: bool) -> None:
     problems = config_problems + toolset.problems
     journal_report: dict[str, Any] = {"path": str(home.journal_path), "exists": home.journal_path.exists()}
     if home.journal_path.exists():
-        with obj.journal() as journal:
-            journal_report["problems"] = journal.check()
-            journal_report.update(journal.stats())
+        try:
+            with obj.journal() as journal:
+                journal_report["problems"] = journal.check()
+                journal_report.update(journal.stats())
+        except click.ClickException as exc:
+            journal_report["problems"] = [exc.message]
     else:
         journal_report["problems"] = []
     broken = any(p.severity == "error" for p in problems) or bool(journal_report["problems"])
@@ -257,9 +263,11 @@ def doctor(obj: Context, as_json: bool) -> None:
         if not journal_report["exists"]:
             click.echo(f"journal: {home.journal_path} (not created yet)")
         else:
-            health = "ok" if not journal_report["problems"] else "; ".join(journal_report["problems"])
-            click.echo(f"journal: {home.journal_path}: {health} ({journal_report['events']} events, "
-                       f"{journal_report['sessions']} sessions, schema {journal_report['schema_version']})")
+            if journal_report["problems"]:
+                click.echo(f"journal: {home.journal_path}: {'; '.join(journal_report['problems'])}")
+            else:
+                click.echo(f"journal: {home.journal_path}: ok ({journal_report['events']} events, "
+                           f"{journal_report['sessions']} sessions, schema {journal_report['schema_version']})")
         click.echo("broken: see the problems above" if broken else "all good")
     sys.exit(1 if broken else 0)
 
@@ -362,7 +370,15 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
 
 
 def main() -> None:
-    cli(prog_name="zagent")
+    from zagent_core.events import EventSchemaError
+    from zagent_core.journal import JournalError
+
+    try:
+        cli(prog_name="zagent")
+    except (JournalError, EventSchemaError) as exc:
+        # The journal went bad under a command (locked too long, corrupt): say so, no traceback.
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

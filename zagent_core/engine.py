@@ -10,7 +10,10 @@ as it happens: ``tool_call_requested`` with ``tool_call_rejected`` or
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import re
 import subprocess
 import threading
 import time
@@ -34,12 +37,14 @@ from zagent_core.events import (
     TaskKilled,
     TaskStarted,
     ToolCallFinished,
+    ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
     ToolCallStarted,
     ToolOffer,
     TurnStarted,
     WakeRequested,
+    dump_event,
 )
 from zagent_core.home import Home
 from zagent_core.ids import new_call_id, new_session_id, new_wake_id
@@ -52,13 +57,15 @@ from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.notes import read_notes
-from zagent_core.processes import ProcessIdentity
+from zagent_core.processes import ProcessIdentity, write_json
 from zagent_core.runner import ProcessSpec, run_process
 from zagent_core.state import NoteView, SessionState, TaskView, WakeView, apply, rebuild
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
 
+#: Call ids name folders: no separators, no leading dot.
+CALL_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 #: How often running background tasks are looked at for notes and their end.
 WATCH_SECONDS = 0.1
 
@@ -92,6 +99,17 @@ class Delivery:
         return [f"[info: {note.text}]" for note in self.notes] + [
             f"[info: {wake.text}]" for wake in self.wakes if wake.reason != "note"
         ]
+
+
+def _unrecordable(requested: ToolCallRequested) -> str | None:
+    """Why the arguments cannot be journaled (and so cannot be run), or None."""
+    try:
+        json.dumps(requested.arguments, allow_nan=False)
+        dump_event(requested)
+    except (ValueError, RecursionError, TypeError):
+        return ("the arguments are not plain JSON (NaN or Infinity, or nested too deeply); "
+                "send finite numbers and flatter objects")
+    return None
 
 
 @functools.cache
@@ -171,9 +189,16 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self.state.status == "open":
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if self.state.status != "open":
+            return
+        if exc_type is None:
             self.end()
+            return
+        try:
+            self.end(reason=f"failed: {exc_type.__name__}")
+        except Exception:  # noqa: BLE001 - keep the original error; resume settles the session
+            log.error("session_end_failed", exc_info=True, session=self.session_id)
 
     def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
         """Call ``listener`` with every event this session appends, after it is committed."""
@@ -188,7 +213,10 @@ class Session:
                 self.state = apply(self.state, item)
         for item in stored:
             for listener in self._listeners:
-                listener(item)
+                try:
+                    listener(item)
+                except Exception:  # noqa: BLE001 - an observer's bug must not undo a committed step
+                    log.error("listener_failed", exc_info=True, session=self.session_id, event_type=item.event.type)
 
     # -- notes and wake-ups ----------------------------------------------------------
 
@@ -198,23 +226,24 @@ class Session:
         Returns how many notes were added. Safe to call from any thread, any number of
         times: the offset is read and moved under the session's lock.
         """
+        added = 0
         with self._lock:
             call = self.state.calls[call_id]
             if call.notify_file is None:
                 return 0
-            notes = read_notes(Path(call.notify_file), call.notify_offset)
-            if not notes:
-                return 0
-            task_id = call.task_id
-            events: list[Event] = []
-            for note in notes:
-                events.append(NoteReceived(call_id=call_id, task_id=task_id, text=note.text, wake=note.wake,
-                                           offset=note.offset))
-                if note.wake:
-                    events.append(WakeRequested(wake_id=new_wake_id(), reason="note", text=note.text,
-                                                call_id=call_id, task_id=task_id))
-            self._append(events)
-            return len(notes)
+            # One transaction per read, so a flood is journaled in bounded batches.
+            while notes := read_notes(Path(call.notify_file), self.state.calls[call_id].notify_offset):
+                events: list[Event] = []
+                for note in notes:
+                    events.append(NoteReceived(call_id=call_id, task_id=call.task_id, text=note.text,
+                                               wake=note.wake, offset=note.offset))
+                    if note.wake:
+                        events.append(WakeRequested(wake_id=new_wake_id(), reason="note", text=note.text,
+                                                    call_id=call_id, task_id=call.task_id))
+                crash_point("before_note_journaled")
+                self._append(events)
+                added += len(notes)
+        return added
 
     def deliver(self) -> Delivery:
         """Take the pending notes and wake-ups for the agent's next request, exactly once."""
@@ -253,7 +282,20 @@ class Session:
     def call(self, name: str, arguments: Any, *, call_id: str | None = None) -> ToolResult:
         """Validate, run and journal one call of tool ``name``; returns what the model receives."""
         call_id = call_id or new_call_id()
+        if not CALL_ID.fullmatch(call_id):
+            raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.' or ':' "
+                             "(it names the call's folder)")
+        if call_id in self.state.calls:
+            raise ValueError(f"call id {call_id!r} is already used in session {self.session_id}")
         requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments)
+        unrecordable = _unrecordable(requested)
+        if unrecordable:
+            # Journal what can be journaled, and tell the model why nothing ran.
+            requested = requested.model_copy(update={"arguments": f"<not recorded: {unrecordable}>"})
+            message = f"{name} was not run: {unrecordable}"
+            self._append([requested, ToolCallRejected(call_id=call_id, reason="invalid_arguments", message=message,
+                                                      problems=[unrecordable])])
+            return ToolResult(output=message, is_error=True)
         if name == terminal.NAME:
             return self._terminal(requested)
         refusal = self._refusal(name)
@@ -330,13 +372,18 @@ class Session:
             self.collect_notes(call_id)
             return False
 
+        def started(pid: int) -> None:
+            # Who the tool is, so a resume after a crash can stop it if it still runs.
+            who = ProcessIdentity.of(pid)
+            write_json(call_dir / tasks.TOOL_FILE, who.model_dump() if who else {"pid": pid})
+
         try:
             outcome = run_process(ProcessSpec(
                 argv=invocation.argv, cwd=invocation.cwd, env=invocation.env, stdin=invocation.stdin,
                 merge_stderr=text_mode, timeout=invocation.timeout, kill_grace=limits.kill_grace_seconds,
                 capture_limit=limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT,
                 spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"), tag=tag,
-            ), on_tick=tick)
+            ), on_tick=tick, on_start=started)
             self.collect_notes(call_id)  # what it wrote last
             result = build_result(
                 outcome, output_mode=manifest.output, timeout=invocation.timeout,
@@ -344,8 +391,14 @@ class Session:
                 cwd=invocation.cwd, caps=engine.config.capabilities, limits=limits,
             )
         except Exception as exc:  # a bug of ours must not leave the call without a result
-            log.exception("tool_call_failed", call_id=call_id, tool=tool.name)
+            log.error("tool_call_failed", exc_info=True, call_id=call_id, tool=tool.name)
             result = ToolResult(output=f"zagent failed while running the tool: {exc!r}", is_error=True)
+        except BaseException:  # Ctrl-C, SystemExit: the tool was stopped with us; say so
+            with contextlib.suppress(Exception):
+                self._append([ToolCallInterrupted(
+                    call_id=call_id, message="zagent was stopped while the tool ran; its effect may or may not "
+                    "have happened")])
+            raise
         log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, exit_code=result.exit_code,
                  duration_ms=result.duration_ms, timed_out=result.timed_out)
         crash_point("before_tool_call_finished")
@@ -471,6 +524,6 @@ class Session:
                     self.poll_task(task_id)
                 time.sleep(WATCH_SECONDS)
         except Exception:  # noqa: BLE001 - the journal failed: the session can no longer record
-            log.exception("task_watch_failed", session=self.session_id)
+            log.error("task_watch_failed", exc_info=True, session=self.session_id)
             with self._lock:
                 self._watcher = None

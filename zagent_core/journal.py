@@ -63,6 +63,14 @@ class ConcurrencyError(RuntimeError):
         )
 
 
+class JournalError(RuntimeError):
+    """The journal could not be read or written (locked too long, corrupt, disk full).
+
+    Implementations raise this, not their driver's errors, so callers can report it
+    without knowing which store is behind the protocol.
+    """
+
+
 @runtime_checkable
 class Journal(Protocol):
     """An append-only store of session events."""

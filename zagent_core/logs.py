@@ -1,34 +1,33 @@
-"""The engine's own logs (structlog), to stderr, never mixed into what tools print.
+"""The engine's own logs: structlog events on top of the standard ``logging`` module.
 
-An application that configures structlog itself keeps its configuration; otherwise
-zagent logs warnings and errors to stderr, so a library user's stdout stays theirs.
+zagent never configures logging globally as a library: its events go to the
+``zagent_core.*`` loggers, which an application routes like any other (by default
+Python prints warnings and errors to stderr). The CLI calls :func:`configure`.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, TextIO
+from typing import Any
 
 import structlog
 
-
-def configure(verbosity: int = 0, stream: TextIO | None = None) -> None:
-    """Warnings only (0), info (1) or debug (2+), as ``ts [level] event key=value`` lines."""
-    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-    )
+_PROCESSORS: list[Any] = [
+    structlog.stdlib.filter_by_level,  # before rendering: a disabled level costs nothing
+    structlog.processors.format_exc_info,
+    structlog.dev.ConsoleRenderer(colors=False),
+]
 
 
 def get_logger(name: str) -> Any:
-    """A logger for ``name``, with zagent's defaults if nobody configured structlog."""
-    if not structlog.is_configured():
-        configure()
-    return structlog.get_logger(name)
+    """A structlog logger writing through ``logging.getLogger(name)``."""
+    return structlog.wrap_logger(logging.getLogger(name), processors=_PROCESSORS,
+                                 wrapper_class=structlog.stdlib.BoundLogger)
+
+
+def configure(verbosity: int = 0) -> None:
+    """For the command line: warnings only (0), info (1) or debug (2+), to stderr."""
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)-7s %(message)s",
+                        force=True)

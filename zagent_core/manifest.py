@@ -35,15 +35,14 @@ RESERVED_NAMES = frozenset({"terminal"})
 
 NAME_PATTERN = r"^[a-z0-9_]+$"
 
-#: Placeholders known when tools load; the others are known per call.
-LOAD_PLACEHOLDERS = ("{dir}", "{home}")
+#: Placeholders known only per call (``{dir}`` and ``{home}`` are expanded at load).
 CALL_PLACEHOLDERS = ("{workspace}", "{scratch}", "{output_dir}")
 
 Platform = Literal["windows", "linux", "darwin"]
 
 _PLATFORM_OF = {"win32": "windows", "cygwin": "windows", "darwin": "darwin"}
 _IGNORED_FOLDERS = {"__pycache__", "node_modules"}
-_HASH_SKIP = {"__pycache__", ".git", "node_modules"}
+_HASH_SKIP = _IGNORED_FOLDERS | {".git", ".venv", "venv"}
 
 
 def current_platform() -> Platform:
@@ -58,7 +57,8 @@ class Manifest(BaseModel):
 
     name: str | None = Field(None, pattern=NAME_PATTERN)
     description: str
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    #: Without parameters a tool takes no arguments: any argument is a mistake to report.
+    parameters: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
     command: list[str] = Field(min_length=1)
     input: Literal["stdin_json", "args_json", "env"] = "stdin_json"
     output: Literal["text", "json"] = "text"
@@ -208,18 +208,30 @@ class Tool:
         return schema_dialect(self.manifest.parameters)(self.manifest.parameters)
 
     def files_hash(self) -> str:
-        """SHA-256 over the tool folder's files (names and contents), cached by their stat."""
-        files = sorted(
-            path
-            for path in self.folder.rglob("*")
-            if path.is_file() and not _HASH_SKIP.intersection(path.relative_to(self.folder).parts)
-        )
-        signature = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+        """SHA-256 over the tool folder's files (names and contents), cached by their stat.
+
+        Dependency and cache folders (``.git``, ``node_modules``, virtualenvs) are left
+        out: they are not the tool's code, and hashing them would slow every call.
+        """
+        files: list[tuple[str, int, int]] = []
+        for root, dirs, names in os.walk(self.folder):
+            dirs[:] = sorted(d for d in dirs if d not in _HASH_SKIP and not (Path(root, d) / "pyvenv.cfg").exists())
+            for name in sorted(names):
+                try:
+                    stat = os.stat(os.path.join(root, name))
+                except OSError:
+                    continue
+                files.append((os.path.join(root, name), stat.st_mtime_ns, stat.st_size))
+        signature = tuple(files)
         cached = self._files_hash.get(signature)
         if cached is None:
             digest = hashlib.sha256()
-            for path in files:
-                digest.update(f"{path.relative_to(self.folder).as_posix()}\0{_sha256_of(path)}\n".encode())
+            for path, _, _ in files:
+                relative = Path(path).relative_to(self.folder).as_posix()
+                try:
+                    digest.update(f"{relative}\0{_sha256_of(Path(path))}\n".encode())
+                except OSError:
+                    continue
             cached = self._files_hash[signature] = digest.hexdigest()
         return cached
 
@@ -282,23 +294,23 @@ def _resolve_argument(argument: str, folder: Path) -> str:
     return argument
 
 
-def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None, list[Problem], bool]:
-    """Load one tool folder: (tool or None, problems, skipped for another platform)."""
+def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None, list[Problem]]:
+    """Load one tool folder: (tool or None, problems); a manifest for another platform is (None, [])."""
     manifest_path = folder / f"{folder.name}.json"
     source = f"tools/{folder.name}"
     if not manifest_path.is_file():
-        return None, [Problem(source=source, message=f"not loaded: no manifest (expected {folder.name}.json in it)")], False
+        return None, [Problem(source=source, message=f"not loaded: no manifest (expected {folder.name}.json in it)")]
     try:
         raw_bytes = manifest_path.read_bytes()
         raw = json.loads(raw_bytes)
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(source=source, message=f"not loaded: cannot read {manifest_path.name}: {exc}")], False
+        return None, [Problem(source=source, message=f"not loaded: cannot read {manifest_path.name}: {exc}")]
     except json.JSONDecodeError as exc:
-        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} is not valid JSON: {exc}")], False
+        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} is not valid JSON: {exc}")]
     except RecursionError:
-        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} is nested too deeply")], False
+        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} is nested too deeply")]
     if not isinstance(raw, dict):
-        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} must be a JSON object")], False
+        return None, [Problem(source=source, message=f"not loaded: {manifest_path.name} must be a JSON object")]
 
     problems = [
         Problem(source=source, message=f'unknown field "{key}" is ignored{did_you_mean(key, Manifest.model_fields)}',
@@ -311,10 +323,10 @@ def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None,
         manifest = Manifest.model_validate(known, context={"checked_schemas": checked})
     except ValidationError as exc:
         errors, _ = describe_errors(exc, Manifest)
-        return None, problems + [Problem(source=source, message=f"not loaded: {e}") for e in errors], False
+        return None, problems + [Problem(source=source, message=f"not loaded: {e}") for e in errors]
 
     if manifest.platforms is not None and current_platform() not in manifest.platforms:
-        return None, [], True
+        return None, []
 
     name = manifest.name or folder.name
     if not re.fullmatch(NAME_PATTERN, name):
@@ -323,10 +335,10 @@ def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None,
             message=f'not loaded: the name defaults to the folder name "{name}", which is not lowercase letters, '
             'digits and _; rename the folder or set "name"',
         ))
-        return None, problems, False
+        return None, problems
     if name in RESERVED_NAMES:
         problems.append(Problem(source=source, message=f'not loaded: "{name}" is the name of a built-in tool; choose another name'))
-        return None, problems, False
+        return None, problems
 
     folder = folder.resolve()
     at_load = {"{dir}": str(folder), "{home}": str(home.root)}
@@ -334,7 +346,7 @@ def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None,
         program = _resolve_program(expand(manifest.command[0], at_load), folder)
     except ValueError as exc:
         problems.append(Problem(source=source, message=f"not loaded: {exc}"))
-        return None, problems, False
+        return None, problems
     argv = (program, *(_resolve_argument(expand(arg, at_load), folder) for arg in manifest.command[1:]))
 
     tool = Tool(
@@ -344,7 +356,7 @@ def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None,
         manifest_hash=hashlib.sha256(raw_bytes).hexdigest(),
         argv_template=argv,
     )
-    return tool, problems, False
+    return tool, problems
 
 
 def _read_digests(path: Path) -> set[str]:
@@ -380,7 +392,10 @@ def load_tools(home: Home, config: Config | None = None) -> ToolSet:
             if p.is_dir() and not p.name.startswith(".") and p.name not in _IGNORED_FOLDERS
         )
         for folder in folders:
-            tool, found, _skipped = _load_one(folder, home, checked)
+            try:
+                tool, found = _load_one(folder, home, checked)
+            except (OSError, ValueError) as exc:  # a path the OS refuses (too long, NUL, no access)
+                tool, found = None, [Problem(source=f"tools/{folder.name}", message=f"not loaded: {exc}")]
             problems += found
             if tool is None:
                 continue

@@ -45,23 +45,33 @@ def parse_line(line: bytes) -> tuple[str, bool] | None:
 
 
 def read_notes(path: Path, offset: int) -> list[Note]:
-    """The complete lines of ``path`` after ``offset``, as notes (blank lines skipped)."""
+    """The complete lines of ``path`` after ``offset``, as notes (blank lines skipped).
+
+    Reads at most ``READ_BYTES`` at a time: call again until it returns nothing. A line
+    longer than a whole read becomes one cut note, and reading goes on after its end.
+    """
     try:
         with path.open("rb") as handle:
             handle.seek(offset)
             data = handle.read(READ_BYTES)
+            if b"\n" not in data and len(data) == READ_BYTES:
+                # One line longer than a read: note its start, then find where it ends.
+                skipped = offset + len(data)
+                while True:
+                    more = handle.read(READ_BYTES)
+                    end = more.find(b"\n")
+                    if end != -1 or not more:
+                        break
+                    skipped += len(more)
+                if end == -1:
+                    return []  # not finished yet
+                parsed = parse_line(data)
+                return [Note(text=parsed[0], wake=parsed[1], offset=skipped + end + 1)] if parsed else []
     except OSError:
         return []
     notes: list[Note] = []
     position = 0
-    while True:
-        end = data.find(b"\n", position)
-        if end == -1:
-            if position == 0 and len(data) == READ_BYTES:
-                # One line longer than a whole read: take it in pieces rather than stall.
-                end = len(data) - 1
-            else:
-                break
+    while (end := data.find(b"\n", position)) != -1:
         parsed = parse_line(data[position:end].rstrip(b"\r"))
         position = end + 1
         # A blank line is no note; the next note's offset moves past it.

@@ -61,13 +61,18 @@ class ProcessIdentity(BaseModel):
         )
 
 
-def write_json_atomically(path: Path, value: Any) -> None:
-    """Readers see the old file or the whole new one, never half of it."""
+def write_json(path: Path, value: Any, *, durable: bool = False) -> None:
+    """Readers see the old file or the whole new one, never half of it.
+
+    ``durable`` also survives a power cut (an fsync); without it, a crash of the
+    engine alone never loses the file.
+    """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with temporary.open("w") as handle:
         json.dump(value, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
     os.replace(temporary, path)
 
 

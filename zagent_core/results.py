@@ -163,22 +163,35 @@ def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], s
 
 def _collect_files(output_dir: Path, attach: bool, caps: CapabilitiesConfig,
                    limits: LimitsConfig) -> list[OutputFile]:
-    files = []
+    files: list[OutputFile] = []
     if not output_dir.is_dir():
         return files
-    for path in sorted(p for p in output_dir.rglob("*") if p.is_file()):
-        size = path.stat().st_size
+    root = output_dir.resolve()
+    for path in sorted(output_dir.rglob("*")):
+        try:
+            if not path.is_file():
+                continue
+            size = path.stat().st_size
+            inside = path.resolve().is_relative_to(root)
+        except OSError:
+            continue  # gone since the listing, or a name the OS refuses
         mime = _guess_mime(path)
         attached, note = (False, None)
-        if attach and _capability(mime or ""):
+        if not inside:
+            note = "not attached: a link to a file outside the output folder"
+        elif attach and _capability(mime or ""):
             attached, note = _attachable(mime, size, caps, limits)
         files.append(OutputFile(path=str(path), size=size, mime=mime, attached=attached, note=note))
     return files
 
 
-def _media_from_json(entries: list[Any], workdir: Path, caps: CapabilitiesConfig,
+def _media_from_json(entries: list[Any], workdir: Path, roots: tuple[Path, ...], caps: CapabilitiesConfig,
                      limits: LimitsConfig) -> tuple[list[OutputFile], list[str]]:
-    """Check the media a JSON tool named; returns them as files plus problems."""
+    """Check the media a JSON tool named; returns them as files plus problems.
+
+    Only files inside ``roots`` (the output folder, the working folder) are attached: a
+    tool cannot send the model an arbitrary file of the machine by naming it.
+    """
     found: list[OutputFile] = []
     problems: list[str] = []
     for entry in entries:
@@ -187,11 +200,19 @@ def _media_from_json(entries: list[Any], workdir: Path, caps: CapabilitiesConfig
             continue
         path = Path(entry["path"])
         path = path if path.is_absolute() else workdir / path
-        if not path.is_file():
-            problems.append(f"media file {path} does not exist; not attached")
+        try:
+            if not path.is_file():
+                problems.append(f"media file {path} does not exist; not attached")
+                continue
+            size = path.stat().st_size
+            resolved = path.resolve()
+        except (OSError, ValueError) as exc:
+            problems.append(f"media file {str(path)[:200]} cannot be read ({exc.__class__.__name__}); not attached")
+            continue
+        if not any(resolved.is_relative_to(root.resolve()) for root in roots):
+            problems.append(f"media file {path} is outside the output folder and the working folder; not attached")
             continue
         mime = entry.get("mime") if isinstance(entry.get("mime"), str) else _guess_mime(path)
-        size = path.stat().st_size
         attached, note = _attachable(mime, size, caps, limits)
         found.append(OutputFile(path=str(path), size=size, mime=mime, attached=attached, note=note))
     return found, problems
@@ -225,7 +246,7 @@ def build_result(
     named: list[OutputFile] = []
     if output_mode == "json":
         text, is_error, media_entries, problem = _parse_json_result(outcome)
-        named, media_problems = _media_from_json(media_entries, cwd, caps, limits)
+        named, media_problems = _media_from_json(media_entries, cwd, (paths.output_dir, cwd), caps, limits)
         notes += media_problems
         if problem:
             notes.append(f"[{problem}]")

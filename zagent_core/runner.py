@@ -114,11 +114,13 @@ class _Capture:
         if len(self.tail) > self.limit:
             del self.tail[: len(self.tail) - self.limit]
 
-    def close(self) -> Path | None:
-        if self._spill is None:
-            return None
-        self._spill.close()
-        return self.spill_path
+    @property
+    def spilled(self) -> bool:
+        return self._spill is not None
+
+    def close(self) -> None:
+        if self._spill is not None:
+            self._spill.close()
 
 
 def _stat(pid: str | int) -> tuple[bytes, int] | None:
@@ -306,6 +308,37 @@ class _Run:
         return False
 
     def run(self) -> ProcessOutcome:
+        try:
+            self._loop()
+        except BaseException:
+            # Our failure (or Ctrl-C) must not leave the tool running unwatched.
+            self._signal(signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=1)
+            raise
+        finally:
+            for key in list(self.selector.get_map().values()):
+                self._close(key.fileobj)
+            self.selector.close()
+            for capture in (self.stdout, self.stderr):
+                capture.close()
+        self.proc.wait()
+        ended = self.exited_at or time.monotonic()
+        return ProcessOutcome(
+            pid=self.proc.pid,
+            returncode=self.proc.returncode,
+            timed_out=self.timed_out,
+            stdout=bytes(self.stdout.tail),
+            stdout_total=self.stdout.total,
+            stderr=bytes(self.stderr.tail),
+            stderr_total=self.stderr.total,
+            stderr_spilled=self.stderr.spill_path if self.stderr.spilled else None,
+            spilled=self.stdout.spill_path if self.stdout.spilled else None,
+            duration=ended - self.started,
+            stopped=self.stopped,
+        )
+
+    def _loop(self) -> None:
         deadline = self.started + self.spec.timeout if self.spec.timeout is not None else None
         while True:
             now = time.monotonic()
@@ -335,24 +368,6 @@ class _Run:
                 self._on_ready(key)
             if self.pidfd is None or self.stopping:
                 self._reap()
-        for key in list(self.selector.get_map().values()):
-            self._close(key.fileobj)
-        self.selector.close()
-        self.proc.wait()
-        ended = self.exited_at or time.monotonic()
-        return ProcessOutcome(
-            pid=self.proc.pid,
-            returncode=self.proc.returncode,
-            timed_out=self.timed_out,
-            stdout=bytes(self.stdout.tail),
-            stdout_total=self.stdout.total,
-            stderr=bytes(self.stderr.tail),
-            stderr_total=self.stderr.total,
-            stderr_spilled=self.stderr.close(),
-            spilled=self.stdout.close(),
-            duration=ended - self.started,
-            stopped=self.stopped,
-        )
 
 
 def _start_error(spec: ProcessSpec, exc: OSError) -> str:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zagent_core.processes import ProcessIdentity, write_json_atomically
+from zagent_core.processes import ProcessIdentity, write_json
 from zagent_core.runner import ProcessSpec, run_process
 
 SUPERVISOR_FILE = "supervisor.json"
@@ -30,7 +30,7 @@ STDERR_FILE = "stderr.log"
 
 def main(task_dir: Path, request: dict[str, Any]) -> int:
     identity = ProcessIdentity.of(os.getpid())
-    write_json_atomically(task_dir / SUPERVISOR_FILE, identity.model_dump() if identity else {"pid": os.getpid()})
+    write_json(task_dir / SUPERVISOR_FILE, identity.model_dump() if identity else {"pid": os.getpid()})
 
     stop = {"requested": False}
 
@@ -42,7 +42,7 @@ def main(task_dir: Path, request: dict[str, Any]) -> int:
 
     def started(pid: int) -> None:
         tool = ProcessIdentity.of(pid)
-        write_json_atomically(task_dir / TOOL_FILE, tool.model_dump() if tool else {"pid": pid})
+        write_json(task_dir / TOOL_FILE, tool.model_dump() if tool else {"pid": pid})
 
     merge = bool(request["merge_stderr"])
     spec = ProcessSpec(
@@ -59,7 +59,7 @@ def main(task_dir: Path, request: dict[str, Any]) -> int:
         tag=request.get("tag"),
     )
     outcome = run_process(spec, on_tick=lambda: stop["requested"], on_start=started)
-    write_json_atomically(task_dir / EXIT_FILE, {
+    write_json(task_dir / EXIT_FILE, durable=True, value={
         "pid": outcome.pid,
         "returncode": outcome.returncode,
         "timed_out": outcome.timed_out,

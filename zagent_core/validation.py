@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
 _INTEGER = re.compile(r"^\s*-?[0-9]+\s*$", re.ASCII)
+_MAX_DIGITS = 1000
 _NUMBER = re.compile(r"^\s*-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$", re.ASCII)
 
 
@@ -70,6 +71,8 @@ def _types(schema: Any) -> set[str]:
 def _coerce_scalar(value: str, types: set[str]) -> tuple[bool, Any]:
     if "string" in types:
         return False, value
+    if len(value) > _MAX_DIGITS:
+        return False, value  # int() refuses such numbers; the schema check will say "expected integer"
     if "integer" in types and _INTEGER.match(value):
         return True, int(value)
     if "number" in types and _NUMBER.match(value):
@@ -177,10 +180,16 @@ def validate_arguments(validator: Validator, arguments: Any) -> Validated:
     The caller's object is never modified; ``Validated.arguments`` is what the tool gets.
     """
     coercions: list[Coercion] = []
-    arguments = _coerce(copy.deepcopy(arguments), validator.schema, "", coercions)
+    try:
+        arguments = _coerce(copy.deepcopy(arguments), validator.schema, "", coercions)
+    except (RecursionError, ValueError) as exc:
+        return Validated(arguments=arguments, problems=[
+            f"the arguments could not be checked ({type(exc).__name__}); send them less deeply nested"])
     problems: list[str] = []
     try:
         errors = sorted(validator.iter_errors(arguments), key=lambda e: (_path_key(e), str(e.validator)))
+    except RecursionError:
+        return Validated(arguments=arguments, problems=["the arguments are nested too deeply to be checked"])
     except Exception as exc:  # noqa: BLE001 - a schema that loads but cannot be applied is the tool's fault
         return Validated(arguments=arguments, problems=[
             f"the tool's parameters schema cannot be applied ({type(exc).__name__}: {exc}); fix its manifest"])

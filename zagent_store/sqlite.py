@@ -9,6 +9,7 @@ UPDATE and DELETE, and refuse a version that does not follow the session's last 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -20,7 +21,7 @@ from typing import Literal
 import sqlite_utils
 
 from zagent_core.events import Event, dump_event, load_event
-from zagent_core.journal import ConcurrencyError, SessionSummary, StoredEvent
+from zagent_core.journal import ConcurrencyError, JournalError, SessionSummary, StoredEvent
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -74,6 +75,14 @@ def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+@contextlib.contextmanager
+def _reported(path: Path, doing: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise JournalError(f"could not {doing} the journal {path}: {exc}") from exc
+
+
 class JournalVersionError(RuntimeError):
     """The journal file was made by a newer zagent."""
 
@@ -90,17 +99,26 @@ class SQLiteJournal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={synchronous}")
-        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        self._conn = conn
-        self.db = sqlite_utils.Database(conn)
-        self._lock = threading.Lock()
-        self._migrate()
+        try:
+            conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._conn = conn
+            self.db = sqlite_utils.Database(conn)
+            self._lock = threading.Lock()
+            self._migrate()
+        except sqlite3.Error as exc:
+            conn.close()
+            raise JournalError(f"cannot open the journal {self.path}: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
 
     # -- schema -----------------------------------------------------------------
 
     def _migrate(self) -> None:
+        if self._conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+            return  # the common case: no write lock just to open
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -146,8 +164,13 @@ class SQLiteJournal:
                 if _VERSION_CONFLICT in str(exc) or "UNIQUE" in str(exc):
                     raise ConcurrencyError(session_id, expected_version, self._version(session_id)) from None
                 raise
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise JournalError(f"could not append to the journal {self.path}: {exc}") from exc
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
         return [
             StoredEvent(first + i, session_id, expected_version + i + 1, now, event)
@@ -159,7 +182,7 @@ class SQLiteJournal:
         return row[0] or 0
 
     def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
-        with self._lock:
+        with self._lock, _reported(self.path, "read"):
             rows = self._conn.execute(
                 "SELECT seq, version, type, at, data FROM events"
                 " WHERE session_id = ? AND version > ? ORDER BY version",
@@ -169,7 +192,7 @@ class SQLiteJournal:
             yield StoredEvent(seq, session_id, version, _parse_time(at), load_event(type_, json.loads(data)))
 
     def sessions(self) -> list[SessionSummary]:
-        with self._lock:
+        with self._lock, _reported(self.path, "read"):
             rows = self._conn.execute(
                 """SELECT session_id, min(at), max(at), count(*),
                           sum(type = 'tool_call_requested'), max(type = 'session_ended')
@@ -189,8 +212,11 @@ class SQLiteJournal:
 
     def check(self) -> list[str]:
         with self._lock:
-            problems = [row[0] for row in self._conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
-            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+            try:
+                problems = [row[0] for row in self._conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+            except sqlite3.Error as exc:
+                return [f"cannot be checked: {exc}"]
         if mode.lower() != "wal":
             problems.append(f"journal_mode is {mode}, expected wal")
         return problems

@@ -31,6 +31,7 @@ from zagent_core.events import (
     NoteReceived,
     RejectReason,
     SessionEnded,
+    SessionResumed,
     SessionStarted,
     TaskExited,
     TaskInterrupted,
@@ -59,7 +60,7 @@ from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, 
 from zagent_core.notes import read_notes
 from zagent_core.processes import ProcessIdentity, write_json
 from zagent_core.runner import ProcessSpec, run_process
-from zagent_core.state import NoteView, SessionState, TaskView, WakeView, apply, rebuild
+from zagent_core.state import CallView, NoteView, SessionState, TaskView, WakeView, apply, rebuild
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
@@ -123,6 +124,10 @@ class SessionEndedError(RuntimeError):
     """A call or an end on a session that already ended."""
 
 
+class UnknownSessionError(LookupError):
+    """No such session in the journal."""
+
+
 class Engine:
     """Runs tools for sessions of one home, journaling every step.
 
@@ -167,6 +172,27 @@ class Engine:
         log.info("session_started", session=session.session_id, tools=len(tools.tools), warnings=len(warnings))
         return session
 
+    def resume(self, session_id: str) -> Session:
+        """Pick up a session after the engine stopped, and settle everything it left open.
+
+        Every call cut off gets a result (run again when its tool is ``replay: safe``,
+        else reported interrupted), every background task is re-attached, finished from
+        its exit record, or reported interrupted, unread notify-file lines become notes,
+        and wake-ups not yet delivered stay pending for :meth:`Session.deliver`.
+        """
+        state = self.session_state(session_id)
+        if state.version == 0:
+            raise UnknownSessionError(f'no session "{session_id}" in the journal')
+        if state.status == "ended":
+            raise SessionEndedError(f"session {session_id} has ended; it has nothing to resume")
+        tools = self.load_tools()
+        session = Session(self, session_id, tools, state)
+        warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
+        session._append([SessionResumed(zagent_version=zagent_version(), tools=offers(tools), warnings=warnings)])
+        session._settle()
+        log.info("session_resumed", session=session_id, pending_wakes=len(session.state.pending_wakes))
+        return session
+
     def session_state(self, session_id: str) -> SessionState:
         """A session rebuilt from its events (empty ``SessionState`` if it has none)."""
         return rebuild(self.journal.read(session_id))
@@ -175,11 +201,11 @@ class Engine:
 class Session:
     """One session of an :class:`Engine`; use :meth:`Engine.start_session`."""
 
-    def __init__(self, engine: Engine, session_id: str, tools: ToolSet) -> None:
+    def __init__(self, engine: Engine, session_id: str, tools: ToolSet, state: SessionState | None = None) -> None:
         self.engine = engine
         self.session_id = session_id
         self.tools = tools
-        self.state = SessionState()
+        self.state = state or SessionState()
         # Background watchers append too: one writer at a time keeps versions in order.
         self._lock = threading.RLock()
         self._listeners: list[Callable[[StoredEvent], None]] = []
@@ -313,7 +339,7 @@ class Session:
         self._append([requested, ToolCallRejected(call_id=call_id, reason=reason, message=message, problems=problems)])
         return ToolResult(output=message, is_error=True)
 
-    def _terminal(self, requested: ToolCallRequested) -> ToolResult:
+    def _terminal(self, requested: ToolCallRequested, *, again: bool = False) -> ToolResult:
         """The built-in terminal: journaled as a call (requested, then its result), no process."""
         validated = validate_arguments(_terminal_validator(), requested.arguments)
         if not validated.ok:
@@ -322,7 +348,8 @@ class Session:
             self._append([requested, ToolCallRejected(call_id=requested.call_id, reason="invalid_arguments",
                                                       message=message, problems=validated.problems)])
             return ToolResult(output=message, is_error=True)
-        self._append([requested])
+        if not again:
+            self._append([requested])
         started = time.monotonic()
         result = terminal.run(self, validated.arguments).model_copy(
             update={"duration_ms": round((time.monotonic() - started) * 1000)})
@@ -330,7 +357,8 @@ class Session:
         return result
 
     def _run(self, tool: Tool, requested: ToolCallRequested, arguments: dict[str, Any],
-             coercions: list[Coercion]) -> ToolResult:
+             coercions: list[Coercion], *, again: bool = False) -> ToolResult:
+        """Run a validated call; ``again`` re-runs one a crash cut off (its request is journaled)."""
         engine = self.engine
         call_id = requested.call_id
         call_dir = engine.home.call_dir(self.session_id, call_id)
@@ -350,7 +378,7 @@ class Session:
         with self._lock:  # the task number is taken and journaled in one step
             task_id = str(1 + sum(1 for c in self.state.calls.values() if c.task_id)) if manifest.background else None
             self._append([
-                requested,
+                *([] if again else [requested]),
                 ToolCallStarted(
                     call_id=call_id, task_id=task_id, tool=tool.name, arguments=arguments, coercions=coercions,
                     argv=invocation.argv, cwd=str(invocation.cwd), input_mode=manifest.input,
@@ -404,6 +432,64 @@ class Session:
         crash_point("before_tool_call_finished")
         self._append([ToolCallFinished(call_id=call_id, **result.event_fields())])
         return result
+
+    # -- resume ------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """After a restart: give every open call a result and every running task an owner."""
+        for call in list(self.state.calls.values()):
+            if call.status in ("requested", "running") and call.task_id is None:
+                self._settle_call(call)
+            elif call.status == "running":
+                self._settle_task_start(call)
+        for call in list(self.state.calls.values()):
+            if call.notify_file is not None:
+                self.collect_notes(call.call_id)  # lines written while no engine was reading
+        for task in self.state.running_tasks:
+            self.poll_task(task.task_id)
+        if self.state.running_tasks:
+            self._watch()
+
+    def _settle_call(self, call: CallView) -> None:
+        """A foreground call the crash cut off: run it again if that is safe, else say so."""
+        if call.notify_file is not None:
+            tasks.stop(Path(call.notify_file).parent, wait=True)  # its tool, if it outlived us
+            self.collect_notes(call.call_id)  # then every line it wrote
+        requested = ToolCallRequested(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
+        if call.tool == terminal.NAME:
+            self._terminal(requested, again=True)
+            return
+        tool = self.tools.tools.get(call.tool)
+        if tool is not None and tool.manifest.replay == "safe" and isinstance(call.arguments, dict):
+            validated = validate_arguments(tool.validator, call.arguments)
+            if validated.ok:
+                if call.status == "running":  # the attempt that was cut off gets its own end
+                    self._append([ToolCallInterrupted(call_id=call.call_id, message=(
+                        f"zagent stopped while {call.tool} was running; it is replay-safe, so it runs again"))])
+                self._run(tool, requested, validated.arguments, validated.coercions, again=True)
+                return
+        when = f"at {call.started_at:%H:%M:%S}Z" if call.started_at else "before it started"
+        self._append([ToolCallInterrupted(call_id=call.call_id, message=(
+            f"zagent stopped while {call.tool} was running (started {when}); the call was cut off and its "
+            "effect may or may not have happened. Check before calling it again."))])
+
+    def _settle_task_start(self, call: CallView) -> None:
+        """A background call whose start was cut off: find its supervisor, if it ever ran."""
+        assert call.task_id is not None and call.notify_file is not None
+        task_dir = Path(call.notify_file).parent
+        events: list[Event] = []
+        if call.task_id not in self.state.tasks:
+            who = tasks.identity(task_dir)
+            if who is None:
+                self._append([ToolCallInterrupted(call_id=call.call_id, message=(
+                    f"zagent stopped while starting {call.tool} in the background; the task never started"))])
+                return
+            events.append(TaskStarted(task_id=call.task_id, call_id=call.call_id, tool=call.tool, pid=who.pid,
+                                      start_ticks=who.start_ticks, boot_id=who.boot_id, task_dir=str(task_dir)))
+        result = ToolResult(output=f"started as task #{call.task_id}; its notes reach you as it runs and you are "
+                            "woken with its result when it exits (terminal tool: list, read, wait, kill)",
+                            is_error=False)
+        self._append([*events, ToolCallFinished(call_id=call.call_id, **result.event_fields())])
 
     # -- background tasks ------------------------------------------------------------
 
@@ -471,6 +557,7 @@ class Session:
             WakeRequested(wake_id=new_wake_id(), reason="task_exited", call_id=task.call_id, task_id=task.task_id,
                           text=f"task #{task.task_id} ({task.tool}) {ended}:\n{result.output}"),
         ])
+        crash_point("with_wake_pending")
 
     def _interrupt_task(self, task: TaskView, why: str) -> None:
         tasks.stop(Path(task.task_dir))  # whatever of it still runs without its supervisor

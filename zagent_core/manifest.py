@@ -67,6 +67,9 @@ class Manifest(BaseModel):
     timeout_seconds: float = 0
     background: bool = False
     permission: Literal["allow", "ask"] = "allow"
+    #: What resume does with a call this tool was running when the engine stopped:
+    #: ``safe`` runs it again (reads, no side effects), ``unsafe`` reports it interrupted.
+    replay: Literal["safe", "unsafe"] = "unsafe"
     attach_outputs: bool = False
     platforms: list[Platform] | None = None
 

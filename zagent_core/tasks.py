@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
@@ -97,24 +98,28 @@ def result_of(record: dict, task_dir: Path, *, output_mode: str, timeout: float 
                         limits=limits)
 
 
-def stop(task_dir: Path) -> bool:
-    """Ask the task to stop: its supervisor stops the tool's tree and records the exit.
+def stop(task_dir: Path, *, wait: bool = False) -> bool:
+    """Ask a task (or a foreground call's tool) in ``task_dir`` to stop.
 
-    If the supervisor is gone, the tool's process group is killed directly. Returns
-    whether anything was signalled.
+    A supervisor is asked (SIGTERM: it stops the tool's tree and records the exit).
+    Without one, the tool's process group is killed directly, and ``wait`` waits (up to
+    a second) until it is gone. Returns whether anything was signalled.
     """
     supervisor = identity(task_dir)
     if supervisor is not None and supervisor.alive():
         os.kill(supervisor.pid, signal.SIGTERM)
         return True
     tool = identity(task_dir, TOOL_FILE)
-    if tool is not None and tool.alive():
-        try:
-            os.killpg(tool.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-    return False
+    if tool is None or not tool.alive():
+        return False
+    try:
+        os.killpg(tool.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    deadline = time.monotonic() + 1.0
+    while wait and tool.alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return True
 
 
 def read_output(task_dir: Path, offset: int | None, limit: int) -> tuple[bytes, int, int]:

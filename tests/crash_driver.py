@@ -1,0 +1,74 @@
+"""A session for crash tests: run it, SIGKILL it anywhere, then resume and check.
+
+``python crash_driver.py HOME WORKSPACE`` prints ``SESSION <id>`` first, then
+``SEQ <n>`` for every event once it is committed (so the test knows what was
+acknowledged), then ``DONE``. It leaves the session open, as a crash would.
+Set ``ZAGENT_CRASH_AT`` to make the engine kill itself at a named point.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from zagent_core import Engine, Home
+from zagent_core.config import Config, LimitsConfig
+from zagent_store import SQLiteJournal
+
+NOTE = textwrap.dedent(
+    """
+    import json, os, sys, time
+    def note(text, wake=False):
+        with open(os.environ["ZAGENT_NOTIFY_FILE"], "a") as f:
+            f.write((json.dumps({"text": text, "wake": True}) if wake else text) + "\\n")
+    args = json.load(sys.stdin)
+    """
+)
+TOOLS = {
+    "fg_notes": ({}, "for i in range(args['n']):\n    note(f'fg {i}'); time.sleep(0.02)\nprint('fg done')\n"),
+    "fg_safe": ({"replay": "safe"}, "for i in range(args['n']):\n    note(f'safe {i}'); time.sleep(0.02)\nprint('safe')\n"),
+    "bg_notes": (
+        {"background": True},
+        "for i in range(args['n']):\n    note(f'bg {i}'); time.sleep(0.03)\nnote('bg wants you', wake=True)\n"
+        "print('bg done')\n",
+    ),
+}
+
+
+def install_tools(home: Path) -> None:
+    for name, (extra, body) in TOOLS.items():
+        folder = home / "tools" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "main.py").write_text(NOTE + body)
+        manifest = {
+            "description": f"crash-test tool {name}",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+            "command": [sys.executable, "main.py"],
+            **extra,
+        }
+        (folder / f"{name}.json").write_text(json.dumps(manifest))
+
+
+def engine_for(home: Path, workspace: Path, journal: SQLiteJournal) -> Engine:
+    return Engine(Home(home), journal, workspace=workspace, config=Config(limits=LimitsConfig(kill_grace_seconds=0.2)))
+
+
+def main(home: Path, workspace: Path) -> None:
+    journal = SQLiteJournal(home / "journal.db")
+    session = engine_for(home, workspace, journal).start_session("crash-test")
+    print("SESSION", session.session_id, flush=True)
+    session.subscribe(lambda stored: print("SEQ", stored.seq, flush=True))
+    session.call("bg_notes", {"n": 4})
+    session.call("fg_notes", {"n": 5})
+    session.call("fg_safe", {"n": 3})
+    session.call("bg_notes", {"n": 2})
+    session.call("fg_notes", {"n": 3})
+    session.call("terminal", {"action": "wait", "task": 1, "timeout_seconds": 5})
+    session.wait_task("2", 5)
+    print("DONE", flush=True)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))

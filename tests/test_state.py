@@ -1,4 +1,5 @@
-"""Invariant 1: incremental state == full rebuild == snapshot + later events.
+"""Invariants 1 and 4: incremental state == full rebuild == snapshot + later events, and
+every wake-up is either pending or delivered by exactly one turn.
 
 A hypothesis state machine appends random, well-formed session histories to a real
 SQLite journal, keeping the state incrementally as the engine does, and checks the
@@ -16,7 +17,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from zagent_core import SessionState, apply, rebuild
 from zagent_core.events import (
+    NoteReceived,
     SessionEnded,
+    TaskExited,
+    TaskInterrupted,
+    TaskStarted,
+    TurnStarted,
+    WakeRequested,
     SessionStarted,
     ToolCallFinished,
     ToolCallRejected,
@@ -39,6 +46,9 @@ class SessionHistory(RuleBasedStateMachine):
         self.snapshots: list[SessionState] = []
         self.requested: list[str] = []
         self.running: list[str] = []
+        self.tasks: list[str] = []
+        self.wakes: list[str] = []
+        self.delivered: list[str] = []
         self.counter = 0
         self._append([SessionStarted(origin="test", workspace="/w", zagent_version="0", warnings=["w"])])
 
@@ -89,12 +99,61 @@ class SessionHistory(RuleBasedStateMachine):
         self._append([ToolCallFinished(call_id=call_id, output=output, is_error=is_error, exit_code=exit_code,
                                        duration_ms=5)])
 
+    @precondition(lambda self: self.running)
+    @rule(data=st.data(), text=st.text(min_size=1, max_size=10), wake=st.booleans())
+    def note(self, data: st.DataObject, text: str, wake: bool) -> None:
+        call_id = data.draw(st.sampled_from(self.running))
+        offset = self.state.calls[call_id].notify_offset + len(text.encode()) + 1
+        events = [NoteReceived(call_id=call_id, text=text, wake=wake, offset=offset)]
+        if wake:
+            self.counter += 1
+            events.append(WakeRequested(wake_id=f"w{self.counter}", reason="note", text=text, call_id=call_id))
+            self.wakes.append(f"w{self.counter}")
+        self._append(events)
+
+    @precondition(lambda self: self.running and self.state.status == "open")
+    @rule(data=st.data())
+    def start_task(self, data: st.DataObject) -> None:
+        call_id = data.draw(st.sampled_from(self.running))
+        self.running.remove(call_id)
+        task_id = str(len(self.state.tasks) + 1)
+        self._append([
+            TaskStarted(task_id=task_id, call_id=call_id, tool="bg", pid=1, start_ticks=1, boot_id="b", task_dir="/t"),
+            ToolCallFinished(call_id=call_id, output=f"started as task #{task_id}", is_error=False, exit_code=None,
+                             duration_ms=0),
+        ])
+        self.tasks.append(task_id)
+
+    @precondition(lambda self: self.tasks)
+    @rule(data=st.data(), interrupted=st.booleans())
+    def end_task(self, data: st.DataObject, interrupted: bool) -> None:
+        task_id = data.draw(st.sampled_from(self.tasks))
+        self.tasks.remove(task_id)
+        call_id = self.state.tasks[task_id].call_id
+        self.counter += 1
+        if interrupted:
+            end = TaskInterrupted(task_id=task_id, call_id=call_id, message="gone")
+        else:
+            end = TaskExited(task_id=task_id, call_id=call_id, output="ok", is_error=False, exit_code=0, duration_ms=1)
+        self._append([end, WakeRequested(wake_id=f"w{self.counter}", reason="task_exited", text="ended",
+                                         task_id=task_id, call_id=call_id)])
+        self.wakes.append(f"w{self.counter}")
+
+    @precondition(lambda self: self.state.status == "open")
+    @rule()
+    def deliver(self) -> None:
+        notes, wakes = list(self.state.pending_notes), list(self.state.pending_wakes)
+        if notes or wakes:
+            self._append([TurnStarted(notes=notes, wakes=wakes)])
+            self.delivered.extend(wakes)
+
     @precondition(lambda self: self.state.status == "open")
     @rule()
     def snapshot(self) -> None:
         self.snapshots.append(self.state)
 
-    @precondition(lambda self: self.state.status == "open" and not self.running and not self.requested)
+    @precondition(lambda self: self.state.status == "open" and not self.running and not self.requested
+                  and not self.tasks)
     @rule()
     def end(self) -> None:
         self._append([SessionEnded()])
@@ -110,6 +169,11 @@ class SessionHistory(RuleBasedStateMachine):
         assert full == self.state
         for snapshot in self.snapshots:
             assert rebuild(self.journal.read(self.session, after_version=snapshot.version), snapshot) == self.state
+
+    @invariant()
+    def every_wake_is_pending_or_delivered_exactly_once(self) -> None:
+        assert len(self.delivered) == len(set(self.delivered))
+        assert sorted(self.delivered + list(self.state.pending_wakes)) == sorted(self.wakes)
 
     @invariant()
     def running_calls_are_the_started_ones_without_a_result(self) -> None:

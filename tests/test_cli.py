@@ -85,7 +85,7 @@ def test_an_error_result_exits_1_and_tells_the_model_what_to_fix(example_home: P
         (["tools", "run", "word_cont"], 'unknown tool "word_cont" (did you mean "word_count"'),
         (["tools", "run", "word_count", "--args", "{text: 1}"], "--args is not valid JSON"),
         (["tools", "run", "word_count", "--args", "[1]"], "--args must be a JSON object"),
-        (["sessions", "show", "nope"], 'no session "nope"'),
+        (["sessions", "show", "nope"], "no journal at"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(example_home: Path, args: list[str], message: str) -> None:
@@ -112,7 +112,9 @@ def test_doctor_reports_broken_manifests_config_and_journal_health(example_home:
 
 
 def test_sessions_list_and_show(example_home: Path) -> None:
-    assert "no sessions yet" in run(example_home, "sessions", "list").output
+    missing = run(example_home, "sessions", "list")
+    assert missing.exit_code == 2 and "no journal at" in missing.output
+    assert not (example_home / "journal.db").exists()  # a read never creates the journal
     run(example_home, "tools", "run", "hello_node", "--args", '{"name": "Ada"}')
     run(example_home, "tools", "run", "word_count", "--args", '{}')
     listing = json.loads(run(example_home, "sessions", "list", "--json").output)["sessions"]
@@ -121,6 +123,8 @@ def test_sessions_list_and_show(example_home: Path) -> None:
     assert "hello_node" in older and "ok" in older and "Hello, Ada!" in older
     latest = run(example_home, "sessions", "show").output
     assert "word_count" in latest and "rejected" in latest
+    unknown = run(example_home, "sessions", "show", "nope")
+    assert unknown.exit_code == 2 and 'no session "nope"' in unknown.output
 
 
 def test_disabled_tools_are_refused_with_the_reason(example_home: Path) -> None:

@@ -32,6 +32,13 @@ class Context:
 
         return Home.locate(self.home_arg)
 
+    def existing_journal(self) -> SQLiteJournal:
+        """The journal, for commands that only read it: never created by a mistyped --home."""
+        if not self.home.journal_path.exists():
+            raise click.UsageError(f"no journal at {self.home.journal_path} (no session has run in this home yet; "
+                                   "check --home or $ZAGENT_HOME)")
+        return self.journal()
+
     def journal(self) -> SQLiteJournal:
         from zagent_core.config import load_config
         from zagent_core.journal import JournalError
@@ -285,7 +292,7 @@ def sessions() -> None:
 @click.pass_obj
 def sessions_list(obj: Context, as_json: bool) -> None:
     """Every session, most recently active first."""
-    with obj.journal() as journal:
+    with obj.existing_journal() as journal:
         summaries = journal.sessions()
     if as_json:
         _emit_json({"sessions": [s.model_dump(mode="json") for s in summaries]})
@@ -314,7 +321,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     from zagent_core import rebuild
     from zagent_core.events import EventSchemaError
 
-    with obj.journal() as journal:
+    with obj.existing_journal() as journal:
         if session_id is None:
             summaries = journal.sessions()
             if not summaries:
@@ -372,10 +379,11 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
 def main() -> None:
     from zagent_core.events import EventSchemaError
     from zagent_core.journal import JournalError
+    from zagent_core.state import InconsistentJournalError
 
     try:
         cli(prog_name="zagent")
-    except (JournalError, EventSchemaError) as exc:
+    except (JournalError, EventSchemaError, InconsistentJournalError) as exc:
         # The journal went bad under a command (locked too long, corrupt): say so, no traceback.
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)

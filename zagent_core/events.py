@@ -18,9 +18,13 @@ class _Part(BaseModel):
 
 class _Body(_Part):
     #: The schema version this code writes; bump it (and add an upcaster) when a
-    #: field changes meaning or disappears.
+    #: field changes meaning or disappears. ``v`` follows it.
     SCHEMA_VERSION: ClassVar[int] = 1
-    v: int = 1
+    v: int = 0
+
+    def model_post_init(self, context: Any) -> None:
+        if self.v == 0:  # not given: this code's version (one place to bump)
+            object.__setattr__(self, "v", type(self).SCHEMA_VERSION)
 
 
 # -- parts shared by several events ------------------------------------------------
@@ -293,7 +297,9 @@ def load_event(type_: str, data: dict[str, Any]) -> Event:
             f'unknown event type "{type_}": the journal was written by a newer zagent; upgrade zagent to read it'
         )
     version = data.get("v", 1)
-    if not isinstance(version, int) or version > cls.SCHEMA_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise EventSchemaError(f'event "{type_}" has no valid schema version (v={version!r}); the journal is damaged')
+    if version > cls.SCHEMA_VERSION:
         raise EventSchemaError(
             f'event "{type_}" has schema version {version}, this zagent reads up to {cls.SCHEMA_VERSION}: '
             "upgrade zagent to read this journal"

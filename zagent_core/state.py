@@ -159,8 +159,21 @@ def _with_call(state: SessionState, call: CallView, **changes: Any) -> dict[str,
     return {**state.calls, call.call_id: call.model_copy(update=changes)}
 
 
+class InconsistentJournalError(ValueError):
+    """An event refers to a call or task the session never had."""
+
+
 def apply(state: SessionState, stored: StoredEvent) -> SessionState:
     """The state after ``stored``; ``state`` is not modified."""
+    try:
+        return _apply(state, stored)
+    except KeyError as missing:
+        raise InconsistentJournalError(
+            f"event #{stored.seq} ({stored.event.type}) of session {stored.session_id} refers to {missing}, which "
+            "the session never had: the journal was edited or damaged") from None
+
+
+def _apply(state: SessionState, stored: StoredEvent) -> SessionState:
     event = stored.event
     common: dict[str, Any] = {"session_id": stored.session_id, "version": stored.version, "last_at": stored.at}
     if isinstance(event, SessionStarted):

@@ -213,6 +213,108 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
     sys.exit(1 if result.is_error else 0)
 
 
+# -- run and resume ----------------------------------------------------------------------
+
+
+def _show_event(stored: StoredEvent) -> None:
+    """Print the conversation as it happens: what the user, the model and the tools said."""
+    event = stored.event
+    kind = event.type
+    if kind == "user_message":
+        click.echo(f"user: {event.text}")
+    elif kind == "model_replied":
+        if event.text:
+            click.echo(f"assistant: {event.text}")
+    elif kind == "tool_call_requested":
+        click.echo(f"  -> {event.tool} {_head(json.dumps(event.arguments, ensure_ascii=False), 100)}")
+    elif kind == "tool_call_finished":
+        click.echo(f"  <- {'error' if event.is_error else 'ok'}: {_head(event.output, 100)}")
+    elif kind in ("tool_call_rejected", "tool_call_interrupted"):
+        click.echo(f"  <- error: {_head(event.message, 100)}")
+    elif kind == "note_received":
+        click.echo(f"  [info: {event.text}]")
+    elif kind in ("task_exited", "task_killed"):
+        click.echo(f"  task #{event.task_id} {kind.removeprefix('task_')}: {_head(event.output, 100)}")
+    elif kind == "task_interrupted":
+        click.echo(f"  task #{event.task_id} interrupted: {_head(event.message, 100)}")
+    elif kind == "turn_started" and event.reason == "wake":
+        click.echo("(woken)")
+    elif kind == "turn_ended" and event.reason != "idle":
+        click.echo(f"(turn stopped: {event.reason})")
+
+
+def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None) -> None:
+    """Shared by run and resume: open or resume the session, run the agent, report."""
+    import signal
+
+    from zagent_core.agent import Agent
+    from zagent_core.engine import SessionEndedError, UnknownSessionError
+    from zagent_core.models import load_model
+
+    with obj.journal() as journal:
+        engine = obj.engine(journal)
+        spec = model_spec or engine.config.agent.model
+        if not spec:
+            raise click.UsageError('no model: give --model (scripted:PATH or openai:MODEL) or set "agent": '
+                                   '{"model": ...} in config.json')
+        try:
+            model = load_model(spec, engine.config.model)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        try:
+            if session_id is None:
+                for problem in engine.config_problems + engine.load_tools().problems:
+                    click.echo(f"{problem.severity}: {problem}", err=True)
+                session = engine.start_session(origin="run")
+            else:
+                session = engine.resume(session_id)
+        except (UnknownSessionError, SessionEndedError) as exc:
+            raise click.UsageError(str(exc)) from None
+        click.echo(f"[session {session.session_id}, model {model.name}]", err=True)
+        session.subscribe(_show_event)
+        # SIGTERM stops a run the way Ctrl-C does: tools killed, the journal told.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        driver = session.mark_driver()
+        try:
+            result = Agent(session, model).run(prompt)
+        except KeyboardInterrupt:
+            click.echo(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)
+            sys.exit(130)
+        finally:
+            driver.unlink(missing_ok=True)
+    waiting = len(session.state.running_tasks)
+    tail = f"; {waiting} background task(s) still running" if waiting else ""
+    click.echo(f"[{result.reason} after {result.requests} model request(s){tail}; session {session.session_id}]",
+               err=True)
+    sys.exit(0 if result.reason == "idle" else 1)
+
+
+@cli.command()
+@click.argument("prompt")
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
+@click.option("--session", "session_id", metavar="ID", help="Continue this session instead of starting one.")
+@click.pass_obj
+def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None) -> None:
+    """Run the agent on PROMPT, headless, printing the conversation as it happens.
+
+    Stays up while background tasks run (agent.max_background_wait_minutes), waking the
+    agent when they end; the session stays resumable. Exit 0 when the agent is idle, 1
+    when a turn was stopped (limit, model error), 130 on Ctrl-C.
+    """
+    _drive(obj, model_spec, session_id, prompt)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("prompt", required=False)
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
+@click.pass_obj
+def resume(obj: Context, session_id: str, prompt: str | None, model_spec: str | None) -> None:
+    """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
+    pending wake-ups, and continue, with PROMPT if given."""
+    _drive(obj, model_spec, session_id, prompt)
+
+
 # -- doctor ----------------------------------------------------------------------------
 
 
@@ -294,8 +396,11 @@ def sessions_list(obj: Context, as_json: bool) -> None:
     """Every session, most recently active first."""
     with obj.existing_journal() as journal:
         summaries = journal.sessions()
+        engine = obj.engine(journal)
+        statuses = {s.session_id: engine.status(s.session_id) for s in summaries}
     if as_json:
-        _emit_json({"sessions": [s.model_dump(mode="json") for s in summaries]})
+        _emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id]}
+                                 for s in summaries]})
         return
     if not summaries:
         click.echo("no sessions yet")
@@ -303,7 +408,7 @@ def sessions_list(obj: Context, as_json: bool) -> None:
     click.echo(f"{'SESSION':<22}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  STATUS")
     for s in summaries:
         click.echo(f"{s.session_id:<22}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
-                   f"{s.events:>6}  {s.calls:>5}  {'ended' if s.ended else 'open'}")
+                   f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]}")
 
 
 def _head(text: str | None, width: int = 80) -> str:
@@ -331,17 +436,21 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
             events = list(journal.read(session_id))
         except EventSchemaError as exc:
             raise click.ClickException(str(exc)) from None
-    state = rebuild(events)
+        state = rebuild(events)
+        status = obj.engine(journal).status(session_id, state)
     if state.version == 0:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
     if as_json:
-        dumped = state.model_dump(mode="json")
+        dumped = state.model_dump(mode="json") | {"status_detail": status}
         if show_events:
             dumped["events"] = [e.to_dict() for e in events]
         _emit_json(dumped)
         return
     started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
-    click.echo(f"session {state.session_id} ({state.status}), {state.origin}, started {started}")
+    click.echo(f"session {state.session_id} ({status}), {state.origin}, started {started}")
+    if state.model_replies:
+        click.echo(f"model: {state.model_replies} replies in {state.turns} turns, {state.input_tokens} tokens in, "
+                   f"{state.output_tokens} out")
     click.echo(f"workspace: {state.workspace}")
     click.echo(f"tools offered: {', '.join(t.name for t in state.tools) or 'none'}")
     for warning in state.warnings:

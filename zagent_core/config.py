@@ -58,9 +58,40 @@ class JournalConfig(BaseModel):
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
 
+class AgentConfig(BaseModel):
+    model_config = _STRICT
+
+    #: ``scripted:PATH`` or ``openai:MODEL``; ``--model`` overrides it.
+    model: str | None = None
+    system_prompt: str = (
+        "You are a helpful agent. Use the tools you are given when they help; when a tool result says "
+        "what to change, change it and try again."
+    )
+    #: Model requests in one run (each reply is one), so a looping model stops.
+    max_turns: int = Field(50, ge=1)
+    #: Tool calls the model may make in one turn before it is stopped.
+    max_tool_calls_per_turn: int = Field(100, ge=1)
+    #: How long a headless run stays alive for background tasks to wake it.
+    max_background_wait_minutes: float = Field(30.0, ge=0, allow_inf_nan=False)
+
+
+class ModelConfig(BaseModel):
+    """Where ``openai:`` models are reached. The key itself is never stored here."""
+
+    model_config = _STRICT
+
+    base_url: str | None = None
+    #: The environment variable that holds the API key.
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_seconds: float = Field(120.0, gt=0, allow_inf_nan=False)
+    max_retries: int = Field(3, ge=0, le=10)
+
+
 class Config(BaseModel):
     model_config = _STRICT
 
+    agent: AgentConfig = AgentConfig()
+    model: ModelConfig = ModelConfig()
     tools: ToolsConfig = ToolsConfig()
     limits: LimitsConfig = LimitsConfig()
     capabilities: CapabilitiesConfig = CapabilitiesConfig()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import re
 import subprocess
 import threading
@@ -21,15 +22,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 from zagent_core.config import Config, load_config
 from zagent_core.events import (
     Coercion,
     Event,
+    ModelReplied,
     NoteReceived,
+    NotesDelivered,
     RejectReason,
+    RepliedCall,
     SessionEnded,
     SessionResumed,
     SessionStarted,
@@ -43,7 +47,9 @@ from zagent_core.events import (
     ToolCallRequested,
     ToolCallStarted,
     ToolOffer,
+    TurnEnded,
     TurnStarted,
+    UserMessage,
     WakeRequested,
     dump_event,
 )
@@ -55,18 +61,20 @@ from zagent_core.invocation import CallContext, Invocation, build_invocation, de
 from zagent_core.journal import Journal, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.manifest import Tool, ToolSet, load_tools
+from zagent_core.models import ModelReply
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.notes import read_notes
-from zagent_core.processes import ProcessIdentity, write_json
+from zagent_core.processes import ProcessIdentity, read_json, write_json
 from zagent_core.runner import ProcessSpec, run_process
 from zagent_core.state import CallView, NoteView, SessionState, TaskView, WakeView, apply, rebuild
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
 
+DRIVER_FILE = "driver.json"
 #: Call ids name folders: no separators, no leading dot.
-CALL_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
+CALL_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:~-]{0,127}")
 #: How often running background tasks are looked at for notes and their end.
 WATCH_SECONDS = 0.1
 
@@ -100,6 +108,18 @@ class Delivery:
         return [f"[info: {note.text}]" for note in self.notes] + [
             f"[info: {wake.text}]" for wake in self.wakes if wake.reason != "note"
         ]
+
+
+def _journal_call_id(model_id: str, taken: set[str]) -> str:
+    """The model's id when it can name a folder and is new in the session; else one derived from it."""
+    base = model_id if CALL_ID.fullmatch(model_id) else "call_" + re.sub(r"[^A-Za-z0-9_.:-]", "_", model_id)[:100]
+    if not CALL_ID.fullmatch(base):
+        base = new_call_id()
+    candidate, n = base, 1
+    while candidate in taken:  # some servers number calls per reply: call_0 again and again
+        n += 1
+        candidate = f"{base[:120]}~{n}"
+    return candidate
 
 
 def _unrecordable(requested: ToolCallRequested) -> str | None:
@@ -193,6 +213,24 @@ class Engine:
         log.info("session_resumed", session=session_id, pending_wakes=len(session.state.pending_wakes))
         return session
 
+    def status(self, session_id: str, state: SessionState | None = None) -> str:
+        """``ended``, ``running`` (a live process drives it), ``interrupted`` (cut off mid-turn
+        or mid-call), ``waiting on tasks``, or ``idle``."""
+        state = state or self.session_state(session_id)
+        if state.status == "ended":
+            return "ended"
+        driver = read_json(self.home.session_dir(session_id) / DRIVER_FILE)
+        try:
+            if driver is not None and ProcessIdentity.model_validate(driver).alive():
+                return "running"
+        except ValueError:
+            pass
+        if state.in_turn or state.running_calls or state.unrequested:
+            return "interrupted"
+        if state.running_tasks:
+            return "waiting on tasks"
+        return "idle"
+
     def session_state(self, session_id: str) -> SessionState:
         """A session rebuilt from its events (empty ``SessionState`` if it has none)."""
         return rebuild(self.journal.read(session_id))
@@ -271,13 +309,21 @@ class Session:
                 added += len(notes)
         return added
 
-    def deliver(self) -> Delivery:
-        """Take the pending notes and wake-ups for the agent's next request, exactly once."""
+    def deliver(self, turn: Literal["user", "wake", "resume"] | None = None) -> Delivery:
+        """Take the pending notes and wake-ups for the agent's next request, exactly once.
+
+        With ``turn``, this begins a turn (``turn_started``, journaled even when nothing
+        is pending); without, it is a delivery in the middle of one (journaled only when
+        something was pending).
+        """
         with self._lock:
             notes = list(self.state.pending_notes.values())
             wakes = list(self.state.pending_wakes.values())
-            if notes or wakes:
-                self._append([TurnStarted(notes=[n.version for n in notes], wakes=[w.wake_id for w in wakes])])
+            taken = {"notes": [n.version for n in notes], "wakes": [w.wake_id for w in wakes]}
+            if turn is not None:
+                self._append([TurnStarted(reason=turn, **taken)])
+            elif notes or wakes:
+                self._append([NotesDelivered(**taken)])
         return Delivery(notes=notes, wakes=wakes)
 
     def end(self, reason: str = "completed") -> None:
@@ -309,7 +355,7 @@ class Session:
         """Validate, run and journal one call of tool ``name``; returns what the model receives."""
         call_id = call_id or new_call_id()
         if not CALL_ID.fullmatch(call_id):
-            raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.' or ':' "
+            raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
                              "(it names the call's folder)")
         if call_id in self.state.calls:
             raise ValueError(f"call id {call_id!r} is already used in session {self.session_id}")
@@ -433,10 +479,61 @@ class Session:
         self._append([ToolCallFinished(call_id=call_id, **result.event_fields())])
         return result
 
+    # -- the conversation (the agent loop journals through these) --------------------
+
+    def mark_driver(self) -> Path:
+        """Record that this process drives the session (``zagent sessions list`` says running).
+
+        Returns the file; delete it when done. A crash leaves it behind, harmlessly: it
+        names a process that no longer exists.
+        """
+        path = self.engine.home.session_dir(self.session_id) / DRIVER_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        me = ProcessIdentity.of(os.getpid())
+        write_json(path, me.model_dump() if me else {"pid": os.getpid()})
+        return path
+
+    def record_user_message(self, text: str) -> None:
+        self._append([UserMessage(text=text)])
+
+    def record_reply(self, reply: ModelReply, duration_ms: int) -> list[RepliedCall]:
+        """Journal a model reply before any of its calls runs; returns its calls with journal ids."""
+        with self._lock:
+            taken = set(self.state.calls) | set(self.state.unrequested)
+            calls = []
+            for call in reply.tool_calls:
+                call_id = _journal_call_id(call.id, taken)
+                taken.add(call_id)
+                calls.append(RepliedCall(id=call.id, call_id=call_id, name=call.name, arguments=call.arguments))
+            self._append([ModelReplied(
+                model=reply.model, text=reply.text, tool_calls=calls, stop_reason=reply.stop_reason,
+                input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,
+                duration_ms=duration_ms)])
+        return calls
+
+    def end_turn(self, reason: str) -> None:
+        self._append([TurnEnded(reason=reason)])
+
+    def refuse(self, call: RepliedCall, message: str) -> None:
+        """Give a call of a reply a result without running it (a limit was reached)."""
+        self._append([ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments),
+                      ToolCallRejected(call_id=call.call_id, reason="limit", message=message)])
+
+    def settle_unrequested(self, why: str) -> None:
+        """Calls a reply asked for that never ran (the engine stopped first) get a result saying so."""
+        for call in list(self.state.unrequested.values()):
+            self._append([
+                ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments),
+                ToolCallInterrupted(call_id=call.call_id, message=f"{call.name} was not run: {why}"),
+            ])
+
     # -- resume ------------------------------------------------------------------------
 
     def _settle(self) -> None:
         """After a restart: give every open call a result and every running task an owner."""
+        self.settle_unrequested("zagent stopped before it ran")
+        if self.state.in_turn:
+            self.end_turn("interrupted")  # the agent continues in a new turn
         for call in list(self.state.calls.values()):
             if call.status in ("requested", "running") and call.task_id is None:
                 self._settle_call(call)

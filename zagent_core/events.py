@@ -95,7 +95,7 @@ class SessionEnded(_Body):
 
 # -- tool calls -----------------------------------------------------------------------
 
-RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments"]
+RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "limit"]
 
 
 class ToolCallRequested(_Body):
@@ -237,13 +237,60 @@ class WakeRequested(_Body):
     task_id: str | None = None
 
 
-class TurnStarted(_Body):
-    """The agent took the pending notes and wake-ups into its next request."""
-
-    type: Literal["turn_started"] = "turn_started"
+class _Delivery(_Body):
     #: Versions of the ``note_received`` events delivered.
     notes: list[int] = []
+    #: Ids of the ``wake_requested`` events delivered.
     wakes: list[str] = []
+
+
+class TurnStarted(_Delivery):
+    """A turn begins (a user message, or a wake-up) and takes the pending notes and wake-ups."""
+
+    type: Literal["turn_started"] = "turn_started"
+    reason: Literal["user", "wake", "resume", "delivery"] = "delivery"
+
+
+class NotesDelivered(_Delivery):
+    """Mid-turn: notes that arrived while tools ran, appended to the next model request."""
+
+    type: Literal["notes_delivered"] = "notes_delivered"
+
+
+class TurnEnded(_Body):
+    type: Literal["turn_ended"] = "turn_ended"
+    #: ``idle`` (the model replied without a tool call), or why the turn was stopped.
+    reason: str
+
+
+# -- the conversation -------------------------------------------------------------------
+
+
+class UserMessage(_Body):
+    type: Literal["user_message"] = "user_message"
+    text: str
+
+
+class RepliedCall(_Part):
+    """A tool call in a model's reply; ``call_id`` is the journal's name for it."""
+
+    id: str
+    call_id: str
+    name: str
+    arguments: Any
+
+
+class ModelReplied(_Body):
+    """Journaled before any of its tool calls runs, so a replay can serve it back."""
+
+    type: Literal["model_replied"] = "model_replied"
+    model: str
+    text: str = ""
+    tool_calls: list[RepliedCall] = []
+    stop_reason: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_ms: int = 0
 
 
 Event = Annotated[
@@ -263,6 +310,10 @@ Event = Annotated[
         TaskKilled,
         TaskInterrupted,
         SessionResumed,
+        NotesDelivered,
+        TurnEnded,
+        UserMessage,
+        ModelReplied,
     ],
     Field(discriminator="type"),
 ]
@@ -271,7 +322,7 @@ EVENT_TYPES: dict[str, type[_Body]] = {
     cls.model_fields["type"].default: cls
     for cls in (SessionStarted, SessionEnded, ToolCallRequested, ToolCallRejected, ToolCallStarted, ToolCallFinished,
                 NoteReceived, WakeRequested, TurnStarted, ToolCallInterrupted, TaskStarted, TaskExited, TaskKilled,
-                TaskInterrupted, SessionResumed)
+                TaskInterrupted, SessionResumed, NotesDelivered, TurnEnded, UserMessage, ModelReplied)
 }
 
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

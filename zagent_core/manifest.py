@@ -70,6 +70,8 @@ class Manifest(BaseModel):
     #: What resume does with a call this tool was running when the engine stopped:
     #: ``safe`` runs it again (reads, no side effects), ``unsafe`` reports it interrupted.
     replay: Literal["safe", "unsafe"] = "unsafe"
+    #: Calls of it may run in parallel with other concurrency-safe calls of one reply.
+    concurrency_safe: bool = False
     attach_outputs: bool = False
     platforms: list[Platform] | None = None
 

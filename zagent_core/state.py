@@ -15,13 +15,16 @@ from pydantic import BaseModel, ConfigDict
 
 from zagent_core.events import (
     Coercion,
+    ModelReplied,
     NoteReceived,
+    NotesDelivered,
     SessionResumed,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
     TaskStarted,
     OutputFile,
+    RepliedCall,
     SessionEnded,
     SessionStarted,
     ToolCallFinished,
@@ -30,6 +33,7 @@ from zagent_core.events import (
     ToolCallRequested,
     ToolCallStarted,
     ToolOffer,
+    TurnEnded,
     TurnStarted,
     WakeRequested,
 )
@@ -144,6 +148,14 @@ class SessionState(BaseModel):
     tasks: dict[str, TaskView] = {}
     notes_received: int = 0
     turns: int = 0
+    #: A turn began and has not ended: the agent was working (or was cut off doing so).
+    in_turn: bool = False
+    last_turn_end: str | None = None
+    model_replies: int = 0
+    #: Tool calls of the last model reply that have not been requested yet (cut off before running).
+    unrequested: dict[str, RepliedCall] = {}
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @property
     def running_calls(self) -> list[CallView]:
@@ -184,6 +196,8 @@ def _apply(state: SessionState, stored: StoredEvent) -> SessionState:
     elif isinstance(event, ToolCallRequested):
         call = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments, requested_at=stored.at)
         common["calls"] = {**state.calls, event.call_id: call}
+        if event.call_id in state.unrequested:
+            common["unrequested"] = {k: v for k, v in state.unrequested.items() if k != event.call_id}
     elif isinstance(event, ToolCallRejected):
         call = state.calls[event.call_id]
         common["calls"] = _with_call(state, call, status="rejected", finished_at=stored.at, output=event.message,
@@ -230,13 +244,21 @@ def _apply(state: SessionState, stored: StoredEvent) -> SessionState:
         wake = WakeView(wake_id=event.wake_id, reason=event.reason, text=event.text, call_id=event.call_id,
                         task_id=event.task_id, at=stored.at)
         common["pending_wakes"] = {**state.pending_wakes, event.wake_id: wake}
-    elif isinstance(event, TurnStarted):
+    elif isinstance(event, (TurnStarted, NotesDelivered)):
         delivered_notes, delivered_wakes = set(event.notes), set(event.wakes)
         common.update(
             pending_notes={v: n for v, n in state.pending_notes.items() if v not in delivered_notes},
             pending_wakes={w: x for w, x in state.pending_wakes.items() if w not in delivered_wakes},
-            turns=state.turns + 1,
         )
+        if isinstance(event, TurnStarted):
+            common.update(turns=state.turns + 1, in_turn=event.reason != "delivery")
+    elif isinstance(event, TurnEnded):
+        common.update(in_turn=False, last_turn_end=event.reason)
+    elif isinstance(event, ModelReplied):
+        common.update(model_replies=state.model_replies + 1,
+                      unrequested={**state.unrequested, **{c.call_id: c for c in event.tool_calls}},
+                      input_tokens=state.input_tokens + event.input_tokens,
+                      output_tokens=state.output_tokens + event.output_tokens)
     return state.model_copy(update=common)
 
 

@@ -1,0 +1,154 @@
+"""The openai provider against a real HTTP server on 127.0.0.1 speaking Chat Completions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, PYTHON
+
+from zagent_core import Engine, Home
+from zagent_core.agent import Agent
+from zagent_core.config import Config, ModelConfig
+from zagent_core.models import Message, ModelError, ToolSpec
+from zagent_core.models.openai import OpenAIModel
+from zagent_store import SQLiteJournal
+
+
+class FakeServer:
+    """Answers POST /v1/chat/completions from a queue of (status, body, headers); records requests."""
+
+    def __init__(self) -> None:
+        self.responses: list[tuple[int, Any, dict[str, str]]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                length = int(self.headers["Content-Length"])
+                server.requests.append(json.loads(self.rfile.read(length)))
+                server.headers.append(dict(self.headers))
+                status, body, headers = server.responses.pop(0)
+                payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def reply(self, status: int = 200, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        self.responses.append((status, body, headers or {}))
+
+
+def completion(content: str | None = None, calls: list[tuple[str, str, str]] = (), finish: str = "stop") -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                                 for i, n, a in calls]
+    return {"id": "x", "model": "test-model", "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7}}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    fake = FakeServer()
+    fake.thread.start()
+    yield fake
+    fake.httpd.shutdown()
+
+
+def test_a_session_with_tool_calls_over_the_wire(server: FakeServer, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(EXAMPLES / "tools" / "word_count", home / "tools" / "word_count")
+    manifest = home / "tools" / "word_count" / "word_count.json"
+    manifest.write_text(manifest.read_text().replace('"python"', json.dumps(PYTHON)))
+    server.reply(body=completion(None, [("call_a1", "word_count", '{"text": "b a b", "top": 0}')], "tool_calls"))
+    server.reply(body=completion("Retrying.", [("call_a2", "word_count", '{"text": "b a b", "top": 1}')],
+                                 "tool_calls"))
+    server.reply(body=completion("Three words; b twice."))
+    with SQLiteJournal(home / "journal.db") as journal:
+        engine = Engine(Home(home), journal, workspace=tmp_path)
+        session = engine.start_session("run")
+        model = OpenAIModel("test-model", base_url=server.url, api_key="sk-test")
+        result = Agent(session, model).run("count the words in 'b a b'")
+    assert result.reason == "idle" and result.requests == 3
+    first, second, third = server.requests
+    assert first["model"] == "test-model"
+    assert first["tools"][0]["function"]["name"] == "word_count"
+    assert first["tools"][0]["function"]["parameters"]["required"] == ["text"]
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert server.headers[0]["Authorization"] == "Bearer sk-test"
+    # the model's mistake came back as the tool result, tied to its call id
+    tool_message = second["messages"][-1]
+    assert tool_message == {"role": "tool", "tool_call_id": "call_a1",
+                            "content": 'word_count was not run: its arguments do not match its parameters.\n'
+                                       'argument "top": must be >= 1 (got 0)'}
+    assert second["messages"][-2]["tool_calls"][0]["function"]["arguments"] == '{"text": "b a b", "top": 0}'
+    assert third["messages"][-1]["content"].startswith("3 words")
+    assert session.state.input_tokens == 33 and session.state.output_tokens == 21
+
+
+def test_429_and_5xx_are_retried_honouring_retry_after(server: FakeServer) -> None:
+    server.reply(429, {"error": "slow down"}, {"Retry-After": "0"})
+    server.reply(503, "busy")
+    server.reply(body=completion("fine"))
+    model = OpenAIModel("m", base_url=server.url, api_key="", backoff=0.01)
+    reply = model.reply([Message(role="user", content="hi")], [])
+    assert reply.text == "fine" and reply.stop_reason == "end_turn" and len(server.requests) == 3
+    assert "Authorization" not in server.headers[0]
+
+
+def test_errors_that_retrying_cannot_fix_are_reported(server: FakeServer) -> None:
+    server.reply(401, {"error": {"message": "bad key"}})
+    with pytest.raises(ModelError, match="HTTP 401 .*bad key"):
+        OpenAIModel("m", base_url=server.url, backoff=0.01).reply([Message(role="user", content="hi")], [])
+    for _ in range(3):
+        server.reply(500, "down")
+    with pytest.raises(ModelError, match=r"HTTP 500 .*\(after 3 attempts\)"):
+        OpenAIModel("m", base_url=server.url, backoff=0.01, max_retries=2).reply([], [])
+    server.reply(200, "<html>not json</html>")
+    with pytest.raises(ModelError, match="not JSON"):
+        OpenAIModel("m", base_url=server.url).reply([], [])
+    server.reply(200, {"choices": []})
+    with pytest.raises(ModelError, match="not a chat completion"):
+        OpenAIModel("m", base_url=server.url).reply([], [])
+
+
+def test_an_unreachable_endpoint_is_a_clear_error() -> None:
+    with pytest.raises(ModelError, match="cannot reach http://127.0.0.1:9/v1/chat/completions"):
+        OpenAIModel("m", base_url="http://127.0.0.1:9/v1", max_retries=1, backoff=0.01).reply([], [])
+
+
+def test_arguments_that_are_not_json_reach_validation_as_sent(server: FakeServer, tmp_path: Path) -> None:
+    server.reply(body=completion(None, [("c1", "terminal", "{action: list")], "tool_calls"))
+    server.reply(body=completion("ok"))
+    with SQLiteJournal(tmp_path / "journal.db") as journal:
+        engine = Engine(Home(tmp_path), journal, workspace=tmp_path, config=Config(model=ModelConfig()))
+        session = engine.start_session("run")
+        Agent(session, OpenAIModel("m", base_url=server.url)).run("list tasks")
+    result = server.requests[1]["messages"][-1]["content"]
+    assert "the arguments must be a JSON object, got string" in result
+
+
+def test_the_tool_specs_are_what_the_seed_says_the_model_sees(server: FakeServer) -> None:
+    server.reply(body=completion("hi"))
+    spec = ToolSpec(name="t", description="does t", parameters={"type": "object", "properties": {}})
+    OpenAIModel("m", base_url=server.url).reply([Message(role="user", content="x")], [spec])
+    assert server.requests[0]["tools"] == [{"type": "function", "function": {
+        "name": "t", "description": "does t", "parameters": {"type": "object", "properties": {}}}}]

@@ -1,0 +1,110 @@
+"""Any OpenAI-compatible Chat Completions endpoint: OpenAI, Ollama, vLLM, llama.cpp...
+
+Standard library HTTP (no client dependency), a timeout per request, and retries with
+backoff on 429 and 5xx (honouring ``Retry-After``) and on connection failures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refused"}
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+            for call in message.tool_calls
+        ]
+    return wire
+
+
+def _arguments(text: Any) -> Any:
+    """The model's arguments: a JSON object normally; what it sent otherwise (validation says why)."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text) if text.strip() else {}
+    except ValueError:
+        return text
+
+
+class OpenAIModel:
+    """``openai:MODEL``: base URL and key from the arguments, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``."""
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float = 120.0, max_retries: int = 3, backoff: float = 0.5) -> None:
+        self.model = model
+        self.name = f"openai:{model}"
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        url = f"{self.base_url}/chat/completions"
+        problem = ""
+        for attempt in range(self.max_retries + 1):
+            delay = self.backoff * 2**attempt
+            try:
+                request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:300].decode("utf-8", "replace")
+                problem = f"HTTP {exc.code} from {url}: {detail}"
+                if exc.code != 429 and exc.code < 500:
+                    raise ModelError(problem) from None
+                retry_after = exc.headers.get("Retry-After") if exc.headers else None
+                if retry_after and retry_after.replace(".", "", 1).isdigit():
+                    delay = min(float(retry_after), 60.0)
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                problem = f"cannot reach {url}: {getattr(exc, 'reason', exc)}"
+            except ValueError as exc:
+                raise ModelError(f"{url} answered with something that is not JSON: {exc}") from None
+            if attempt < self.max_retries:
+                time.sleep(delay)
+        raise ModelError(f"{problem} (after {self.max_retries + 1} attempts)")
+
+    def reply(self, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
+        body: dict[str, Any] = {"model": self.model, "messages": [_wire_message(m) for m in messages]}
+        if tools:
+            body["tools"] = [{"type": "function", "function": spec.model_dump()} for spec in tools]
+        answer = self._post(body)
+        try:
+            choice = answer["choices"][0]
+            message = choice["message"]
+            calls = [
+                ToolCallRequest(id=call.get("id") or f"call_{index}", name=call["function"]["name"],
+                                arguments=_arguments(call["function"].get("arguments")))
+                for index, call in enumerate(message.get("tool_calls") or [])
+            ]
+            usage = answer.get("usage") or {}
+            return ModelReply(
+                text=message.get("content") or "",
+                tool_calls=calls,
+                stop_reason=_STOP.get(choice.get("finish_reason") or "", choice.get("finish_reason") or "end_turn"),
+                usage=Usage(input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0)),
+                model=answer.get("model") or self.model,
+            )
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ModelError(f"the reply of {self.base_url} is not a chat completion: missing {exc}") from None

@@ -152,3 +152,23 @@ def test_the_tool_specs_are_what_the_seed_says_the_model_sees(server: FakeServer
     OpenAIModel("m", base_url=server.url).reply([Message(role="user", content="x")], [spec])
     assert server.requests[0]["tools"] == [{"type": "function", "function": {
         "name": "t", "description": "does t", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_a_background_report_wakes_the_idle_agent_over_the_wire(server: FakeServer, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(EXAMPLES / "tools" / "slow_report", home / "tools" / "slow_report")
+    manifest = home / "tools" / "slow_report" / "slow_report.json"
+    manifest.write_text(manifest.read_text().replace('"python"', json.dumps(PYTHON)))
+    server.reply(body=completion(None, [("r1", "slow_report", '{"topic": "wire", "seconds": 1}')], "tool_calls"))
+    server.reply(body=completion("Started; I will report back."))
+    server.reply(body=completion("The report is ready."))
+    with SQLiteJournal(home / "journal.db") as journal:
+        engine = Engine(Home(home), journal, workspace=tmp_path)
+        session = engine.start_session("run")
+        result = Agent(session, OpenAIModel("m", base_url=server.url)).run("report on wire", wait_minutes=1)
+    assert result.reason == "idle" and len(server.requests) == 3
+    woken = server.requests[2]["messages"]
+    assert woken[-2] == {"role": "assistant", "content": "Started; I will report back."}
+    assert woken[-1]["role"] == "user"
+    assert woken[-1]["content"].splitlines()[:2] == ["[info: wire: 1/1 s of work done]",
+                                                      "[info: task #1 (slow_report) finished:"]

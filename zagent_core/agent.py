@@ -105,6 +105,8 @@ class Agent:
         return specs + [ToolSpec(name=terminal.NAME, description=terminal.DESCRIPTION, parameters=terminal.PARAMETERS)]
 
     def _concurrency_safe(self, call: RepliedCall) -> bool:
+        if call.name == terminal.NAME:
+            return isinstance(call.arguments, dict) and call.arguments.get("action") in terminal.READ_ONLY
         tool = self.session.tools.tools.get(call.name)
         return tool is not None and tool.manifest.concurrency_safe
 

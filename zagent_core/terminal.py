@@ -36,6 +36,8 @@ PARAMETERS: dict[str, Any] = {
     "required": ["action"],
     "additionalProperties": False,
 }
+#: Actions that only look: they may run in parallel with other concurrency-safe calls.
+READ_ONLY = frozenset({"list", "read"})
 #: Replaying a terminal call after a crash is harmless: it reads, waits, or kills what is dead.
 REPLAY = "safe"
 DEFAULT_WAIT_SECONDS = 30.0

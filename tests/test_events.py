@@ -33,6 +33,7 @@ SAMPLES = [
     events.WakeRequested(wake_id="w1", reason="note", text="decide", call_id="c1"),
     events.TurnStarted(notes=[7], wakes=["w1"], reason="wake"),
     events.NotesDelivered(notes=[9]),
+    events.WakeAnswered(wakes=["w1"], call_id="c2"),
     events.TurnEnded(reason="idle"),
     events.UserMessage(text="count the words"),
     events.ModelReplied(model="scripted", text="on it", stop_reason="tool_use", input_tokens=3,

@@ -23,6 +23,7 @@ NOTE = "import os\ndef note(line):\n    with open(os.environ['ZAGENT_NOTIFY_FILE
         (b'{"msg": "not a note object"}', ('{"msg": "not a note object"}', False)),
         (b"{broken json", ("{broken json", False)),
         (b"   ", None),
+        (b'{"text": ""}', None),
         (b"\xff\xfe bytes", ("\ufffd\ufffd bytes", False)),
     ],
 )
@@ -107,3 +108,10 @@ def test_a_line_longer_than_a_read_is_one_cut_note(tmp_path: Path) -> None:
     assert len(first) == 1 and first[0].text.endswith(f"[note cut at {MAX_NOTE_BYTES} bytes]")
     assert first[0].offset == 600_001
     assert [n.text for n in read_notes(notify, first[0].offset)] == ["after"]
+
+
+def test_a_long_json_note_keeps_its_wake(tmp_path: Path) -> None:
+    notify = tmp_path / "notify"
+    notify.write_text(json.dumps({"text": "z" * (MAX_NOTE_BYTES * 2), "wake": True}) + "\n")
+    (note,) = read_notes(notify, 0)
+    assert note.wake and note.text.endswith(f"[note cut at {MAX_NOTE_BYTES} bytes]")

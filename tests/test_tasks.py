@@ -200,3 +200,28 @@ def test_the_tool_environment_never_touches_the_task_folder(home_dir: Path, engi
             assert b"s3cr3t-value" not in path.read_bytes(), path
     record = read_json(Path(task.task_dir) / "exit.json")
     assert record["returncode"] == 0 and json.dumps(record).find("TOOL_TOKEN") == -1
+
+
+def test_a_wait_that_returns_the_result_answers_the_wake_up(home_dir: Path, engine: Engine) -> None:
+    python_tool(home_dir, "quick", "print('quick result')", background=True)
+    with engine.start_session("test") as session:
+        session.call("quick", {})
+        result = session.call("terminal", {"action": "wait", "task": 1, "timeout_seconds": 10})
+        assert result.output.endswith("quick result")
+        assert session.state.pending_wakes == {}  # not told twice
+        assert session.deliver().wakes == []
+
+
+def test_a_setsid_grandchild_of_a_background_task_is_stopped_with_it(home_dir: Path, workspace: Path,
+                                                                    engine: Engine) -> None:
+    code = RECORD + (
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True,\n"
+        "                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "record(child.pid)\nprint('left a daemon')\n"
+    )
+    python_tool(home_dir, "daemonizer", code, background=True)
+    with engine.start_session("test") as session:
+        session.call("daemonizer", {})
+        task = session.wait_task("1", 10)
+    assert task.output == "left a daemon"
+    wait_for(lambda: not any(running(pid) for pid in pids(workspace)))

@@ -154,7 +154,7 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
     with obj.journal() as journal:
         engine = obj.engine(journal)
         toolset = engine.load_tools()
-        if name not in toolset.tools:
+        if name not in toolset.tools and name != "terminal":
             from zagent_core.problems import did_you_mean
 
             reasons = [str(p) for p in toolset.broken if p.source == f"tools/{name}"]
@@ -190,7 +190,7 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
                         click.echo(f"[info: {text}]")
                 result = result.model_copy(update={
                     "output": "\n".join(wake_ups) or task.output or "", "is_error": bool(task.is_error),
-                    "duration_ms": task.duration_ms or 0})
+                    "duration_ms": task.duration_ms or 0, "files": task.files, "media": task.media})
                 shown = True
             else:
                 shown = False
@@ -473,7 +473,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
             status = call.status
         arguments = json.dumps(call.arguments, ensure_ascii=False)
         click.echo(f"\n{call.requested_at:%H:%M:%S.%f}"[:-3] + f"  {call.call_id}  {call.tool}  {_head(arguments, 60)}")
-        click.echo(f"    {status}: {_head(call.output)}")
+        click.echo(f"    {status}: {_head(call.output)}" if call.output else f"    {status}")
         for item in call.files:
             click.echo(f"    file: {item.path}")
     if show_events:

@@ -50,6 +50,7 @@ from zagent_core.events import (
     TurnEnded,
     TurnStarted,
     UserMessage,
+    WakeAnswered,
     WakeRequested,
     dump_event,
 )
@@ -308,6 +309,15 @@ class Session:
                 self._append(events)
                 added += len(notes)
         return added
+
+    def answer_wakes(self, task_id: str) -> None:
+        """Take a task's pending wake-ups off the list: the agent got its end another way."""
+        with self._lock:
+            wakes = [w.wake_id for w in self.state.pending_wakes.values()
+                     if w.task_id == task_id and w.reason != "note"]
+            if wakes:
+                call_id = next(reversed(self.state.calls))
+                self._append([WakeAnswered(wakes=wakes, call_id=call_id)])
 
     def deliver(self, turn: Literal["user", "wake", "resume"] | None = None) -> Delivery:
         """Take the pending notes and wake-ups for the agent's next request, exactly once.
@@ -649,6 +659,7 @@ class Session:
             self._append([TaskKilled(task_id=task.task_id, call_id=task.call_id, **fields)])
             return
         ended = "timed out" if result.timed_out else "failed" if result.is_error else "finished"
+        log.info("task_ended", session=self.session_id, task_id=task.task_id, how=ended, exit_code=result.exit_code)
         self._append([
             TaskExited(task_id=task.task_id, call_id=task.call_id, **fields),
             WakeRequested(wake_id=new_wake_id(), reason="task_exited", call_id=task.call_id, task_id=task.task_id,

@@ -230,7 +230,7 @@ class WakeRequested(_Body):
 
     type: Literal["wake_requested"] = "wake_requested"
     wake_id: str
-    reason: Literal["note", "task_exited", "task_killed", "task_interrupted"]
+    reason: Literal["note", "task_exited", "task_interrupted"]
     #: What the agent is told.
     text: str
     call_id: str | None = None
@@ -255,6 +255,15 @@ class NotesDelivered(_Delivery):
     """Mid-turn: notes that arrived while tools ran, appended to the next model request."""
 
     type: Literal["notes_delivered"] = "notes_delivered"
+
+
+class WakeAnswered(_Body):
+    """Wake-ups the agent already got another way (a terminal wait or kill returned the
+    task's result): taken off the pending list without being shown again."""
+
+    type: Literal["wake_answered"] = "wake_answered"
+    wakes: list[str]
+    call_id: str
 
 
 class TurnEnded(_Body):
@@ -314,6 +323,7 @@ Event = Annotated[
         TurnEnded,
         UserMessage,
         ModelReplied,
+        WakeAnswered,
     ],
     Field(discriminator="type"),
 ]
@@ -322,7 +332,8 @@ EVENT_TYPES: dict[str, type[_Body]] = {
     cls.model_fields["type"].default: cls
     for cls in (SessionStarted, SessionEnded, ToolCallRequested, ToolCallRejected, ToolCallStarted, ToolCallFinished,
                 NoteReceived, WakeRequested, TurnStarted, ToolCallInterrupted, TaskStarted, TaskExited, TaskKilled,
-                TaskInterrupted, SessionResumed, NotesDelivered, TurnEnded, UserMessage, ModelReplied)
+                TaskInterrupted, SessionResumed, NotesDelivered, TurnEnded, UserMessage, ModelReplied,
+                WakeAnswered)
 }
 
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

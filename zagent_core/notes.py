@@ -28,20 +28,22 @@ class Note:
 
 
 def parse_line(line: bytes) -> tuple[str, bool] | None:
-    """The note in one line (without its newline), or None for a blank line."""
-    if len(line) > MAX_NOTE_BYTES:
-        line = line[:MAX_NOTE_BYTES] + f" [note cut at {MAX_NOTE_BYTES} bytes]".encode()
+    """The note in one line (without its newline), or None for a blank line or empty text."""
     text = line.decode("utf-8", "replace").strip()
-    if not text:
-        return None
+    wake = False
     if text.startswith("{"):
         try:
             value = json.loads(text)
         except ValueError:
-            return text, False
+            value = None
         if isinstance(value, dict) and isinstance(value.get("text"), str):
-            return value["text"], value.get("wake") is True
-    return text, False
+            text, wake = value["text"].strip(), value.get("wake") is True
+    if not text:
+        return None
+    encoded = text.encode()
+    if len(encoded) > MAX_NOTE_BYTES:
+        text = encoded[:MAX_NOTE_BYTES].decode("utf-8", "ignore") + f" [note cut at {MAX_NOTE_BYTES} bytes]"
+    return text, wake
 
 
 def read_notes(path: Path, offset: int) -> list[Note]:

@@ -290,9 +290,11 @@ class _Run:
         if self._pipes_open() and now < self.exited_at + DRAIN_SECONDS and not self.stopping:
             return False  # the last output may still be in flight
         if not self._alive():
-            if self._pipes_open() and self.spec.tag and not self.searched:
-                # Someone outside the group holds the pipes: a process that left it with
-                # setsid. It still carries the call's environment, so it can be found.
+            holders = self._pipes_open() or self.spec.stdout_file is not None
+            if holders and self.spec.tag and not self.searched:
+                # Someone outside the group holds the pipes (or, writing to files, may be
+                # anywhere): a process that left it with setsid. It still carries the
+                # call's environment, so it can be found.
                 self.searched = True
                 self.escaped = _tagged(self.spec.tag) if os.path.isdir("/proc/self") else []
                 if self.escaped:

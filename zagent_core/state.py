@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from zagent_core.events import (
     Coercion,
+    Media,
     ModelReplied,
     NoteReceived,
     NotesDelivered,
@@ -35,6 +36,7 @@ from zagent_core.events import (
     ToolOffer,
     TurnEnded,
     TurnStarted,
+    WakeAnswered,
     WakeRequested,
 )
 from zagent_core.journal import StoredEvent
@@ -96,6 +98,8 @@ class TaskView(BaseModel):
     exit_code: int | None = None
     timed_out: bool = False
     duration_ms: int | None = None
+    files: list[OutputFile] = []
+    media: list[Media] = []
 
 
 class NoteView(BaseModel):
@@ -228,7 +232,8 @@ def _apply(state: SessionState, stored: StoredEvent) -> SessionState:
         task = state.tasks[event.task_id].model_copy(update={
             "status": "exited" if isinstance(event, TaskExited) else "killed", "ended_at": stored.at,
             "output": event.output, "is_error": event.is_error, "exit_code": event.exit_code,
-            "timed_out": event.timed_out, "duration_ms": event.duration_ms})
+            "timed_out": event.timed_out, "duration_ms": event.duration_ms, "files": event.files,
+            "media": event.media})
         common["tasks"] = {**state.tasks, event.task_id: task}
     elif isinstance(event, TaskInterrupted):
         task = state.tasks[event.task_id].model_copy(update={
@@ -252,6 +257,9 @@ def _apply(state: SessionState, stored: StoredEvent) -> SessionState:
         )
         if isinstance(event, TurnStarted):
             common.update(turns=state.turns + 1, in_turn=event.reason != "delivery")
+    elif isinstance(event, WakeAnswered):
+        answered = set(event.wakes)
+        common["pending_wakes"] = {w: x for w, x in state.pending_wakes.items() if w not in answered}
     elif isinstance(event, TurnEnded):
         common.update(in_turn=False, last_turn_end=event.reason)
     elif isinstance(event, ModelReplied):

@@ -84,6 +84,8 @@ def run(session: Session, arguments: dict[str, Any]) -> ToolResult:
         task = session.wait_task(task_id, float(arguments.get("timeout_seconds", DEFAULT_WAIT_SECONDS)))
         if task.status == "running":
             return ToolResult(output=f"task #{task_id} is still running", is_error=False)
-        return _ended(task)
-    task = session.kill_task(task_id)
+    else:
+        task = session.kill_task(task_id)
+    # The agent gets the task's end in this result: its wake-up must not tell it again.
+    session.answer_wakes(task_id)
     return _ended(task)

@@ -486,13 +486,16 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
 
 
 def main() -> None:
-    from zagent_core.events import EventSchemaError
-    from zagent_core.journal import JournalError
-    from zagent_core.state import InconsistentJournalError
-
     try:
         cli(prog_name="zagent")
-    except (JournalError, EventSchemaError, InconsistentJournalError) as exc:
+    except Exception as exc:
+        # Imported only now: --help and tools list do not pay for the journal's modules.
+        from zagent_core.events import EventSchemaError
+        from zagent_core.journal import JournalError
+        from zagent_core.state import InconsistentJournalError
+
+        if not isinstance(exc, (JournalError, EventSchemaError, InconsistentJournalError)):
+            raise
         # The journal went bad under a command (locked too long, corrupt): say so, no traceback.
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)

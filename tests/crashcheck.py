@@ -105,7 +105,8 @@ def check_invariants(events: list) -> dict[str, int]:
 
     # 4. every wake-up is delivered exactly once
     wakes = [e.event.wake_id for e in events if e.event.type == "wake_requested"]
-    delivered = Counter(w for e in events if e.event.type in ("turn_started", "notes_delivered")
+    # (a wake answered by a terminal wait/kill result reached the agent that way)
+    delivered = Counter(w for e in events if e.event.type in ("turn_started", "notes_delivered", "wake_answered")
                         for w in e.event.wakes)
     assert sorted(delivered) == sorted(wakes) and set(delivered.values()) <= {1}, (wakes, delivered)
     return {"events": len(events), "calls": len(open_attempt), "tasks": len(task_starts), "notes": lines_total,

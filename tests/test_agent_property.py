@@ -63,7 +63,10 @@ def test_resume_after_a_crash_at_any_event_never_sends_an_orphaned_call(tmp_path
         for task in session.state.running_tasks:
             session.wait_task(task.task_id, 10)
         events = list(original.read(session.session_id))
-    cut = data.draw(st.integers(min_value=1, max_value=len(events)), label="events kept")
+    # A share of the journal, not a count: how many events a run makes depends on timing
+    # (notes, wake-ups), and hypothesis needs the same draw to mean the same thing.
+    share = data.draw(st.integers(min_value=0, max_value=1000), label="share of events kept (per mille)")
+    cut = 1 + share * (len(events) - 1) // 1000
 
     with SQLiteJournal(root / "crashed.db") as crashed:
         for stored in events[:cut]:  # one event per append: any prefix is a state a crash can leave

@@ -16,7 +16,7 @@ import pytest
 from zagent_core.events import SessionEnded, SessionStarted, ToolCallRequested
 from zagent_core.journal import ConcurrencyError, Journal
 from zagent_store import SQLiteJournal
-from zagent_store.sqlite import JournalVersionError
+from zagent_store.sqlite import MIGRATIONS, JournalVersionError
 
 
 def started() -> SessionStarted:
@@ -89,7 +89,28 @@ def test_sessions_are_summarised_most_recent_first(journal: SQLiteJournal) -> No
 def test_health_check_and_wal_mode(journal: SQLiteJournal) -> None:
     assert journal.check() == []
     assert journal.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert journal.stats() == {"events": 0, "sessions": 0, "schema_version": 1}
+    assert journal.stats() == {"events": 0, "sessions": 0, "schema_version": len(MIGRATIONS)}
+
+
+def test_an_older_journal_is_migrated_in_place(home_dir: Path) -> None:
+    path = home_dir / "journal.db"
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version = 0")
+    raw.close()
+    with SQLiteJournal(path) as journal:  # created from scratch: every migration ran
+        journal.append("s", [started()], 0)
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version = 1")
+    for view in ("tool_calls", "tasks", "notes", "sessions"):
+        raw.execute(f"DROP VIEW {view}")
+    for index in ("events_session_type", "events_type_at", "events_tool"):
+        raw.execute(f"DROP INDEX {index}")
+    raw.commit()
+    raw.close()
+    with SQLiteJournal(path) as journal:  # a version-1 journal gets the audit views
+        assert journal.stats()["schema_version"] == len(MIGRATIONS)
+        assert journal.db.execute("SELECT count(*) FROM sessions").fetchone() == (1,)
+        assert [e.version for e in journal.read("s")] == [1]
 
 
 def test_a_journal_from_a_newer_zagent_is_refused(home_dir: Path) -> None:

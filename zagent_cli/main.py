@@ -381,6 +381,57 @@ def doctor(obj: Context, as_json: bool) -> None:
     sys.exit(1 if broken else 0)
 
 
+# -- audit ---------------------------------------------------------------------------------
+
+
+def _since(text: str) -> str:
+    """``2026-11-30``, ``2026-11-30T05:00``, or a span back from now: ``30m``, ``2h``, ``7d``."""
+    from datetime import datetime, timedelta, timezone
+
+    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+    if text[:-1].isdigit() and text[-1:] in units:
+        when = datetime.now(timezone.utc) - timedelta(**{units[text[-1]]: int(text[:-1])})
+    else:
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise click.BadParameter("use a date or time (2026-11-30, 2026-11-30T05:00) or a span: 30m, 2h, 7d",
+                                     param_hint="--since") from None
+        when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+@cli.command()
+@click.option("--session", "session_id", metavar="ID", help="Only this session's calls.")
+@click.option("--tool", metavar="NAME", help="Only calls of this tool.")
+@click.option("--since", metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
+@click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
+@click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
+@click.option("--limit", metavar="N", type=click.IntRange(min=0), default=100, show_default=True,
+              help="At most the N most recent calls (0: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool,
+          slowest: int | None, limit: int, as_json: bool) -> None:
+    """What the tools did: one line per call, from the journal's tool_calls view."""
+    with obj.existing_journal() as journal:
+        rows = journal.audit(session=session_id, tool=tool, since=_since(since) if since else None, errors=errors,
+                             slowest=slowest, limit=limit or None)
+    if as_json:
+        _emit_json({"calls": rows})
+        return
+    if not rows:
+        click.echo("no calls match")
+        return
+    for row in rows:
+        took = f"{row['duration_ms']} ms" if row["duration_ms"] is not None else "-"
+        outcome = row["status"] if row["status"] != "finished" else ("error" if row["is_error"] else "ok")
+        code = f" exit {row['exit_code']}" if row["exit_code"] not in (None, 0) else ""
+        click.echo(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11}{code} {took:>9}  "
+                   f"{_head(json.dumps(row['arguments'], ensure_ascii=False), 50)}")
+        click.echo(f"    {_head(row['output_head'], 110)}")
+
+
 # -- sessions --------------------------------------------------------------------------
 
 
@@ -390,12 +441,14 @@ def sessions() -> None:
 
 
 @sessions.command("list")
+@click.option("--limit", metavar="N", type=click.IntRange(min=0), default=50, show_default=True,
+              help="The N most recently active sessions (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
-def sessions_list(obj: Context, as_json: bool) -> None:
-    """Every session, most recently active first."""
+def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
+    """Sessions, most recently active first, with their status."""
     with obj.existing_journal() as journal:
-        summaries = journal.sessions()
+        summaries = journal.sessions(limit or None)
         engine = obj.engine(journal)
         statuses = {s.session_id: engine.status(s.session_id) for s in summaries}
     if as_json:

@@ -87,8 +87,8 @@ class Journal(Protocol):
         """The session's events with a version above ``after_version``, in order."""
         ...
 
-    def sessions(self) -> list[SessionSummary]:
-        """Every session, most recently active first."""
+    def sessions(self, limit: int | None = None) -> list[SessionSummary]:
+        """Sessions, most recently active first (the ``limit`` most recent, or all)."""
         ...
 
     def check(self) -> list[str]:

@@ -16,12 +16,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import sqlite_utils
 
 from zagent_core.events import Event, dump_event, load_event
 from zagent_core.journal import ConcurrencyError, JournalError, SessionSummary, StoredEvent
+from zagent_store.views import audit_query, create_audit_views
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -60,7 +61,7 @@ def _create_events(db: sqlite_utils.Database) -> None:
 
 
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views]
 
 
 _INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -191,12 +192,23 @@ class SQLiteJournal:
         for seq, version, type_, at, data in rows:
             yield StoredEvent(seq, session_id, version, _parse_time(at), load_event(type_, json.loads(data)))
 
-    def sessions(self) -> list[SessionSummary]:
+    def sessions(self, limit: int | None = None) -> list[SessionSummary]:
+        # The most recent sessions first (a walk of the session index), then a few index
+        # lookups each: fast on a journal of millions of events.
         with self._lock, _reported(self.path, "read"):
             rows = self._conn.execute(
-                """SELECT session_id, min(at), max(at), count(*),
-                          sum(type = 'tool_call_requested'), max(type = 'session_ended')
-                   FROM events GROUP BY session_id ORDER BY max(seq) DESC"""
+                """WITH recent AS (
+                       SELECT session_id, max(seq) AS last_seq FROM events
+                       GROUP BY session_id ORDER BY last_seq DESC LIMIT ?)
+                   SELECT r.session_id,
+                          (SELECT at FROM events WHERE session_id = r.session_id AND version = 1),
+                          (SELECT at FROM events WHERE seq = r.last_seq),
+                          (SELECT max(version) FROM events WHERE session_id = r.session_id),
+                          (SELECT count(*) FROM events WHERE session_id = r.session_id
+                                                         AND type = 'tool_call_requested'),
+                          EXISTS (SELECT 1 FROM events WHERE session_id = r.session_id AND type = 'session_ended')
+                   FROM recent r ORDER BY r.last_seq DESC""",
+                (-1 if limit is None else limit,),
             ).fetchall()
         return [
             SessionSummary(
@@ -209,6 +221,19 @@ class SQLiteJournal:
             )
             for sid, first, last, count, calls, ended in rows
         ]
+
+    def audit(self, **filters: Any) -> list[dict[str, Any]]:
+        """Rows of the ``tool_calls`` view matching ``zagent audit``'s filters (see :func:`audit_query`)."""
+        sql, params = audit_query(**filters)
+        with self._lock, _reported(self.path, "read"):
+            cursor = self._conn.execute(sql, params)
+            names = [column[0] for column in cursor.description]
+            rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+        for row in rows:
+            if isinstance(row.get("arguments"), str):
+                with contextlib.suppress(ValueError):
+                    row["arguments"] = json.loads(row["arguments"])
+        return rows
 
     def check(self) -> list[str]:
         with self._lock:

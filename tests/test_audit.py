@@ -1,0 +1,77 @@
+"""The audit surface: SQL views over the journal and `zagent audit`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from click.testing import CliRunner
+from conftest import python_tool
+
+from zagent_cli.main import cli
+from zagent_core import Engine
+
+
+def run_calls(home_dir: Path, engine: Engine) -> str:
+    python_tool(home_dir, "fast", "print('fast result')",
+                parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
+    python_tool(home_dir, "slow", "import time\ntime.sleep(0.3)\nprint('slow result')")
+    python_tool(home_dir, "broken", "import sys\nsys.exit('it broke')")
+    python_tool(home_dir, "bg", "print('background result')", background=True)
+    with engine.start_session("test") as session:
+        session.call("fast", {"n": 1})
+        session.call("fast", {"n": "x"})
+        session.call("slow", {})
+        session.call("broken", {})
+        session.call("bg", {})
+        session.wait_task("1", 10)
+        session.call("slow", {}, call_id="call_second_slow")
+    return session.session_id
+
+
+def test_the_views_answer_what_the_tools_did(home_dir: Path, engine: Engine) -> None:
+    session_id = run_calls(home_dir, engine)
+    db = sqlite3.connect(home_dir / "journal.db")
+    db.row_factory = sqlite3.Row
+    calls = [dict(r) for r in db.execute("SELECT * FROM tool_calls ORDER BY requested_at")]
+    assert [(c["tool"], c["status"], c["is_error"]) for c in calls] == [
+        ("fast", "finished", 0), ("fast", "rejected", None), ("slow", "finished", 0), ("broken", "finished", 1),
+        ("bg", "finished", 0), ("slow", "finished", 0)]
+    assert json.loads(calls[0]["arguments"]) == {"n": 1}
+    assert calls[2]["duration_ms"] >= 300 and calls[3]["exit_code"] == 1 and "it broke" in calls[3]["output_head"]
+    assert calls[4]["task_id"] == "1"
+    (task,) = [dict(r) for r in db.execute("SELECT * FROM tasks")]
+    assert (task["tool"], task["status"], task["exit_code"]) == ("bg", "exited", 0)
+    (summary,) = [dict(r) for r in db.execute("SELECT * FROM sessions")]
+    assert summary["session_id"] == session_id and summary["calls"] == 6 and summary["status"] == "ended"
+
+
+def test_zagent_audit_filters(home_dir: Path, engine: Engine) -> None:
+    session_id = run_calls(home_dir, engine)
+
+    def audit(*args: str) -> list[dict]:
+        result = CliRunner().invoke(cli, ["--home", str(home_dir), "audit", "--json", *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["calls"]
+
+    assert len(audit()) == 6
+    assert {c["tool"] for c in audit("--tool", "slow")} == {"slow"}
+    assert [c["tool"] for c in audit("--errors")] == ["fast", "broken"]
+    assert [c["tool"] for c in audit("--slowest", "2")] == ["slow", "slow"]
+    assert audit("--session", "nope") == []
+    assert len(audit("--session", session_id, "--since", "1h")) == 6
+    assert audit("--since", "2999-01-01") == []
+    assert len(audit("--limit", "2")) == 2
+    text = CliRunner().invoke(cli, ["--home", str(home_dir), "audit", "--tool", "broken"]).output
+    assert "broken" in text and "error" in text and "it broke" in text
+    bad = CliRunner().invoke(cli, ["--home", str(home_dir), "audit", "--since", "yesterday"])
+    assert bad.exit_code == 2 and "use a date or time" in bad.output
+
+
+def test_the_tool_index_serves_audit_by_tool(home_dir: Path, engine: Engine) -> None:
+    run_calls(home_dir, engine)
+    db = sqlite3.connect(home_dir / "journal.db")
+    plan = " ".join(row[-1] for row in db.execute(
+        "EXPLAIN QUERY PLAN SELECT * FROM tool_calls WHERE tool = 'slow'"))
+    assert "events_tool" in plan

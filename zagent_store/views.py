@@ -1,0 +1,121 @@
+"""The audit views: the journal as tables people (and Datasette, sqlite-utils) can query.
+
+``tool_calls``, ``tasks``, ``notes`` and ``sessions`` are plain SQL views over ``events``;
+they store nothing, so they are always exactly what the journal says. Indexes make the
+common questions cheap on a journal of millions of events: a session's events by type,
+calls of one tool, events by type and time.
+"""
+
+from __future__ import annotations
+
+import sqlite_utils
+
+_LAST = "(SELECT {what} FROM events e WHERE e.session_id = r.session_id AND e.call_id = r.call_id AND e.type {cond} ORDER BY e.seq DESC LIMIT 1)"
+
+
+def _last(what: str, cond: str) -> str:
+    return _LAST.format(what=what, cond=cond)
+
+
+TOOL_CALLS = f"""
+SELECT r.session_id AS session_id,
+       r.call_id AS call_id,
+       json_extract(r.data, '$.tool') AS tool,
+       json_extract(r.data, '$.arguments') AS arguments,
+       coalesce({_last("CASE e.type WHEN 'tool_call_finished' THEN 'finished' WHEN 'tool_call_rejected' THEN 'rejected'"
+                       " WHEN 'tool_call_interrupted' THEN 'interrupted' ELSE 'running' END",
+                       "IN ('tool_call_started', 'tool_call_finished', 'tool_call_rejected', 'tool_call_interrupted')")},
+                'requested') AS status,
+       {_last("json_extract(e.data, '$.is_error')", "= 'tool_call_finished'")} AS is_error,
+       {_last("json_extract(e.data, '$.exit_code')", "= 'tool_call_finished'")} AS exit_code,
+       r.at AS requested_at,
+       {_last("e.at", "= 'tool_call_started'")} AS started_at,
+       {_last("json_extract(e.data, '$.duration_ms')", "= 'tool_call_finished'")} AS duration_ms,
+       {_last("substr(coalesce(json_extract(e.data, '$.output'), json_extract(e.data, '$.message')), 1, 200)",
+              "IN ('tool_call_finished', 'tool_call_rejected', 'tool_call_interrupted')")} AS output_head,
+       {_last("json_array_length(json_extract(e.data, '$.files'))", "= 'tool_call_finished'")} AS files,
+       {_last("json_extract(e.data, '$.task_id')", "= 'tool_call_started'")} AS task_id
+FROM events r
+WHERE r.type = 'tool_call_requested'
+"""
+
+TASKS = """
+SELECT s.session_id AS session_id,
+       json_extract(s.data, '$.task_id') AS task_id,
+       s.call_id AS call_id,
+       json_extract(s.data, '$.tool') AS tool,
+       coalesce((SELECT substr(e.type, 6) FROM events e WHERE e.session_id = s.session_id AND e.task_id = s.task_id
+                 AND e.type IN ('task_exited', 'task_killed', 'task_interrupted') ORDER BY e.seq DESC LIMIT 1),
+                'running') AS status,
+       s.at AS started_at,
+       (SELECT e.at FROM events e WHERE e.session_id = s.session_id AND e.task_id = s.task_id
+        AND e.type IN ('task_exited', 'task_killed', 'task_interrupted') ORDER BY e.seq DESC LIMIT 1) AS ended_at,
+       (SELECT json_extract(e.data, '$.exit_code') FROM events e WHERE e.session_id = s.session_id
+        AND e.task_id = s.task_id AND e.type IN ('task_exited', 'task_killed') ORDER BY e.seq DESC LIMIT 1) AS exit_code,
+       json_extract(s.data, '$.pid') AS pid,
+       json_extract(s.data, '$.task_dir') AS task_dir
+FROM events s
+WHERE s.type = 'task_started'
+"""
+
+NOTES = """
+SELECT session_id, seq, at, call_id, task_id,
+       json_extract(data, '$.text') AS text,
+       json_extract(data, '$.wake') AS wake
+FROM events
+WHERE type = 'note_received'
+"""
+
+SESSIONS = """
+SELECT session_id,
+       min(at) AS started_at,
+       max(at) AS last_event_at,
+       count(*) AS events,
+       sum(type = 'tool_call_requested') AS calls,
+       sum(type = 'task_started') AS tasks,
+       sum(type = 'model_replied') AS model_replies,
+       CASE WHEN max(type = 'session_ended') THEN 'ended' ELSE 'open' END AS status
+FROM events
+GROUP BY session_id
+"""
+
+VIEWS = {"tool_calls": TOOL_CALLS, "tasks": TASKS, "notes": NOTES, "sessions": SESSIONS}
+
+
+def create_audit_views(db: sqlite_utils.Database) -> None:
+    """Migration 2: the audit views and the indexes that keep them (and listings) fast."""
+    db["events"].create_index(["session_id", "type"], index_name="events_session_type")
+    db["events"].create_index(["type", "at"], index_name="events_type_at")
+    db.execute("CREATE INDEX events_tool ON events (json_extract(data, '$.tool')) WHERE type = 'tool_call_requested'")
+    for name, sql in VIEWS.items():
+        db.create_view(name, sql, replace=True)
+
+
+def audit_query(*, session: str | None = None, tool: str | None = None, since: str | None = None,
+                errors: bool = False, slowest: int | None = None, limit: int | None = None) -> tuple[str, list]:
+    """SQL (and its parameters) over ``tool_calls`` for ``zagent audit``'s filters."""
+    where, params = [], []
+    if session:
+        where.append("session_id = ?")
+        params.append(session)
+    if tool:
+        where.append("tool = ?")
+        params.append(tool)
+    if since:
+        where.append("requested_at >= ?")
+        params.append(since)
+    if errors:
+        where.append("(status IN ('rejected', 'interrupted') OR is_error = 1)")
+    sql = "SELECT * FROM tool_calls"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    if slowest:
+        sql += " AND duration_ms IS NOT NULL" if where else " WHERE duration_ms IS NOT NULL"
+        sql += " ORDER BY duration_ms DESC LIMIT ?"
+        params.append(slowest)
+    else:
+        sql += " ORDER BY requested_at"
+        if limit:
+            sql = f"SELECT * FROM ({sql} DESC LIMIT ?) ORDER BY requested_at"
+            params.append(limit)
+    return sql, params

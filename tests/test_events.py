@@ -34,6 +34,7 @@ SAMPLES = [
     events.TurnStarted(notes=[7], wakes=["w1"], reason="wake"),
     events.NotesDelivered(notes=[9]),
     events.WakeAnswered(wakes=["w1"], call_id="c2"),
+    events.SessionForked(parent_session_id="p", parent_seq=4),
     events.TurnEnded(reason="idle"),
     events.UserMessage(text="count the words"),
     events.ModelReplied(model="scripted", text="on it", stop_reason="tool_use", input_tokens=3,

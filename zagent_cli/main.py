@@ -464,6 +464,68 @@ def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
                    f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]}")
 
 
+@sessions.command("export")
+@click.argument("session_id")
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True,
+              help="One event per line.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write here, not to stdout.")
+@click.pass_obj
+def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None) -> None:
+    """Write SESSION_ID's events as JSON Lines: a replay fixture, an audit record."""
+    from zagent_core.exports import export_lines
+
+    with obj.existing_journal() as journal:
+        lines = list(export_lines(journal.read(session_id)))
+    if not lines:
+        raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+    text = "\n".join(lines) + "\n"
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"{len(lines)} events written to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@sessions.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--as", "as_id", metavar="ID", help="Store it under this session id.")
+@click.pass_obj
+def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
+    """Add the session of an export FILE to this home's journal."""
+    from zagent_core.exports import ExportError, import_session, parse_export
+    from zagent_core.journal import ConcurrencyError
+
+    try:
+        with open(file, encoding="utf-8") as handle:
+            imported = parse_export(handle, source=file)
+    except (ExportError, UnicodeDecodeError) as exc:
+        raise click.UsageError(str(exc)) from None
+    with obj.journal() as journal:
+        try:
+            session_id = import_session(journal, imported, as_id=as_id)
+        except ConcurrencyError:
+            raise click.UsageError(f"the journal already has a session {as_id or imported.session_id}; "
+                                   "import it under another id with --as") from None
+    click.echo(session_id)
+
+
+@sessions.command("fork")
+@click.argument("session_id")
+@click.option("--at", "at_seq", type=int, required=True, metavar="SEQ",
+              help="Copy the events up to this global position (the #N of sessions show --events).")
+@click.pass_obj
+def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
+    """A new session from SESSION_ID's first events; resume it to take another path."""
+    from zagent_core.exports import fork_session
+    from zagent_core.ids import new_session_id
+
+    with obj.existing_journal() as journal:
+        try:
+            click.echo(fork_session(journal, session_id, at_seq, new_session_id()))
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+
+
 def _head(text: str | None, width: int = 80) -> str:
     line = " ".join((text or "").split())
     return line if len(line) <= width else line[: width - 3] + "..."

@@ -88,6 +88,15 @@ class SessionResumed(_Body):
     warnings: list[str] = []
 
 
+class SessionForked(_Body):
+    """This session began as a copy of another's first events (``zagent sessions fork``)."""
+
+    type: Literal["session_forked"] = "session_forked"
+    parent_session_id: str
+    #: The parent's last event copied (its global ``seq``).
+    parent_seq: int
+
+
 class SessionEnded(_Body):
     type: Literal["session_ended"] = "session_ended"
     reason: str = "completed"
@@ -324,6 +333,7 @@ Event = Annotated[
         UserMessage,
         ModelReplied,
         WakeAnswered,
+        SessionForked,
     ],
     Field(discriminator="type"),
 ]
@@ -333,7 +343,7 @@ EVENT_TYPES: dict[str, type[_Body]] = {
     for cls in (SessionStarted, SessionEnded, ToolCallRequested, ToolCallRejected, ToolCallStarted, ToolCallFinished,
                 NoteReceived, WakeRequested, TurnStarted, ToolCallInterrupted, TaskStarted, TaskExited, TaskKilled,
                 TaskInterrupted, SessionResumed, NotesDelivered, TurnEnded, UserMessage, ModelReplied,
-                WakeAnswered)
+                WakeAnswered, SessionForked)
 }
 
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -75,11 +75,13 @@ class JournalError(RuntimeError):
 class Journal(Protocol):
     """An append-only store of session events."""
 
-    def append(self, session_id: str, events: Sequence[Event], expected_version: int) -> list[StoredEvent]:
+    def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
+               at: Sequence[datetime] | None = None) -> list[StoredEvent]:
         """Append ``events`` in one transaction after ``expected_version``.
 
-        Raises :class:`ConcurrencyError` when the session is not at that version, and
-        appends nothing in that case.
+        ``at`` gives each event its time (imports and forks keep the original ones);
+        by default they get the current time. Raises :class:`ConcurrencyError` when the
+        session is not at that version, and appends nothing in that case.
         """
         ...
 

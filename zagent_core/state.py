@@ -27,6 +27,7 @@ from zagent_core.events import (
     OutputFile,
     RepliedCall,
     SessionEnded,
+    SessionForked,
     SessionStarted,
     ToolCallFinished,
     ToolCallInterrupted,
@@ -143,6 +144,8 @@ class SessionState(BaseModel):
     last_at: datetime | None = None
     tools: list[ToolOffer] = []
     warnings: list[str] = []
+    #: ``PARENT@SEQ`` when the session is a fork.
+    forked_from: str | None = None
     #: In the order they were requested.
     calls: dict[str, CallView] = {}
     #: Notes and wake-ups journaled but not yet taken by a turn, by version / wake id.
@@ -221,6 +224,8 @@ def _apply(state: SessionState, stored: StoredEvent) -> SessionState:
     elif isinstance(event, ToolCallInterrupted):
         common["calls"] = _with_call(state, state.calls[event.call_id], status="interrupted",
                                      finished_at=stored.at, output=event.message, is_error=True)
+    elif isinstance(event, SessionForked):
+        common["forked_from"] = f"{event.parent_session_id}@{event.parent_seq}"
     elif isinstance(event, SessionResumed):
         common.update(status="open", tools=event.tools, warnings=event.warnings)
     elif isinstance(event, TaskStarted):

@@ -69,7 +69,7 @@ _INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, 
 
 def _format_time(when: datetime) -> str:
     """``2026-11-30T04:46:00.123Z``: sortable as text, readable in any SQLite client."""
-    return when.isoformat(timespec="milliseconds")[:-6] + "Z"
+    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def _parse_time(text: str) -> datetime:
@@ -139,13 +139,19 @@ class SQLiteJournal:
 
     # -- the Journal protocol -------------------------------------------------------
 
-    def append(self, session_id: str, events: Sequence[Event], expected_version: int) -> list[StoredEvent]:
-        now = datetime.now(timezone.utc)
-        now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as stored: milliseconds
-        at = _format_time(now)
+    def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
+               at: Sequence[datetime] | None = None) -> list[StoredEvent]:
+        if at is None:
+            now = datetime.now(timezone.utc)
+            now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as stored: milliseconds
+            times = [now] * len(events)
+            stamps = [_format_time(now)] * len(events)
+        else:  # imports and forks keep the times the events had
+            times = list(at)
+            stamps = [_format_time(when) for when in times]
         # event.__dict__ rather than getattr: a missing attribute costs pydantic an exception.
         rows = [
-            (session_id, expected_version + offset, event.type, at, event.__dict__.get("call_id"),
+            (session_id, expected_version + offset, event.type, stamps[offset - 1], event.__dict__.get("call_id"),
              event.__dict__.get("task_id"), dump_event(event))
             for offset, event in enumerate(events, start=1)
         ]
@@ -174,7 +180,7 @@ class SQLiteJournal:
                     conn.execute("ROLLBACK")
                 raise
         return [
-            StoredEvent(first + i, session_id, expected_version + i + 1, now, event)
+            StoredEvent(first + i, session_id, expected_version + i + 1, times[i], event)
             for i, event in enumerate(events)
         ]
 

@@ -1,0 +1,92 @@
+"""Sessions as files: one event per line (JSON Lines), schema-versioned, round-tripping exactly.
+
+An export is what a replay test commits as its fixture. Each line holds one event:
+``{"session_id", "version", "at", "type", "data"}``, where ``data`` is the event body as
+the journal stores it (with its schema version ``v``); global ``seq`` numbers are the
+journal's own business and are not exported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from zagent_core.events import Event, EventSchemaError, SessionForked, dump_event, load_event
+from zagent_core.journal import Journal, StoredEvent
+
+
+def export_lines(events: Iterable[StoredEvent]) -> Iterator[str]:
+    """One JSON line per event, in order."""
+    for stored in events:
+        yield json.dumps({
+            "session_id": stored.session_id,
+            "version": stored.version,
+            "at": stored.at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "type": stored.event.type,
+            "data": json.loads(dump_event(stored.event)),
+        }, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class ImportedSession:
+    session_id: str
+    events: list[Event]
+    times: list[datetime]
+
+
+class ExportError(ValueError):
+    """A file that is not a zagent export, with the line and what is wrong."""
+
+
+def parse_export(lines: Iterable[str], source: str = "the file") -> ImportedSession:
+    """Read an export back; raises :class:`ExportError` naming the first bad line."""
+    session_id: str | None = None
+    events: list[Event] = []
+    times: list[datetime] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source}, line {number}"
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or not isinstance(row.get("data"), dict):
+                raise ValueError('each line must be {"session_id", "version", "at", "type", "data": {...}}')
+            if session_id is None:
+                session_id = row["session_id"]
+            elif row["session_id"] != session_id:
+                raise ValueError(f'it belongs to session {row["session_id"]}, not {session_id}: one session per file')
+            if row["version"] != len(events) + 1:
+                raise ValueError(f'version {row["version"]} where {len(events) + 1} was expected')
+            events.append(load_event(row["type"], row["data"]))
+            times.append(datetime.fromisoformat(row["at"].replace("Z", "+00:00")))
+        except (ValueError, KeyError, TypeError, EventSchemaError) as exc:
+            raise ExportError(f"{where}: {exc}") from None
+    if session_id is None:
+        raise ExportError(f"{source} holds no events")
+    return ImportedSession(session_id=session_id, events=events, times=times)
+
+
+def import_session(journal: Journal, imported: ImportedSession, *, as_id: str | None = None) -> str:
+    """Write an imported session into ``journal`` (under ``as_id`` if given); returns its id.
+
+    Refuses (ConcurrencyError) a session id the journal already has, so nothing is mixed.
+    """
+    session_id = as_id or imported.session_id
+    journal.append(session_id, imported.events, 0, at=imported.times)
+    return session_id
+
+
+def fork_session(journal: Journal, session_id: str, at_seq: int, new_id: str) -> str:
+    """A new session made of ``session_id``'s events up to global position ``at_seq``.
+
+    The copy ends with ``session_forked``, which keeps the parent link; resume it to go
+    on from there (with another prompt, another model).
+    """
+    prefix = [stored for stored in journal.read(session_id) if stored.seq <= at_seq]
+    if not prefix:
+        raise ValueError(f"session {session_id} has no event at or before #{at_seq}")
+    journal.append(new_id, [s.event for s in prefix], 0, at=[s.at for s in prefix])
+    journal.append(new_id, [SessionForked(parent_session_id=session_id, parent_seq=prefix[-1].seq)], len(prefix))
+    return new_id

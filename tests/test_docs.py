@@ -2,7 +2,7 @@
 
 - ``docs/tutorial.md`` runs as written: its ```sh blocks, in order, in one ``bash -e``
   process, exit 0, and the output each ```text block shows after a command block is what
-  that block prints (ids, times, durations and temporary paths aside).
+  that block prints (ids, pids, times, durations and temporary paths aside).
 - Every ``zagent`` command and option that ``docs/cli.md`` mentions exists (checked
   against ``zagent ... --help``), and every command and option of ``--help`` is documented.
 - The Python examples of ``docs/python-api.md`` run, and the first prints what the page says.
@@ -108,6 +108,13 @@ def test_tutorial_runs_as_written(tutorial_run: tuple[int, list[str], str]) -> N
         "doctor exit status: 1",
         "all good",
         "IT WORKS",
+        "started as task #1; its notes reach you as it runs and you are woken with its result when it exits "
+        "(terminal tool: list, read, wait, kill)",
+        "[info: indexed notes.txt (1 of 2)]",
+        "[info: task #1 (index_files) finished:",
+        "  <- error: greet was not run: its arguments do not match its parameters. argument \"times\": must be <= 3 (got 5)",
+        "  <- ok: Hello, Ada! Hello, Ada!",
+        "assistant: Done: Ada was greeted twice.",
     ]:
         assert line in output, f"{line!r} is not in the tutorial's output:\n{output}"
 
@@ -120,6 +127,8 @@ _VARIABLE = [
     (re.compile(r"\bcall_[0-9a-f]{12}\b"), "<call>"),
     (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?"), "<date>"),
     (re.compile(r"\b\d\d:\d\d:\d\d\.\d{3}\b"), "<time>"),
+    (re.compile(r"\b\d\d:\d\d:\d\dZ"), "<time>Z"),  # task start and end times
+    (re.compile(r"\bpid \d+\b"), "pid <pid>"),
     (re.compile(r"\b\d+ ms\b"), "<n> ms"),
     (re.compile(r"\bzagent \d+\.\d+[^\s,]*"), "zagent <version>"),
 ]
@@ -178,6 +187,9 @@ def test_normalization_keeps_what_matters() -> None:
     line = "[ok in 34 ms; journaled as session 20261130-050611-6ee3d4, call call_f1027e046eaa]"
     assert _normalize(line) == "[ok in <n> ms; journaled as session <session>, call <call>]"
     assert _normalize("no such file: x (in /tmp/pytest-of-u/pytest-1/t0/tmp.AbC123xyZ9)") == "no such file: x (in <tmp>)"
+    assert (_normalize("task #1 index_files: exited, exit 0, pid 11873, started 05:06:17Z, ended 05:06:18Z")
+            == "task #1 index_files: exited, exit 0, pid <pid>, started <time>Z, ended <time>Z")
+    assert _normalize("model: 3 replies in 1 turns, 197 tokens in, 22 out") == "model: 3 replies in 1 turns, 197 tokens in, 22 out"
     assert _shown_lines_printed("a\n\nc\n", "a\nb\nc\n") == []
     assert _shown_lines_printed("c\na\n", "a\nb\nc\n") == ["a"]
 

@@ -381,6 +381,96 @@ def doctor(obj: Context, as_json: bool) -> None:
     sys.exit(1 if broken else 0)
 
 
+# -- replay --------------------------------------------------------------------------------
+
+
+def _rule(text: str) -> tuple[str, str]:
+    import re
+
+    pattern, sep, replacement = text.partition("=")
+    if not sep or not pattern:
+        raise click.BadParameter("write REGEX=REPLACEMENT, e.g. 'build-[0-9]+=build-N'", param_hint="--normalize")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise click.BadParameter(f"{pattern!r} is not a regular expression: {exc}", param_hint="--normalize") from None
+    return pattern, replacement
+
+
+@cli.command()
+@click.argument("session_id", required=False)
+@click.option("--tools", type=click.Choice(["recorded", "rerun"]), default="recorded", show_default=True,
+              help="recorded: serve tool results from the journal (does the host decide the same?); "
+                   "rerun: run the tools again in a copy of the workspace (do they give the same results?).")
+@click.option("--file", "export_file", type=click.Path(exists=True, dir_okay=False),
+              help="Replay the session of this export (zagent sessions export).")
+@click.option("--journal", "journal_path", type=click.Path(exists=True, dir_okay=False),
+              help="Replay from this journal file instead of the home's.")
+@click.option("--all", "replay_all", is_flag=True, help="Replay every session of the journal.")
+@click.option("--allow-unsafe", is_flag=True, help="With --tools rerun, also rerun tools marked replay: unsafe.")
+@click.option("--normalize", "rules", multiple=True, metavar="REGEX=REPL", callback=lambda c, p, v: [_rule(x) for x in v],
+              help="Replace what REGEX matches before outputs are compared (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def replay(obj: Context, session_id: str | None, tools: str, export_file: str | None, journal_path: str | None,
+           replay_all: bool, allow_unsafe: bool, rules: list[tuple[str, str]], as_json: bool) -> None:
+    """Drive a recorded session again and report, step by step, what differs.
+
+    Model replies always come from the recording. Exit 0 when everything matches, 1 on
+    a divergence, 2 on a usage error.
+    """
+    import tempfile
+
+    from zagent_core.config import load_config
+    from zagent_core.exports import ExportError, import_session, parse_export
+    from zagent_core.replay import replay as replay_session
+    from zagent_store import SQLiteJournal
+
+    if bool(session_id) + bool(export_file) + replay_all != 1:
+        raise click.UsageError("name one SESSION_ID, or give --file EXPORT, or --all")
+    config, _ = load_config(obj.home.config_path)
+    normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
+    with tempfile.TemporaryDirectory(prefix="zagent-replay-") as tmp:
+        if export_file:
+            try:
+                with open(export_file, encoding="utf-8") as handle:
+                    imported = parse_export(handle, source=export_file)
+            except (ExportError, UnicodeDecodeError) as exc:
+                raise click.UsageError(str(exc)) from None
+            source = SQLiteJournal(Path(tmp) / "recorded.db")
+            session_id = import_session(source, imported)
+        elif journal_path:
+            source = SQLiteJournal(journal_path)
+        else:
+            source = obj.existing_journal()
+        with source:
+            ids = [s.session_id for s in source.sessions()][::-1] if replay_all else [session_id]
+            reports = []
+            for number, sid in enumerate(ids, start=1):
+                workdir = Path(tmp) / f"replay-{number}"
+                workdir.mkdir()
+                try:
+                    with SQLiteJournal(workdir / "replay.db") as into:
+                        report = replay_session(source, sid, obj.home, into, tools=tools, allow_unsafe=allow_unsafe,
+                                                normalisers=normalisers, config=config, workdir=workdir)
+                except LookupError as exc:
+                    raise click.UsageError(str(exc)) from None
+                reports.append(report)
+                if replay_all and not as_json:
+                    click.echo(f"[{number}/{len(ids)}] {sid}: {'matches' if report.matched else 'DIVERGES'}",
+                               err=True)
+    if as_json:
+        _emit_json({"matched": all(r.matched for r in reports), "replays": [r.to_dict() for r in reports]})
+    else:
+        for report in reports:
+            if not replay_all or not report.matched:
+                click.echo(report.text())
+        if replay_all:
+            diverged = sum(not r.matched for r in reports)
+            click.echo(f"{len(reports) - diverged} of {len(reports)} sessions match")
+    sys.exit(0 if all(r.matched for r in reports) else 1)
+
+
 # -- audit ---------------------------------------------------------------------------------
 
 

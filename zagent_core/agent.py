@@ -85,12 +85,15 @@ class RunResult:
 class Agent:
     """Drives one session with one model. ``on_event`` sees every event as it is committed."""
 
-    def __init__(self, session: Session, model: Model, config: AgentConfig | None = None) -> None:
+    def __init__(self, session: Session, model: Model, config: AgentConfig | None = None, *,
+                 run_call: Callable[[RepliedCall], None] | None = None) -> None:
         self.session = session
         self.model = model
         self.config = config or session.engine.config.agent
         self.requests = 0
         self._seen: list[StoredEvent] = []
+        #: How a tool call is carried out: really (the default), or served from a recording.
+        self.run_call = run_call or (lambda call: session.call(call.name, call.arguments, call_id=call.call_id))
 
     def _events(self) -> list[StoredEvent]:
         """The session's events so far: only the new ones are read (and parsed) each time."""
@@ -112,15 +115,12 @@ class Agent:
 
     def _run_calls(self, calls: list[RepliedCall]) -> None:
         """Run a reply's calls: together when every one is concurrency-safe, else in order."""
-        def one(call: RepliedCall) -> None:
-            self.session.call(call.name, call.arguments, call_id=call.call_id)
-
         if len(calls) > 1 and all(self._concurrency_safe(c) for c in calls):
             with ThreadPoolExecutor(max_workers=min(len(calls), 8)) as pool:
-                list(pool.map(one, calls))
+                list(pool.map(self.run_call, calls))
         else:
             for call in calls:
-                one(call)
+                self.run_call(call)
 
     def turn(self, prompt: str | None, *, resumed: bool = False) -> str:
         """One turn, from a user message (or, with None, a wake-up) until the agent is idle.

@@ -87,10 +87,26 @@ class ModelConfig(BaseModel):
     max_retries: int = Field(3, ge=0, le=10)
 
 
+class NormaliseRule(BaseModel):
+    model_config = _STRICT
+
+    #: A regular expression; what it matches is replaced before outputs are compared.
+    pattern: str
+    replacement: str = "<normalised>"
+
+
+class ReplayConfig(BaseModel):
+    model_config = _STRICT
+
+    #: Your own rules for what legitimately changes between a recording and its replay.
+    normalize: list[NormaliseRule] = []
+
+
 class Config(BaseModel):
     model_config = _STRICT
 
     agent: AgentConfig = AgentConfig()
+    replay: ReplayConfig = ReplayConfig()
     model: ModelConfig = ModelConfig()
     tools: ToolsConfig = ToolsConfig()
     limits: LimitsConfig = LimitsConfig()

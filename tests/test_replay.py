@@ -1,0 +1,102 @@
+"""Replay: recorded sessions driven again, and a precise report of what changed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import EXAMPLES, PYTHON
+
+from zagent_cli.main import cli
+from zagent_core import Engine, Home
+from zagent_core.agent import Agent
+from zagent_core.models import load_model
+from zagent_core.replay import replay
+from zagent_store import SQLiteJournal
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> tuple[Path, str]:
+    """A home with word_count, and a session recorded with the scripted word_count example."""
+    home = tmp_path / "home"
+    shutil.copytree(EXAMPLES / "tools" / "word_count", home / "tools" / "word_count")
+    manifest = home / "tools" / "word_count" / "word_count.json"
+    manifest.write_text(manifest.read_text().replace('"python"', json.dumps(PYTHON)))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with SQLiteJournal(home / "journal.db") as journal:
+        session = Engine(Home(home), journal, workspace=workspace).start_session("run")
+        Agent(session, load_model(f"scripted:{EXAMPLES.parent / 'scripts' / 'word_count.json'}")).run("count")
+    return home, session.session_id
+
+
+def run_replay(home: Path, session_id: str, tmp_path: Path, **options):
+    with SQLiteJournal(home / "journal.db") as journal, SQLiteJournal(tmp_path / "replay.db") as into:
+        return replay(journal, session_id, Home(home), into, workdir=tmp_path / "work", **options)
+
+
+def test_an_unchanged_session_replays_the_same_both_ways(recorded, tmp_path: Path) -> None:
+    home, session_id = recorded
+    assert run_replay(home, session_id, tmp_path / "a", tools="recorded").matched
+    report = run_replay(home, session_id, tmp_path / "b", tools="rerun", allow_unsafe=True)
+    assert report.matched, report.text()
+    assert len(report.actual) == 2 and report.actual[1].output.startswith("5 words")
+
+
+def test_a_changed_tool_is_a_divergence_with_a_unified_diff(recorded, tmp_path: Path) -> None:
+    home, session_id = recorded
+    script = home / "tools" / "word_count" / "word_count.py"
+    script.write_text(script.read_text().replace("words, ", "tokens, "))
+    report = run_replay(home, session_id, tmp_path, tools="rerun", allow_unsafe=True)
+    assert not report.matched
+    (difference,) = report.differences
+    assert difference.step == 1 and difference.field == "output"
+    assert "-5 words, 4 distinct" in difference.diff and "+5 tokens, 4 distinct" in difference.diff
+    with pytest.raises(AssertionError, match="step 2, output differs"):
+        report.assert_matches()
+
+
+def test_a_changed_schema_is_a_different_host_decision(recorded, tmp_path: Path) -> None:
+    home, session_id = recorded
+    manifest = home / "tools" / "word_count" / "word_count.json"
+    data = json.loads(manifest.read_text())
+    data["parameters"]["properties"]["top"] = {"type": ["integer", "string"]}  # "two" is accepted now
+    manifest.write_text(json.dumps(data))
+    report = run_replay(home, session_id, tmp_path, tools="recorded")
+    assert [(d.step, d.field, d.expected, d.actual) for d in report.differences] == [
+        (0, "validation", "refused", "accepted")]
+
+
+def test_unsafe_tools_are_not_rerun_without_permission(recorded, tmp_path: Path) -> None:
+    home, session_id = recorded
+    report = run_replay(home, session_id, tmp_path, tools="rerun")
+    assert report.matched and len(report.not_rerun) == 2
+
+
+def test_the_cli_replays_exports_and_normalises(recorded, tmp_path: Path) -> None:
+    home, session_id = recorded
+    runner = CliRunner()
+    base = ["--home", str(home)]
+    assert runner.invoke(cli, [*base, "replay", session_id]).exit_code == 0
+    export = tmp_path / "s.zagent.jsonl"
+    export.write_text(runner.invoke(cli, [*base, "sessions", "export", session_id]).output)
+    script = home / "tools" / "word_count" / "word_count.py"
+    script.write_text(script.read_text().replace("distinct", "different"))
+    diverged = runner.invoke(cli, [*base, "replay", "--file", str(export), "--tools", "rerun", "--allow-unsafe",
+                                   "--json"])
+    assert diverged.exit_code == 1
+    body = json.loads(diverged.output)
+    assert body["matched"] is False and body["replays"][0]["differences"][0]["field"] == "output"
+    normalised = runner.invoke(cli, [*base, "replay", "--file", str(export), "--tools", "rerun", "--allow-unsafe",
+                                     "--normalize", "distinct|different=<d>"])
+    assert normalised.exit_code == 0, normalised.output
+    (home / "config.json").write_text(json.dumps({"replay": {"normalize": [
+        {"pattern": "distinct|different", "replacement": "<d>"}]}}))
+    assert runner.invoke(cli, [*base, "replay", session_id, "--tools", "rerun", "--allow-unsafe"]).exit_code == 0
+    usage = runner.invoke(cli, [*base, "replay"])
+    assert usage.exit_code == 2 and "name one SESSION_ID" in usage.output
+    assert runner.invoke(cli, [*base, "replay", "nope"]).exit_code == 2
+    assert runner.invoke(cli, [*base, "replay", session_id, "--normalize", "("]).exit_code == 2

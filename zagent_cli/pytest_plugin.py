@@ -1,0 +1,101 @@
+"""pytest plugin: recorded zagent sessions as regression tests (registered as ``pytest11``).
+
+* Exports named ``*.zagent.jsonl`` (``zagent sessions export ID -o x.zagent.jsonl``) under
+  your test paths become test items: each replays its session against the tools of the
+  home named by the ``zagent_home`` ini option, and fails with the step-by-step diff.
+* The ``zagent_replay`` fixture does the same from a test:
+  ``zagent_replay("tests/replays/x.zagent.jsonl", tools="rerun").assert_matches()``.
+
+Ini options: ``zagent_home`` (relative to the rootdir; default ``$ZAGENT_HOME`` or
+``~/.zagent``), ``zagent_replay_tools`` (``rerun``, the default, or ``recorded``) and
+``zagent_replay_allow_unsafe`` (rerun tools marked ``replay: unsafe`` too).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zagent_core.home import Home
+from zagent_core.replay import ReplayReport
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini("zagent_home", "agent home whose tools zagent replays use")
+    parser.addini("zagent_replay_tools", "recorded or rerun (default)", default="rerun")
+    parser.addini("zagent_replay_allow_unsafe", "also rerun tools marked replay: unsafe", type="bool", default=False)
+
+
+def _home(config: pytest.Config) -> Home:
+    configured = config.getini("zagent_home")
+    return Home(config.rootpath / configured) if configured else Home.locate()
+
+
+def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_unsafe: bool = False,
+                  normalize: list[tuple[str, str]] | None = None) -> ReplayReport:
+    """Replay the session of an export file against ``home``'s tools."""
+    from zagent_core.config import load_config
+    from zagent_core.exports import import_session, parse_export
+    from zagent_core.replay import replay
+    from zagent_store import SQLiteJournal
+
+    config, _ = load_config(home.config_path)
+    rules = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(normalize or [])
+    with tempfile.TemporaryDirectory(prefix="zagent-replay-") as tmp:
+        with open(path, encoding="utf-8") as handle:
+            imported = parse_export(handle, source=str(path))
+        with SQLiteJournal(Path(tmp) / "recorded.db") as recorded, SQLiteJournal(Path(tmp) / "replay.db") as into:
+            session_id = import_session(recorded, imported)
+            return replay(recorded, session_id, home, into, tools=tools,  # type: ignore[arg-type]
+                          allow_unsafe=allow_unsafe, normalisers=rules, config=config, workdir=Path(tmp) / "work")
+
+
+class ReplayDiverged(AssertionError):
+    def __init__(self, report: ReplayReport) -> None:
+        super().__init__(report.text())
+        self.report = report
+
+
+class ReplayItem(pytest.Item):
+    def runtest(self) -> None:
+        config = self.config
+        report = replay_export(self.path, _home(config), tools=config.getini("zagent_replay_tools"),
+                               allow_unsafe=config.getini("zagent_replay_allow_unsafe"))
+        if not report.matched:
+            raise ReplayDiverged(report)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, ReplayDiverged):
+            return excinfo.value.report.text()
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"zagent replay of {self.path.name}"
+
+
+class ReplayFile(pytest.File):
+    def collect(self) -> Iterator[ReplayItem]:
+        yield ReplayItem.from_parent(self, name="replay")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ReplayFile | None:
+    if file_path.name.endswith(".zagent.jsonl"):
+        return ReplayFile.from_parent(parent, path=file_path)
+    return None
+
+
+@pytest.fixture
+def zagent_replay(request: pytest.FixtureRequest) -> Callable[..., ReplayReport]:
+    """``zagent_replay(path, tools="rerun", home=None, allow_unsafe=False, normalize=None)`` -> report."""
+    def run(path: str | Path, tools: str | None = None, home: str | Path | None = None,
+            allow_unsafe: bool | None = None, normalize: list[tuple[str, str]] | None = None) -> ReplayReport:
+        config = request.config
+        return replay_export(
+            path, Home(home) if home else _home(config), tools=tools or config.getini("zagent_replay_tools"),
+            allow_unsafe=config.getini("zagent_replay_allow_unsafe") if allow_unsafe is None else allow_unsafe,
+            normalize=normalize)
+    return run

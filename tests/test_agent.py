@@ -136,3 +136,13 @@ def test_model_call_ids_that_cannot_name_a_folder_or_repeat_are_mapped(home_dir:
     assert list(session.state.calls) == ["call_.._x", "call_0", "call_0~2"]
     tool_ids = [m.tool_call_id for m in conversation(engine.journal.read(session.session_id), "s") if m.role == "tool"]
     assert tool_ids == ["../x", "call_0", "call_0"]  # the model sees its own ids back
+
+
+def test_a_turn_the_model_failed_goes_on_when_resumed_without_a_prompt(engine: Engine) -> None:
+    session = engine.start_session("run")
+    assert Agent(session, script()).run("hello").reason.startswith("model_error")
+    resumed = engine.resume(session.session_id)
+    result = Agent(resumed, script({"text": "hello back"})).run(None)
+    assert result.reason == "idle" and result.requests == 1
+    turns = [e.event.reason for e in engine.journal.read(session.session_id) if e.event.type == "turn_started"]
+    assert turns == ["user", "resume"]

@@ -266,12 +266,16 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
                 for problem in engine.config_problems + engine.load_tools().problems:
                     click.echo(f"{problem.severity}: {problem}", err=True)
                 session = engine.start_session(origin="run")
+                session.subscribe(_show_event)
             else:
-                session = engine.resume(session_id)
+                if engine.status(session_id) == "running":
+                    raise click.UsageError(f"session {session_id} is being run by another process; wait for it, "
+                                           "or stop it (Ctrl-C) first")
+                click.echo(f"[resuming {session_id}]", err=True)
+                session = engine.resume(session_id, listener=_show_event)
         except (UnknownSessionError, SessionEndedError) as exc:
             raise click.UsageError(str(exc)) from None
         click.echo(f"[session {session.session_id}, model {model.name}]", err=True)
-        session.subscribe(_show_event)
         # SIGTERM stops a run the way Ctrl-C does: tools killed, the journal told.
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         driver = session.mark_driver()

@@ -183,9 +183,9 @@ class Agent:
 
     def _run(self, prompt: str | None, wait: float, on_idle: Callable[[], None] | None) -> RunResult:
         state = self.session.state
-        # A turn a crash cut off (resume ended it as "interrupted") goes on: the model has
-        # not answered the results its last calls got.
-        cut_off = state.last_turn_end == "interrupted" and prompt is None
+        # A turn a crash cut off (resume ended it as "interrupted"), or one the model failed
+        # (its endpoint was down), goes on: the model has not answered its last results.
+        cut_off = prompt is None and (state.last_turn_end or "").startswith(("interrupted", "model_error"))
         if prompt is not None or cut_off or state.pending_wakes:
             reason = self.turn(prompt, resumed=cut_off)
         else:

@@ -193,13 +193,14 @@ class Engine:
         log.info("session_started", session=session.session_id, tools=len(tools.tools), warnings=len(warnings))
         return session
 
-    def resume(self, session_id: str) -> Session:
+    def resume(self, session_id: str, *, listener: Callable[[StoredEvent], None] | None = None) -> Session:
         """Pick up a session after the engine stopped, and settle everything it left open.
 
         Every call cut off gets a result (run again when its tool is ``replay: safe``,
         else reported interrupted), every background task is re-attached, finished from
         its exit record, or reported interrupted, unread notify-file lines become notes,
         and wake-ups not yet delivered stay pending for :meth:`Session.deliver`.
+        ``listener`` is subscribed first, so it sees what resume decides.
         """
         state = self.session_state(session_id)
         if state.version == 0:
@@ -208,6 +209,8 @@ class Engine:
             raise SessionEndedError(f"session {session_id} has ended; it has nothing to resume")
         tools = self.load_tools()
         session = Session(self, session_id, tools, state)
+        if listener is not None:  # sees what resume settles, too
+            session.subscribe(listener)
         warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
         session._append([SessionResumed(zagent_version=zagent_version(), tools=offers(tools), warnings=warnings)])
         session._settle()

@@ -103,7 +103,7 @@ def test_an_older_journal_is_migrated_in_place(home_dir: Path) -> None:
     raw.execute("PRAGMA user_version = 1")
     for view in ("tool_calls", "tasks", "notes", "sessions"):
         raw.execute(f"DROP VIEW {view}")
-    for index in ("events_session_type", "events_type_at", "events_tool"):
+    for index in ("events_session_type", "events_type_at", "events_tool", "events_duration"):
         raw.execute(f"DROP INDEX {index}")
     raw.commit()
     raw.close()

@@ -544,7 +544,8 @@ def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
     with obj.existing_journal() as journal:
         summaries = journal.sessions(limit or None)
         engine = obj.engine(journal)
-        statuses = {s.session_id: engine.status(s.session_id) for s in summaries}
+        # An ended session needs no rebuild to know its status.
+        statuses = {s.session_id: "ended" if s.ended else engine.status(s.session_id) for s in summaries}
     if as_json:
         _emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id]}
                                  for s in summaries]})

@@ -10,17 +10,20 @@ UPDATE and DELETE, and refuse a version that does not follow the session's last 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import sqlite_utils
 
 from zagent_core.events import Event, dump_event, load_event
+
+if TYPE_CHECKING:
+    import sqlite_utils
 from zagent_core.journal import ConcurrencyError, JournalError, SessionSummary, StoredEvent
 from zagent_store.views import audit_query, create_audit_views
 
@@ -105,7 +108,6 @@ class SQLiteJournal:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn = conn
-            self.db = sqlite_utils.Database(conn)
             self._lock = threading.Lock()
             self._migrate()
         except sqlite3.Error as exc:
@@ -114,6 +116,17 @@ class SQLiteJournal:
         except BaseException:
             conn.close()
             raise
+
+    @functools.cached_property
+    def db(self) -> sqlite_utils.Database:
+        """The journal as a sqlite-utils Database, for schema work and ad-hoc queries.
+
+        Imported on first use: sqlite-utils' import (numpy, where installed) would
+        otherwise add tens of milliseconds to every command.
+        """
+        import sqlite_utils
+
+        return sqlite_utils.Database(self._conn)
 
     # -- schema -----------------------------------------------------------------
 
@@ -202,10 +215,19 @@ class SQLiteJournal:
         # The most recent sessions first (a walk of the session index), then a few index
         # lookups each: fast on a journal of millions of events.
         with self._lock, _reported(self.path, "read"):
+            if limit is not None:
+                # Newest events first until enough sessions are seen: stops early.
+                recent: dict[str, int] = {}
+                for session_id, seq in self._conn.execute("SELECT session_id, seq FROM events ORDER BY seq DESC"):
+                    if len(recent) >= limit:
+                        break
+                    recent.setdefault(session_id, seq)
+                wanted = list(recent)
             rows = self._conn.execute(
                 """WITH recent AS (
                        SELECT session_id, max(seq) AS last_seq FROM events
-                       GROUP BY session_id ORDER BY last_seq DESC LIMIT ?)
+                       WHERE ? OR session_id IN (SELECT value FROM json_each(?))
+                       GROUP BY session_id ORDER BY last_seq DESC)
                    SELECT r.session_id,
                           (SELECT at FROM events WHERE session_id = r.session_id AND version = 1),
                           (SELECT at FROM events WHERE seq = r.last_seq),
@@ -214,7 +236,7 @@ class SQLiteJournal:
                                                          AND type = 'tool_call_requested'),
                           EXISTS (SELECT 1 FROM events WHERE session_id = r.session_id AND type = 'session_ended')
                    FROM recent r ORDER BY r.last_seq DESC""",
-                (-1 if limit is None else limit,),
+                (limit is None, json.dumps(wanted if limit is not None else [])),
             ).fetchall()
         return [
             SessionSummary(

@@ -8,7 +8,10 @@ calls of one tool, events by type and time.
 
 from __future__ import annotations
 
-import sqlite_utils
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 _LAST = "(SELECT {what} FROM events e WHERE e.session_id = r.session_id AND e.call_id = r.call_id AND e.type {cond} ORDER BY e.seq DESC LIMIT 1)"
 
@@ -84,9 +87,14 @@ VIEWS = {"tool_calls": TOOL_CALLS, "tasks": TASKS, "notes": NOTES, "sessions": S
 
 def create_audit_views(db: sqlite_utils.Database) -> None:
     """Migration 2: the audit views and the indexes that keep them (and listings) fast."""
-    db["events"].create_index(["session_id", "type"], index_name="events_session_type")
+    # Each index gives both the filter and the order audit wants (newest first), so a
+    # query for a rare tool or one session reads only its own rows (bench/journal_scale.py).
+    db["events"].create_index(["session_id", "type", "at"], index_name="events_session_type")
     db["events"].create_index(["type", "at"], index_name="events_type_at")
-    db.execute("CREATE INDEX events_tool ON events (json_extract(data, '$.tool')) WHERE type = 'tool_call_requested'")
+    db.execute("CREATE INDEX events_tool ON events (json_extract(data, '$.tool'), at)"
+               " WHERE type = 'tool_call_requested'")
+    db.execute("CREATE INDEX events_duration ON events (type, json_extract(data, '$.duration_ms'))"
+               " WHERE type = 'tool_call_finished'")
     for name, sql in VIEWS.items():
         db.create_view(name, sql, replace=True)
 
@@ -107,6 +115,13 @@ def audit_query(*, session: str | None = None, tool: str | None = None, since: s
     if errors:
         where.append("(status IN ('rejected', 'interrupted') OR is_error = 1)")
     sql = "SELECT * FROM tool_calls"
+    if slowest and not where:
+        # Pick the slowest calls from the duration index first; the view then only
+        # describes those few (a walk of every call otherwise).
+        return ("SELECT * FROM tool_calls WHERE (session_id, call_id) IN ("
+                " SELECT session_id, call_id FROM events WHERE type = 'tool_call_finished'"
+                " ORDER BY json_extract(data, '$.duration_ms') DESC LIMIT ?)"
+                " ORDER BY duration_ms DESC", [slowest])
     if where:
         sql += " WHERE " + " AND ".join(where)
     if slowest:

@@ -3,8 +3,10 @@
 - ``docs/tutorial.md`` runs as written: its ```sh blocks, in order, in one ``bash -e``
   process, exit 0, and the output each ```text block shows after a command block is what
   that block prints (ids, pids, times, durations and temporary paths aside).
-- Every ``zagent`` command and option that ``docs/cli.md`` mentions exists (checked
-  against ``zagent ... --help``), and every command and option of ``--help`` is documented.
+- Every ``zagent`` command and option that ``docs/cli.md`` (or ``docs/audit.md``) mentions
+  exists (checked against ``zagent ... --help``), and every command and option of
+  ``--help`` is documented in ``docs/cli.md``.
+- ``docs/audit.md`` lists every column of every audit view, in order.
 - The Python examples of ``docs/python-api.md`` run, and the first prints what the page says.
 
 In the tutorial, ```sh blocks are commands and a ```text block right after one is its
@@ -230,15 +232,15 @@ def _help(path: tuple[str, ...]) -> tuple[dict[str, tuple[str, bool]], frozenset
     return options, frozenset(commands)
 
 
-def _cli_doc_mentions() -> list[str]:
-    """Every ``zagent ...`` command line of docs/cli.md.
+def _cli_doc_mentions(page: str = "cli.md") -> list[str]:
+    """Every ``zagent ...`` command line of a page of docs/ (docs/cli.md by default).
 
     Code spans of the prose, ``$ zagent ...`` lines of ```text blocks (the rest of them is
     output), and ``zagent ...`` lines of other blocks (synopses).
     """
-    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    text = (DOCS / page).read_text(encoding="utf-8")
     mentions: list[str] = []
-    for language, body in fenced_blocks(DOCS / "cli.md"):
+    for language, body in fenced_blocks(DOCS / page):
         for line in body.splitlines():
             if language == "text":
                 if line.startswith("$ zagent"):
@@ -305,6 +307,13 @@ def test_cli_doc_mentions_only_real_commands_and_options() -> None:
     assert not problems, "docs/cli.md mentions what zagent does not have:\n" + "\n".join(problems)
 
 
+def test_audit_doc_mentions_only_real_commands_and_options() -> None:
+    mentions = _cli_doc_mentions("audit.md")
+    assert len(mentions) > 10
+    problems = [problem for mention in mentions for problem in _walk(mention)[2]]
+    assert not problems, "docs/audit.md mentions what zagent does not have:\n" + "\n".join(problems)
+
+
 def test_cli_doc_covers_every_command_and_option() -> None:
     used: set[tuple[tuple[str, ...], str]] = set()
     reached: set[tuple[str, ...]] = set()
@@ -328,6 +337,27 @@ def test_cli_doc_walk_catches_mistakes() -> None:
     assert _walk("zagent tools list --home DIR")[2]
     assert _walk("zagent tools frobnicate")[2]
     assert _walk("zagent sessions show --event")[2]
+
+
+# -- docs/audit.md documents the views as they are ------------------------------------------
+
+
+def _documented_columns(view: str) -> list[str]:
+    """The first column of the table right under the ``### `view``` heading of docs/audit.md."""
+    text = (DOCS / "audit.md").read_text(encoding="utf-8")
+    section = text.split(f"### `{view}`\n", 1)[1].split("\n#", 1)[0]
+    return re.findall(r"^\| `(\w+)` \|", section, re.M)
+
+
+def test_audit_doc_lists_every_column_of_every_view(tmp_path: Path) -> None:
+    from zagent_store import SQLiteJournal
+    from zagent_store.views import VIEWS
+
+    with SQLiteJournal(tmp_path / "journal.db") as journal:
+        for view in VIEWS:
+            columns = [row[1] for row in journal.db.execute(f"PRAGMA table_info({view})").fetchall()]
+            assert columns, view
+            assert _documented_columns(view) == columns, f"docs/audit.md: the columns of {view}"
 
 
 # -- docs/python-api.md ----------------------------------------------------------------------

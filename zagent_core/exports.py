@@ -9,12 +9,17 @@ journal's own business and are not exported.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
+from typing import Any
 
 from zagent_core.events import Event, EventSchemaError, SessionForked, dump_event, load_event
 from zagent_core.journal import Journal, StoredEvent
+from zagent_core.state import InconsistentJournalError, rebuild
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 
 
 def export_lines(events: Iterable[StoredEvent]) -> Iterator[str]:
@@ -60,12 +65,30 @@ def parse_export(lines: Iterable[str], source: str = "the file") -> ImportedSess
             if row["version"] != len(events) + 1:
                 raise ValueError(f'version {row["version"]} where {len(events) + 1} was expected')
             events.append(load_event(row["type"], row["data"]))
-            times.append(datetime.fromisoformat(row["at"].replace("Z", "+00:00")))
-        except (ValueError, KeyError, TypeError, EventSchemaError) as exc:
+            when = datetime.fromisoformat(row["at"].replace("Z", "+00:00"))
+            times.append(when if when.tzinfo else when.replace(tzinfo=timezone.utc))  # zagent's times are UTC
+        except (ValueError, KeyError, TypeError, AttributeError, EventSchemaError) as exc:
             raise ExportError(f"{where}: {exc}") from None
     if session_id is None:
         raise ExportError(f"{source} holds no events")
+    check_session_id(session_id, source)
+    _check_consistent(session_id, events, times, source)
     return ImportedSession(session_id=session_id, events=events, times=times)
+
+
+def check_session_id(session_id: Any, source: str = "the session id") -> None:
+    """Session ids name folders: letters, digits, ``_ - . :`` only, no leading dot."""
+    if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
+        raise ExportError(f"{source}: {session_id!r} is not a usable session id (letters, digits, _ - . : only)")
+
+
+def _check_consistent(session_id: str, events: list[Event], times: list[datetime], source: str) -> None:
+    """The events must fold into a session: a file cannot smuggle in a broken one."""
+    try:
+        rebuild(StoredEvent(0, session_id, n, when, event)
+                for n, (event, when) in enumerate(zip(events, times), start=1))
+    except InconsistentJournalError as exc:
+        raise ExportError(f"{source}: {exc}") from None
 
 
 def import_session(journal: Journal, imported: ImportedSession, *, as_id: str | None = None) -> str:
@@ -87,6 +110,8 @@ def fork_session(journal: Journal, session_id: str, at_seq: int, new_id: str) ->
     prefix = [stored for stored in journal.read(session_id) if stored.seq <= at_seq]
     if not prefix:
         raise ValueError(f"session {session_id} has no event at or before #{at_seq}")
-    journal.append(new_id, [s.event for s in prefix], 0, at=[s.at for s in prefix])
-    journal.append(new_id, [SessionForked(parent_session_id=session_id, parent_seq=prefix[-1].seq)], len(prefix))
+    link = SessionForked(parent_session_id=session_id, parent_seq=prefix[-1].seq)
+    # One transaction: a crash never leaves a copy without its parent link.
+    journal.append(new_id, [*(s.event for s in prefix), link], 0,
+                   at=[*(s.at for s in prefix), datetime.now(timezone.utc)])
     return new_id

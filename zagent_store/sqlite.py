@@ -48,8 +48,9 @@ def _create_events(db: sqlite_utils.Database) -> None:
         not_null={"session_id", "version", "type", "at", "data"},
     )
     db["events"].create_index(["session_id", "version"], unique=True, index_name="events_session_version")
-    db["events"].create_index(["call_id"], index_name="events_call_id")
-    db["events"].create_index(["task_id"], index_name="events_task_id")
+    # Ids repeat across sessions (a model numbers its calls), so lookups pair them with the session.
+    db["events"].create_index(["call_id", "session_id"], index_name="events_call_id")
+    db["events"].create_index(["task_id", "session_id"], index_name="events_task_id")
     db.execute(
         f"""CREATE TRIGGER events_version_follows BEFORE INSERT ON events
         WHEN NEW.version != 1 + coalesce(
@@ -159,8 +160,8 @@ class SQLiteJournal:
             now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as stored: milliseconds
             times = [now] * len(events)
             stamps = [_format_time(now)] * len(events)
-        else:  # imports and forks keep the times the events had
-            times = list(at)
+        else:  # imports and forks keep the times the events had (to the millisecond, as stored)
+            times = [when.replace(microsecond=when.microsecond - when.microsecond % 1000) for when in at]
             stamps = [_format_time(when) for when in times]
         # event.__dict__ rather than getattr: a missing attribute costs pydantic an exception.
         rows = [

@@ -42,7 +42,8 @@ def test_every_reply_is_journaled_before_its_calls_run(home_dir: Path, engine: E
         "tool_call_finished", "model_replied", "turn_ended"]
     messages = conversation(engine.journal.read(session.session_id), "sys")
     assert [(m.role, m.content) for m in messages] == [
-        ("system", "sys"), ("user", "say hi"), ("assistant", "saying"), ("tool", "hi"), ("assistant", "done")]
+        ("system", AgentConfig().system_prompt),  # the journaled one, not the fallback
+        ("user", "say hi"), ("assistant", "saying"), ("tool", "hi"), ("assistant", "done")]
     assert messages[3].tool_call_id == "c0_0"
 
 
@@ -146,3 +147,9 @@ def test_a_turn_the_model_failed_goes_on_when_resumed_without_a_prompt(engine: E
     assert result.reason == "idle" and result.requests == 1
     turns = [e.event.reason for e in engine.journal.read(session.session_id) if e.event.type == "turn_started"]
     assert turns == ["user", "resume"]
+
+
+def test_the_system_prompt_is_journaled_and_used_when_the_conversation_is_rebuilt(engine: Engine) -> None:
+    session = engine.start_session("run")
+    Agent(session, script({"text": "hi"}), AgentConfig(system_prompt="Be brief.")).run("hello")
+    assert conversation(engine.journal.read(session.session_id), "another prompt")[0].content == "Be brief."

@@ -35,6 +35,9 @@ class OrphanedCallError(RuntimeError):
 def conversation(events: Iterable[StoredEvent], system_prompt: str) -> list[Message]:
     """The messages a model is sent, rebuilt from a session's events.
 
+    The system prompt is the one the latest turn journaled (``system_prompt`` is the
+    fallback for sessions that journaled none).
+
     Notes and wake-ups delivered by a turn (or mid-turn) follow as one user message of
     ``[info: ...]`` lines, at the end of the request; they never touch the system prompt.
     """
@@ -52,6 +55,8 @@ def conversation(events: Iterable[StoredEvent], system_prompt: str) -> list[Mess
             note_text[stored.version] = event.text
         elif event.type == "wake_requested":
             wakes[event.wake_id] = (event.reason, event.text)
+        elif event.type == "turn_started" and event.system_prompt is not None:
+            system_prompt = event.system_prompt
 
     messages = [Message(role="system", content=system_prompt)]
     for stored in events:
@@ -132,7 +137,8 @@ class Agent:
         session = self.session
         if prompt is not None:
             session.record_user_message(prompt)
-        session.deliver(turn="user" if prompt is not None else "resume" if resumed else "wake")
+        session.deliver(turn="user" if prompt is not None else "resume" if resumed else "wake",
+                        system_prompt=self.config.system_prompt)
         calls_this_turn = 0
         specs = self.tool_specs()
         while True:

@@ -322,7 +322,8 @@ class Session:
                 call_id = next(reversed(self.state.calls))
                 self._append([WakeAnswered(wakes=wakes, call_id=call_id)])
 
-    def deliver(self, turn: Literal["user", "wake", "resume"] | None = None) -> Delivery:
+    def deliver(self, turn: Literal["user", "wake", "resume"] | None = None, *,
+                system_prompt: str | None = None) -> Delivery:
         """Take the pending notes and wake-ups for the agent's next request, exactly once.
 
         With ``turn``, this begins a turn (``turn_started``, journaled even when nothing
@@ -334,7 +335,7 @@ class Session:
             wakes = list(self.state.pending_wakes.values())
             taken = {"notes": [n.version for n in notes], "wakes": [w.wake_id for w in wakes]}
             if turn is not None:
-                self._append([TurnStarted(reason=turn, **taken)])
+                self._append([TurnStarted(reason=turn, system_prompt=system_prompt, **taken)])
             elif notes or wakes:
                 self._append([NotesDelivered(**taken)])
         return Delivery(notes=notes, wakes=wakes)

@@ -258,6 +258,9 @@ class TurnStarted(_Delivery):
 
     type: Literal["turn_started"] = "turn_started"
     reason: Literal["user", "wake", "resume", "delivery"] = "delivery"
+    #: The system prompt this turn's requests carry, so a later rebuild (or replay)
+    #: sends exactly what was sent, whatever the config says by then.
+    system_prompt: str | None = None
 
 
 class NotesDelivered(_Delivery):

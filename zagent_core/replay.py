@@ -256,8 +256,11 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tool
     if not_copied:
         report.notes.append(not_copied)
     config = config or Config()
+    recorded_prompt = next((e.event.system_prompt for e in recorded
+                            if e.event.type == "turn_started" and e.event.system_prompt is not None), None)
     config = config.model_copy(update={"agent": AgentConfig(**{
-        **config.agent.model_dump(), "max_turns": max(len(replies) + 1, 1)})})
+        **config.agent.model_dump(), "max_turns": max(len(replies) + 1, 1),
+        **({"system_prompt": recorded_prompt} if recorded_prompt is not None else {})})})
     engine = Engine(Home(scratch_home), into, workspace=workspace, config=config)
     session = engine.start_session(origin=f"replay of {session_id} (tools {tools})")
     report.replay_session_id = session.session_id

@@ -155,3 +155,20 @@ def test_tools_run_prints_notes_as_they_would_be_delivered(example_home: Path) -
     assert result.stdout.splitlines()[:3] == ["[info: 1/3 counted]", "[info: 2/3 counted]", "[info: 3/3 counted]"]
     body = json.loads(run(example_home, "tools", "run", "slow_count", "--args", '{"n": 2, "delay": 0}', "--json").stdout)
     assert body["notes"] == ["1/2 counted", "2/2 counted"]
+
+
+def test_ctrl_c_during_tools_run_stops_the_tool_and_exits_130(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    home = tmp_path / "home"
+    python_tool(home, "sleepy", "import time\nprint('started', flush=True)\ntime.sleep(30)")
+    proc = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), "tools", "run", "sleepy"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and "Traceback" not in err and "[stopped;" in err
+    shown = subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "sessions", "list", "--json"],
+                           capture_output=True, text=True)
+    assert json.loads(shown.stdout)["sessions"][0]["status"] == "ended"

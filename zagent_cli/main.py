@@ -175,7 +175,16 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
 
         with engine.start_session(origin="tools run", tools=toolset) as session:
             session.subscribe(show_note)
-            result = session.call(name, arguments)
+            driver = session.mark_driver()
+            try:
+                result = session.call(name, arguments)
+            except KeyboardInterrupt:
+                # The tool was stopped with us and its call journaled as interrupted.
+                session.end("interrupted")
+                click.echo(f"\n[stopped; the call is journaled in session {session.session_id}]", err=True)
+                sys.exit(130)
+            finally:
+                driver.unlink(missing_ok=True)
             call_id = next(reversed(session.state.calls))
             task_id = session.state.calls[call_id].task_id
             if task_id is not None and not result.is_error:

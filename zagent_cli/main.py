@@ -529,8 +529,9 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
     for row in rows:
         took = f"{row['duration_ms']} ms" if row["duration_ms"] is not None else "-"
         outcome = row["status"] if row["status"] != "finished" else ("error" if row["is_error"] else "ok")
-        code = f" exit {row['exit_code']}" if row["exit_code"] not in (None, 0) else ""
-        click.echo(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11}{code} {took:>9}  "
+        if row["exit_code"] not in (None, 0):
+            outcome += f" ({row['exit_code']})"
+        click.echo(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11} {took:>9}  "
                    f"{_head(json.dumps(row['arguments'], ensure_ascii=False), 50)}")
         click.echo(f"    {_head(row['output_head'], 110)}")
 
@@ -671,6 +672,8 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
         click.echo(f"model: {state.model_replies} replies in {state.turns} turns, {state.input_tokens} tokens in, "
                    f"{state.output_tokens} out")
     click.echo(f"workspace: {state.workspace}")
+    if state.forked_from:
+        click.echo(f"forked from: {state.forked_from}")
     click.echo(f"tools offered: {', '.join(t.name for t in state.tools) or 'none'}")
     for warning in state.warnings:
         click.echo(f"warning: {warning}")

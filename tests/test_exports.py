@@ -129,9 +129,50 @@ def test_the_cli_exports_imports_and_forks(tmp_path: Path) -> None:
          "line 1"),
         ('{"session_id": "s", "version": 1, "at": "2026-01-01T00:00:00Z", "type": "tool_call_finished", '
          '"data": {"v": 1, "call_id": "c9", "output": "", "is_error": false, "exit_code": 0, "duration_ms": 1}}',
-         "refers to 'c9', which the session never had"),
+         "the first event is tool_call_finished, not session_started"),
     ],
 )
 def test_an_export_that_would_break_the_journal_is_refused(line: str, message: str) -> None:
     with pytest.raises(ExportError, match=message):
         parse_export([line], source="x.jsonl")
+
+
+def test_an_export_with_a_result_for_a_call_never_requested_is_refused() -> None:
+    lines = [
+        '{"session_id": "s", "version": 1, "at": "2026-01-01T00:00:00Z", "type": "session_started", '
+        '"data": {"v": 1, "origin": "t", "workspace": "/", "zagent_version": "0"}}',
+        '{"session_id": "s", "version": 2, "at": "2026-01-01T00:00:01Z", "type": "tool_call_finished", '
+        '"data": {"v": 1, "call_id": "c9", "output": "", "is_error": false, "exit_code": 0, "duration_ms": 1}}',
+    ]
+    with pytest.raises(ExportError, match="refers to 'c9', which the session never had"):
+        parse_export(lines, source="x.jsonl")
+
+
+def test_import_refuses_a_session_id_that_could_leave_the_home(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with SQLiteJournal(home / "journal.db") as journal:
+        journal.append("s1", [SessionStarted(origin="t", workspace="/", zagent_version="0")], 0)
+    runner = CliRunner()
+    file = tmp_path / "s1.jsonl"
+    file.write_text(runner.invoke(cli, ["--home", str(home), "sessions", "export", "s1"]).output)
+    result = runner.invoke(cli, ["--home", str(home), "sessions", "import", str(file), "--as", "../../escape"])
+    assert result.exit_code == 2 and "--as" in result.output and "not a usable session id" in result.output
+
+
+def test_a_fork_of_an_ended_session_can_go_on_and_leaves_the_parents_tasks_alone(tmp_path: Path) -> None:
+    from zagent_core.events import SessionEnded, TaskStarted, ToolCallStarted
+
+    with SQLiteJournal(tmp_path / "journal.db") as journal:
+        stored = journal.append("parent", [
+            SessionStarted(origin="t", workspace="/", zagent_version="0"),
+            ToolCallRequested(call_id="c1", tool="bg", arguments={}),
+            ToolCallStarted(call_id="c1", task_id="1", tool="bg", arguments={}, argv=["x"], cwd="/",
+                            input_mode="stdin_json", output_mode="text", output_dir="/o", notify_file="/n",
+                            timeout_seconds=None, manifest_hash="m", files_hash="f"),
+            TaskStarted(task_id="1", call_id="c1", tool="bg", pid=1, start_ticks=1, boot_id="b", task_dir="/t"),
+            SessionEnded(),
+        ], 0)
+        fork_session(journal, "parent", stored[-1].seq, "child")
+        child = rebuild(journal.read("child"))
+    assert child.status == "open" and child.tasks["1"].status == "interrupted"
+    assert "stays with session parent" in child.tasks["1"].output

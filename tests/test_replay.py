@@ -100,3 +100,32 @@ def test_the_cli_replays_exports_and_normalises(recorded, tmp_path: Path) -> Non
     assert usage.exit_code == 2 and "name one SESSION_ID" in usage.output
     assert runner.invoke(cli, [*base, "replay", "nope"]).exit_code == 2
     assert runner.invoke(cli, [*base, "replay", session_id, "--normalize", "("]).exit_code == 2
+
+
+def test_a_removed_tool_diverges_even_when_results_are_served(recorded, tmp_path: Path) -> None:
+    home, session_id = recorded
+    shutil.rmtree(home / "tools" / "word_count")
+    report = run_replay(home, session_id, tmp_path, tools="recorded")
+    assert not report.matched and {d.field for d in report.differences} == {"tool"}
+
+
+def test_an_unknown_tools_mode_is_refused(recorded, tmp_path: Path) -> None:
+    home, session_id = recorded
+    with pytest.raises(ValueError, match='tools must be "recorded" or "rerun"'):
+        run_replay(home, session_id, tmp_path, tools="Rerun")
+
+
+def test_a_session_whose_turn_failed_and_was_resumed_replays_the_same(tmp_path: Path) -> None:
+    from zagent_core.models import ModelReply
+    from zagent_core.models.scripted import ScriptedModel
+
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    with SQLiteJournal(home / "journal.db") as journal:
+        engine = Engine(Home(home), journal, workspace=tmp_path)
+        session = engine.start_session("run")
+        assert Agent(session, ScriptedModel([])).run("hello").reason.startswith("model_error")
+        resumed = engine.resume(session.session_id)
+        assert Agent(resumed, ScriptedModel([ModelReply(text="hi")])).run(None).reason == "idle"
+    report = run_replay(home, session.session_id, tmp_path / "r", tools="recorded")
+    assert report.matched, report.text()

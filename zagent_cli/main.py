@@ -7,6 +7,7 @@ for failed (a tool's result is an error, doctor found problems), 2 a usage error
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass
@@ -397,6 +398,18 @@ def doctor(obj: Context, as_json: bool) -> None:
 # -- replay --------------------------------------------------------------------------------
 
 
+def _is_journal(path: Path) -> bool:
+    """Whether ``path`` is a zagent journal: looked at read-only, so nothing is written to it."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone() \
+                is not None
+    except sqlite3.Error:
+        return False
+
+
 def _rule(text: str) -> tuple[str, str]:
     import re
 
@@ -453,6 +466,8 @@ def replay(obj: Context, session_id: str | None, tools: str, export_file: str | 
             source = SQLiteJournal(Path(tmp) / "recorded.db")
             session_id = import_session(source, imported)
         elif journal_path:
+            if not _is_journal(Path(journal_path)):
+                raise click.UsageError(f"{journal_path} is not a zagent journal (no events table)")
             source = SQLiteJournal(journal_path)
         else:
             source = obj.existing_journal()
@@ -493,7 +508,10 @@ def _since(text: str) -> str:
 
     units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
     if text[:-1].isdigit() and text[-1:] in units:
-        when = datetime.now(timezone.utc) - timedelta(**{units[text[-1]]: int(text[:-1])})
+        try:
+            when = datetime.now(timezone.utc) - timedelta(**{units[text[-1]]: int(text[:-1])})
+        except OverflowError:
+            raise click.BadParameter(f"{text} reaches back before the year 1", param_hint="--since") from None
     else:
         try:
             when = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -608,6 +626,8 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
     with obj.journal() as journal:
         try:
             session_id = import_session(journal, imported, as_id=as_id)
+        except ExportError as exc:
+            raise click.UsageError(str(exc).replace("the session id", "--as")) from None
         except ConcurrencyError:
             raise click.UsageError(f"the journal already has a session {as_id or imported.session_id}; "
                                    "import it under another id with --as") from None

@@ -63,7 +63,7 @@ class ReplayDiverged(AssertionError):
 class ReplayItem(pytest.Item):
     def runtest(self) -> None:
         config = self.config
-        report = replay_export(self.path, _home(config), tools=config.getini("zagent_replay_tools"),
+        report = replay_export(self.path, _home(config), tools=config.getini("zagent_replay_tools").strip().lower(),
                                allow_unsafe=config.getini("zagent_replay_allow_unsafe"))
         if not report.matched:
             raise ReplayDiverged(report)

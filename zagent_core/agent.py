@@ -127,10 +127,13 @@ class Agent:
             for call in calls:
                 self.run_call(call)
 
-    def turn(self, prompt: str | None, *, resumed: bool = False) -> str:
+    def turn(self, prompt: str | None, *, resumed: bool = False, max_requests: int | None = None,
+             stop_reason: str = "interrupted") -> str:
         """One turn, from a user message (or, with None, a wake-up) until the agent is idle.
 
         ``resumed`` continues a turn a crash cut off (resume closed it as interrupted).
+        ``max_requests`` ends the turn with ``stop_reason`` after that many model requests
+        (a replay stops where the recorded turn stopped).
         Returns why the turn ended: ``idle``, ``max_turns``, ``max_tool_calls`` or
         ``model_error: ...``.
         """
@@ -144,6 +147,10 @@ class Agent:
         while True:
             if self.requests >= self.config.max_turns:
                 return self._end("max_turns")
+            if max_requests is not None and max_requests <= 0:
+                return self._end(stop_reason)
+            if max_requests is not None:
+                max_requests -= 1
             messages = conversation(self._events(), self.config.system_prompt)
             started = time.monotonic()
             try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from zagent_core.events import Event, EventSchemaError, SessionForked, dump_event, load_event
+from zagent_core.events import Event, EventSchemaError, SessionForked, TaskInterrupted, dump_event, load_event
 from zagent_core.journal import Journal, StoredEvent
 from zagent_core.state import InconsistentJournalError, rebuild
 
@@ -84,6 +84,8 @@ def check_session_id(session_id: Any, source: str = "the session id") -> None:
 
 def _check_consistent(session_id: str, events: list[Event], times: list[datetime], source: str) -> None:
     """The events must fold into a session: a file cannot smuggle in a broken one."""
+    if events[0].type != "session_started":
+        raise ExportError(f"{source}: the first event is {events[0].type}, not session_started")
     try:
         rebuild(StoredEvent(0, session_id, n, when, event)
                 for n, (event, when) in enumerate(zip(events, times), start=1))
@@ -97,6 +99,7 @@ def import_session(journal: Journal, imported: ImportedSession, *, as_id: str | 
     Refuses (ConcurrencyError) a session id the journal already has, so nothing is mixed.
     """
     session_id = as_id or imported.session_id
+    check_session_id(session_id, "the session id")  # it names a folder under the home
     journal.append(session_id, imported.events, 0, at=imported.times)
     return session_id
 
@@ -107,11 +110,20 @@ def fork_session(journal: Journal, session_id: str, at_seq: int, new_id: str) ->
     The copy ends with ``session_forked``, which keeps the parent link; resume it to go
     on from there (with another prompt, another model).
     """
-    prefix = [stored for stored in journal.read(session_id) if stored.seq <= at_seq]
+    prefix = [stored for stored in journal.read(session_id)
+              if stored.seq <= at_seq and stored.event.type != "session_ended"]  # a fork goes on
     if not prefix:
         raise ValueError(f"session {session_id} has no event at or before #{at_seq}")
+    state = rebuild(prefix)
+    # Tasks still running at the fork point belong to the parent: the fork must not
+    # watch, reap or kill them.
+    closing = [TaskInterrupted(task_id=t.task_id, call_id=t.call_id,
+                               message=f"task #{t.task_id} ({t.tool}) stays with session {session_id}, "
+                                       "which this session was forked from")
+               for t in state.running_tasks]
     link = SessionForked(parent_session_id=session_id, parent_seq=prefix[-1].seq)
+    now = datetime.now(timezone.utc)
     # One transaction: a crash never leaves a copy without its parent link.
-    journal.append(new_id, [*(s.event for s in prefix), link], 0,
-                   at=[*(s.at for s in prefix), datetime.now(timezone.utc)])
+    journal.append(new_id, [*(s.event for s in prefix), *closing, link], 0,
+                   at=[*(s.at for s in prefix), *([now] * (len(closing) + 1))])
     return new_id

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from zagent_core import terminal
 from zagent_core.agent import Agent
 from zagent_core.config import AgentConfig, Config
 from zagent_core.engine import Engine, Session
@@ -224,7 +225,10 @@ def _workspace_copy(recorded: str | None, into: Path) -> tuple[Path, str | None]
                 total += os.lstat(os.path.join(root, name)).st_size
         if total > MAX_WORKSPACE_BYTES:
             return target, f"the recorded workspace {source} is over {MAX_WORKSPACE_BYTES} bytes; not copied"
-    shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_SKIP))
+    # Links are copied as what they point to (inside the copy): a rerun must never write
+    # through a link into the real files.
+    shutil.copytree(source, target, symlinks=False, ignore_dangling_symlinks=True, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(*_SKIP))
     return target, None
 
 
@@ -237,6 +241,8 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tool
     ``workdir`` holds the replay's scratch home and, for ``rerun``, the fresh copy of the
     recorded workspace (a temporary folder by default).
     """
+    if tools not in ("recorded", "rerun"):
+        raise ValueError(f'tools must be "recorded" or "rerun", not {tools!r}')
     recorded = list(journal.read(session_id))
     if not recorded:
         raise LookupError(f'no session "{session_id}" to replay')
@@ -272,11 +278,15 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tool
         validation still decides the same (refused then, refused now)."""
         result = results.get(call.call_id)
         tool = session.tools.tools.get(call.name)
-        if tool is not None and result is not None:
+        step = sum(1 for e in into.read(session.session_id) if e.event.type == "tool_call_requested")
+        unknown_then = result is not None and result.type == "tool_call_rejected" and result.reason == "unknown_tool"
+        if tool is None and call.name != terminal.NAME and not unknown_then:
+            decisions.append(Difference(step, "tool", f"{call.name} (offered)", f"{call.name} (no such tool now)"))
+        ran_then = result is not None and result.type != "tool_call_interrupted"
+        if tool is not None and result is not None and ran_then:
             refused_then = result.type == "tool_call_rejected" and result.reason == "invalid_arguments"
             refused_now = not validate_arguments(tool.validator, call.arguments).ok
             if refused_then != refused_now:
-                step = sum(1 for e in into.read(session.session_id) if e.event.type == "tool_call_requested")
                 decisions.append(Difference(step, "validation", "refused" if refused_then else "accepted",
                                             "refused" if refused_now else "accepted"))
         requested = ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments)
@@ -312,8 +322,9 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tool
     report.actual = _steps(into.read(session.session_id))
     normalise = Normaliser(normalisers, workspaces=[w for w in (workspace_then, str(workspace)) if w])
     report.differences = decisions + compare(expected, report.actual, tools, normalise)
-    if report.error is None and session.state.last_turn_end not in (None, "idle"):
-        report.error = f"the replayed turn ended with {session.state.last_turn_end}"
+    recorded_end = next((e.event.reason for e in reversed(recorded) if e.event.type == "turn_ended"), None)
+    if report.error is None and session.state.last_turn_end not in (None, "idle", recorded_end):
+        report.error = f"the replayed turn ended with {session.state.last_turn_end}, the recorded one with {recorded_end}"
     return report
 
 
@@ -321,13 +332,15 @@ def _drive(agent: Agent, session: Session, recorded: list[StoredEvent], tools: T
     """Play the recording's turns: its user messages, and its wake-ups (real ones when tools
     rerun; re-created from the recording when they are served)."""
     by_version = {stored.version: stored.event for stored in recorded}
+    budgets = _turn_budgets(recorded)
     last_user: str | None = None
     for stored in recorded:
         event = stored.event
+        budget, ended = budgets.get(stored.version, (None, "interrupted"))
         if event.type == "user_message":
             last_user = event.text
         elif event.type == "turn_started" and event.reason == "user":
-            agent.turn(last_user)
+            agent.turn(last_user, max_requests=budget, stop_reason=ended)
         elif event.type == "turn_started" and event.reason in ("wake", "resume"):
             if tools == "rerun" and event.wakes:
                 deadline = time.monotonic() + wait
@@ -337,7 +350,31 @@ def _drive(agent: Agent, session: Session, recorded: list[StoredEvent], tools: T
                     time.sleep(0.05)
             else:
                 _recreate_delivery(session, event, by_version)
-            agent.turn(None, resumed=event.reason == "resume")
+            agent.turn(None, resumed=event.reason == "resume", max_requests=budget, stop_reason=ended)
+
+
+def _turn_budgets(recorded: list[StoredEvent]) -> dict[int, tuple[int | None, str]]:
+    """For each recorded turn (by its turn_started version): how many model replies it got
+    and how it ended. A turn a crash or an error cut short stops there in the replay too;
+    one that ended idle is left to end by itself."""
+    budgets: dict[int, tuple[int | None, str]] = {}
+    current: int | None = None
+    replies = 0
+    for stored in recorded:
+        kind = stored.event.type
+        if kind == "turn_started" and stored.event.reason != "delivery":
+            if current is not None:  # cut off with no turn_ended (the recording stopped)
+                budgets[current] = (replies, "interrupted")
+            current, replies = stored.version, 0
+        elif kind == "model_replied" and current is not None:
+            replies += 1
+        elif kind == "turn_ended" and current is not None:
+            reason = stored.event.reason
+            budgets[current] = (None if reason == "idle" else replies, reason)
+            current = None
+    if current is not None:
+        budgets[current] = (replies, "interrupted")
+    return budgets
 
 
 def _recreate_delivery(session: Session, turn: Any, by_version: dict[int, Any]) -> None:

@@ -103,8 +103,9 @@ class OpenAIModel:
                 text=message.get("content") or "",
                 tool_calls=calls,
                 stop_reason=_STOP.get(choice.get("finish_reason") or "", choice.get("finish_reason") or "end_turn"),
-                usage=Usage(input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0)),
+                usage=Usage(input_tokens=usage.get("prompt_tokens") or 0,
+                            output_tokens=usage.get("completion_tokens") or 0),
                 model=answer.get("model") or self.model,
             )
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ModelError(f"the reply of {self.base_url} is not a chat completion: missing {exc}") from None
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise ModelError(f"the reply of {self.base_url} is not a chat completion: {exc!r}") from None

@@ -19,6 +19,16 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "home"
 PYTHON = sys.executable
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (zombies, which only wait to be reaped, are not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in (b"Z", b"X")
+
+
 def write_tool(home: Path, folder: str, manifest: dict[str, Any] | str, files: dict[str, str] | None = None) -> Path:
     """Create ``<home>/tools/<folder>/`` with a manifest (dict or raw text) and files."""
     tool_dir = home / "tools" / folder

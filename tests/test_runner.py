@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTHON, python_tool, write_tool
+from conftest import PYTHON, python_tool, running, write_tool
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
@@ -39,16 +39,6 @@ record(os.getpid())
 
 SLEEPER = [PYTHON, "-c", "import time; time.sleep(30)"]
 STUBBORN = [PYTHON, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"]
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a live (non-zombie) process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            state = handle.read().rsplit(b")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in (b"Z", b"X")
 
 
 def recorded_pids(workspace: Path, expected: int) -> list[int]:

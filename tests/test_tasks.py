@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import python_tool
+from conftest import python_tool, running
 
 from zagent_core import Engine
 from zagent_core.processes import read_json
@@ -27,14 +27,6 @@ RECORD = (
 def pids(workspace: Path) -> list[int]:
     path = workspace / "pids"
     return [int(line) for line in path.read_text().split()] if path.exists() else []
-
-
-def running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def wait_for(predicate, timeout: float = 5.0) -> None:

@@ -7,7 +7,7 @@ so a journal written by a newer zagent is never misread by an older one.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, ClassVar, Literal, Union
+from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -341,12 +341,9 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
+#: ``type`` -> model, derived from the union above (the one list to extend).
 EVENT_TYPES: dict[str, type[_Body]] = {
-    cls.model_fields["type"].default: cls
-    for cls in (SessionStarted, SessionEnded, ToolCallRequested, ToolCallRejected, ToolCallStarted, ToolCallFinished,
-                NoteReceived, WakeRequested, TurnStarted, ToolCallInterrupted, TaskStarted, TaskExited, TaskKilled,
-                TaskInterrupted, SessionResumed, NotesDelivered, TurnEnded, UserMessage, ModelReplied,
-                WakeAnswered, SessionForked)
+    cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])
 }
 
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

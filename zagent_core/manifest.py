@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from zagent_core.config import Config
 from zagent_core.problems import Problem, describe_errors, did_you_mean
+from zagent_core.processes import read_json, write_json
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -365,10 +366,7 @@ def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None,
 
 
 def _read_digests(path: Path) -> set[str]:
-    try:
-        digests = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return set()
+    digests = read_json(path)
     return {d for d in digests if isinstance(d, str)} if isinstance(digests, list) else set()
 
 
@@ -376,9 +374,7 @@ def _write_digests(path: Path, digests: set[str]) -> None:
     """Best effort: a home that cannot be written to only loses the cache."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(sorted(digests)))
-        os.replace(temporary, path)
+        write_json(path, sorted(digests))
     except OSError:
         pass
 

@@ -25,7 +25,8 @@ def boot_id() -> str:
         return ""
 
 
-def _stat_fields(pid: int) -> list[bytes] | None:
+def stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first), or None if gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             return handle.read().rsplit(b")", 1)[1].split()
@@ -45,14 +46,14 @@ class ProcessIdentity(BaseModel):
 
     @classmethod
     def of(cls, pid: int) -> ProcessIdentity | None:
-        fields = _stat_fields(pid)
+        fields = stat_fields(pid)
         if fields is None:
             return None
         return cls(pid=pid, start_ticks=int(fields[19]), boot_id=boot_id())
 
     def alive(self) -> bool:
         """The same process is still running (not a zombie, not a reused pid)."""
-        fields = _stat_fields(self.pid)
+        fields = stat_fields(self.pid)
         return (
             fields is not None
             and fields[0] != b"Z"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from zagent_core.logs import get_logger
+from zagent_core.processes import stat_fields
 
 
 log = get_logger(__name__)
@@ -123,16 +124,6 @@ class _Capture:
             self._spill.close()
 
 
-def _stat(pid: str | int) -> tuple[bytes, int] | None:
-    """(state, process group) of a process from /proc, or None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[0], int(fields[2])
-
-
 def _group_alive(pgid: int) -> bool:
     """Whether any process of the group is still running (zombies do not count)."""
     try:
@@ -147,15 +138,15 @@ def _group_alive(pgid: int) -> bool:
     # that never reaps would make the group look alive forever: look at their state.
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            found = _stat(entry.name)
-            if found is not None and found[1] == pgid and found[0] != b"Z":
+            fields = stat_fields(entry.name)
+            if fields is not None and int(fields[2]) == pgid and fields[0] != b"Z":
                 return True
     return False
 
 
 def _running(pid: int) -> bool:
-    found = _stat(pid)
-    return found is not None and found[0] != b"Z"
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != b"Z"
 
 
 def _tagged(tag: str) -> list[int]:

@@ -68,15 +68,17 @@ def identity(task_dir: Path, name: str = SUPERVISOR_FILE) -> ProcessIdentity | N
         return None
 
 
-def _tail(path: Path, limit: int) -> tuple[bytes, int]:
-    """The last ``limit`` bytes of ``path`` and its size."""
+def _read(path: Path, offset: int | None, limit: int) -> tuple[bytes, int, int]:
+    """``(data, start, size)``: up to ``limit`` bytes of ``path`` from ``offset``, or its
+    last ``limit`` bytes when ``offset`` is None; nothing if it cannot be read."""
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - limit))
-            return handle.read(), size
+            start = max(0, size - limit) if offset is None else min(offset, size)
+            handle.seek(start)
+            return handle.read(limit), start, size
     except OSError:
-        return b"", 0
+        return b"", 0, 0
 
 
 def result_of(record: dict, task_dir: Path, *, output_mode: str, timeout: float | None, attach_outputs: bool,
@@ -84,8 +86,8 @@ def result_of(record: dict, task_dir: Path, *, output_mode: str, timeout: float 
     """The task's result from its exit record and output files, as a foreground call's would be."""
     text_mode = output_mode == "text"
     limit = limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT
-    stdout, stdout_total = _tail(task_dir / OUTPUT_FILE, limit)
-    stderr, stderr_total = _tail(task_dir / STDERR_FILE, limits.output_cap_bytes)
+    stdout, _, stdout_total = _read(task_dir / OUTPUT_FILE, None, limit)
+    stderr, _, stderr_total = _read(task_dir / STDERR_FILE, None, limits.output_cap_bytes)
     outcome = ProcessOutcome(
         pid=record.get("pid"), returncode=record.get("returncode"), timed_out=bool(record.get("timed_out")),
         stdout=stdout, stdout_total=stdout_total, stderr=stderr, stderr_total=stderr_total,
@@ -125,12 +127,4 @@ def stop(task_dir: Path, *, wait: bool = False) -> bool:
 def read_output(task_dir: Path, offset: int | None, limit: int) -> tuple[bytes, int, int]:
     """``(data, start, size)``: up to ``limit`` bytes of the task's output from ``offset``
     (or its last ``limit`` bytes when ``offset`` is None)."""
-    path = task_dir / OUTPUT_FILE
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            start = max(0, size - limit) if offset is None else min(offset, size)
-            handle.seek(start)
-            return handle.read(limit), start, size
-    except OSError:
-        return b"", 0, 0
+    return _read(task_dir / OUTPUT_FILE, offset, limit)

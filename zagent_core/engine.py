@@ -111,6 +111,17 @@ class Delivery:
         ]
 
 
+def _started_result(task_id: str) -> ToolResult:
+    """What a background call answers at once (and, after a crash, what resume answers for it)."""
+    return ToolResult(output=f"started as task #{task_id}; its notes reach you as it runs and you are woken with "
+                      "its result when it exits (terminal tool: list, read, wait, kill)", is_error=False)
+
+
+def _task_started(task_id: str, call_id: str, tool: str, who: ProcessIdentity, task_dir: Path) -> TaskStarted:
+    return TaskStarted(task_id=task_id, call_id=call_id, tool=tool, pid=who.pid, start_ticks=who.start_ticks,
+                       boot_id=who.boot_id, task_dir=str(task_dir))
+
+
 def _journal_call_id(model_id: str, taken: set[str]) -> str:
     """The model's id when it can name a folder and is new in the session; else one derived from it."""
     base = model_id if CALL_ID.fullmatch(model_id) else "call_" + re.sub(r"[^A-Za-z0-9_.:-]", "_", model_id)[:100]
@@ -595,12 +606,8 @@ class Session:
                 self._append([ToolCallInterrupted(call_id=call.call_id, message=(
                     f"zagent stopped while starting {call.tool} in the background; the task never started"))])
                 return
-            events.append(TaskStarted(task_id=call.task_id, call_id=call.call_id, tool=call.tool, pid=who.pid,
-                                      start_ticks=who.start_ticks, boot_id=who.boot_id, task_dir=str(task_dir)))
-        result = ToolResult(output=f"started as task #{call.task_id}; its notes reach you as it runs and you are "
-                            "woken with its result when it exits (terminal tool: list, read, wait, kill)",
-                            is_error=False)
-        self._append([*events, ToolCallFinished(call_id=call.call_id, **result.event_fields())])
+            events.append(_task_started(call.task_id, call.call_id, call.tool, who, task_dir))
+        self._append([*events, ToolCallFinished(call_id=call.call_id, **_started_result(call.task_id).event_fields())])
 
     # -- background tasks ------------------------------------------------------------
 
@@ -615,14 +622,9 @@ class Session:
             return result
         self._supervisors[task_id] = proc
         who = ProcessIdentity.of(proc.pid) or ProcessIdentity(pid=proc.pid, start_ticks=0, boot_id="")
-        result = ToolResult(output=(
-            f"started as task #{task_id}; its notes reach you as it runs and you are woken with its result "
-            "when it exits (terminal tool: list, read, wait, kill)"), is_error=False)
-        self._append([
-            TaskStarted(task_id=task_id, call_id=call_id, tool=tool, pid=who.pid, start_ticks=who.start_ticks,
-                        boot_id=who.boot_id, task_dir=str(task_dir)),
-            ToolCallFinished(call_id=call_id, **result.event_fields()),
-        ])
+        result = _started_result(task_id)
+        self._append([_task_started(task_id, call_id, tool, who, task_dir),
+                      ToolCallFinished(call_id=call_id, **result.event_fields())])
         crash_point("after_task_started")
         self._watch()
         return result

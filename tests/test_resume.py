@@ -69,10 +69,10 @@ def test_a_replay_safe_call_cut_off_runs_again(home_dir: Path, engine: Engine) -
                         timeout_seconds=5, manifest_hash="m", files_hash="f"),
     ])
     resumed = engine.resume(session.session_id)
-    call = resumed.state.calls["call_1"]
-    assert call.status == "finished" and call.output == "looked up"
-    types = [e.type for e in events_of(home_dir, session.session_id)]
-    assert types[-3:] == ["tool_call_interrupted", "tool_call_started", "tool_call_finished"]
+    assert resumed.state.calls == {}  # settled: a finished call leaves the resume state
+    events = events_of(home_dir, session.session_id)
+    assert [e.type for e in events][-3:] == ["tool_call_interrupted", "tool_call_started", "tool_call_finished"]
+    assert events[-1].output == "looked up"
 
 
 def test_a_reused_pid_is_not_mistaken_for_the_task(home_dir: Path, engine: Engine, tmp_path: Path) -> None:
@@ -93,7 +93,9 @@ def test_a_reused_pid_is_not_mistaken_for_the_task(home_dir: Path, engine: Engin
     ])
     resumed = engine.resume(session.session_id)
     assert resumed.state.tasks["1"].status == "interrupted"
-    assert resumed.state.calls["call_1"].status == "finished"  # its "started as task #1" answer
+    finished = [e for e in events_of(home_dir, session.session_id) if e.type == "tool_call_finished"]
+    assert [e.call_id for e in finished] == ["call_1"]  # its "started as task #1" answer
+    assert resumed.state.calls == {}  # and, its task over, the call has nothing left open
     assert [w.reason for w in resumed.deliver().wakes] == ["task_interrupted"]
     assert resumed.deliver().wakes == []  # exactly once
 

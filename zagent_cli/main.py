@@ -186,8 +186,8 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
                 sys.exit(130)
             finally:
                 driver.unlink(missing_ok=True)
-            call_id = next(reversed(session.state.calls))
-            task_id = session.state.calls[call_id].task_id
+            call_id = session.state.last_call_id or ""
+            task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
             if task_id is not None and not result.is_error:
                 # A background tool: show it as the agent would live it, notes, then the wake-up.
                 if not as_json:
@@ -676,7 +676,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
             events = list(journal.read(session_id))
         except EventSchemaError as exc:
             raise click.ClickException(str(exc)) from None
-        state = rebuild(events)
+        state = rebuild(events, history=True)
         status = obj.engine(journal).status(session_id, state)
     if state.version == 0:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')

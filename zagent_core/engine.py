@@ -68,7 +68,7 @@ from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, 
 from zagent_core.notes import read_notes
 from zagent_core.processes import ProcessIdentity, read_json, write_json
 from zagent_core.runner import ProcessSpec, run_process
-from zagent_core.state import CallView, NoteView, SessionState, TaskView, WakeView, apply, rebuild
+from zagent_core.state import CallView, NoteView, SessionState, TaskView, WakeView, fold, rebuild
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
@@ -122,13 +122,13 @@ def _task_started(task_id: str, call_id: str, tool: str, who: ProcessIdentity, t
                        boot_id=who.boot_id, task_dir=str(task_dir))
 
 
-def _journal_call_id(model_id: str, taken: set[str]) -> str:
+def _journal_call_id(model_id: str, taken: Callable[[str], bool]) -> str:
     """The model's id when it can name a folder and is new in the session; else one derived from it."""
     base = model_id if CALL_ID.fullmatch(model_id) else "call_" + re.sub(r"[^A-Za-z0-9_.:-]", "_", model_id)[:100]
     if not CALL_ID.fullmatch(base):
         base = new_call_id()
     candidate, n = base, 1
-    while candidate in taken:  # some servers number calls per reply: call_0 again and again
+    while taken(candidate):  # some servers number calls per reply: call_0 again and again
         n += 1
         candidate = f"{base[:120]}~{n}"
     return candidate
@@ -289,7 +289,7 @@ class Session:
                 raise SessionEndedError(f"session {self.session_id} has ended; start a new session")
             stored = self.engine.journal.append(self.session_id, events, self.state.version)
             for item in stored:
-                self.state = apply(self.state, item)
+                fold(self.state, item)
         for item in stored:
             for listener in self._listeners:
                 try:
@@ -307,9 +307,9 @@ class Session:
         """
         added = 0
         with self._lock:
-            call = self.state.calls[call_id]
-            if call.notify_file is None:
-                return 0
+            call = self.state.calls.get(call_id)
+            if call is None or call.notify_file is None:
+                return 0  # closed: its tool has ended and its last lines were read before its result
             # One transaction per read, so a flood is journaled in bounded batches.
             while notes := read_notes(Path(call.notify_file), self.state.calls[call_id].notify_offset):
                 events: list[Event] = []
@@ -330,7 +330,7 @@ class Session:
             wakes = [w.wake_id for w in self.state.pending_wakes.values()
                      if w.task_id == task_id and w.reason != "note"]
             if wakes:
-                call_id = next(reversed(self.state.calls))
+                call_id = self.state.last_call_id or ""
                 self._append([WakeAnswered(wakes=wakes, call_id=call_id)])
 
     def deliver(self, turn: Literal["user", "wake", "resume"] | None = None, *,
@@ -382,7 +382,7 @@ class Session:
         if not CALL_ID.fullmatch(call_id):
             raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
                              "(it names the call's folder)")
-        if call_id in self.state.calls:
+        if self._call_id_used(call_id):
             raise ValueError(f"call id {call_id!r} is already used in session {self.session_id}")
         requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments)
         unrecordable = _unrecordable(requested)
@@ -428,8 +428,12 @@ class Session:
         return result
 
     def _run(self, tool: Tool, requested: ToolCallRequested, arguments: dict[str, Any],
-             coercions: list[Coercion], *, again: bool = False) -> ToolResult:
-        """Run a validated call; ``again`` re-runs one a crash cut off (its request is journaled)."""
+             coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0) -> ToolResult:
+        """Run a validated call; ``again`` re-runs one a crash cut off (its request is journaled).
+
+        ``notify_offset``: where the cut-off attempt's journaled notes end in the call's
+        notify file, which the new attempt appends to.
+        """
         engine = self.engine
         call_id = requested.call_id
         call_dir = engine.home.call_dir(self.session_id, call_id)
@@ -447,14 +451,14 @@ class Session:
         invocation = build_invocation(tool, arguments, context, default_timeout=limits.default_timeout_seconds)
         manifest = tool.manifest
         with self._lock:  # the task number is taken and journaled in one step
-            task_id = str(1 + sum(1 for c in self.state.calls.values() if c.task_id)) if manifest.background else None
+            task_id = str(self.state.tasks_numbered + 1) if manifest.background else None
             self._append([
                 *([] if again else [requested]),
                 ToolCallStarted(
                     call_id=call_id, task_id=task_id, tool=tool.name, arguments=arguments, coercions=coercions,
                     argv=invocation.argv, cwd=str(invocation.cwd), input_mode=manifest.input,
                     output_mode=manifest.output, attach_outputs=manifest.attach_outputs, output_dir=str(output_dir),
-                    notify_file=str(notify_file), env_names=invocation.env_names,
+                    notify_file=str(notify_file), notify_offset=notify_offset, env_names=invocation.env_names,
                     timeout_seconds=invocation.timeout, manifest_hash=tool.manifest_hash,
                     files_hash=tool.files_hash(),
                 ),
@@ -518,16 +522,20 @@ class Session:
         write_json(path, me.model_dump() if me else {"pid": os.getpid()})
         return path
 
+    def _call_id_used(self, call_id: str) -> bool:
+        # Finished calls are not in the state: the journal knows every id the session used.
+        return call_id in self.state.calls or self.engine.journal.has_call(self.session_id, call_id)
+
     def record_user_message(self, text: str) -> None:
         self._append([UserMessage(text=text)])
 
     def record_reply(self, reply: ModelReply, duration_ms: int) -> list[RepliedCall]:
         """Journal a model reply before any of its calls runs; returns its calls with journal ids."""
         with self._lock:
-            taken = set(self.state.calls) | set(self.state.unrequested)
+            taken = set(self.state.unrequested)
             calls = []
             for call in reply.tool_calls:
-                call_id = _journal_call_id(call.id, taken)
+                call_id = _journal_call_id(call.id, lambda c: c in taken or self._call_id_used(c))
                 taken.add(call_id)
                 calls.append(RepliedCall(id=call.id, call_id=call_id, name=call.name, arguments=call.arguments))
             self._append([ModelReplied(
@@ -585,10 +593,12 @@ class Session:
         if tool is not None and tool.manifest.replay == "safe" and isinstance(call.arguments, dict):
             validated = validate_arguments(tool.validator, call.arguments)
             if validated.ok:
+                offset = self.state.calls[call.call_id].notify_offset
                 if call.status == "running":  # the attempt that was cut off gets its own end
                     self._append([ToolCallInterrupted(call_id=call.call_id, message=(
                         f"zagent stopped while {call.tool} was running; it is replay-safe, so it runs again"))])
-                self._run(tool, requested, validated.arguments, validated.coercions, again=True)
+                self._run(tool, requested, validated.arguments, validated.coercions, again=True,
+                          notify_offset=offset)
                 return
         when = f"at {call.started_at:%H:%M:%S}Z" if call.started_at else "before it started"
         self._append([ToolCallInterrupted(call_id=call.call_id, message=(

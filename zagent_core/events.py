@@ -141,6 +141,8 @@ class ToolCallStarted(_Body):
     attach_outputs: bool = False
     output_dir: str
     notify_file: str
+    #: Where reading the notify file starts: after the lines of an earlier, cut-off attempt.
+    notify_offset: int = 0
     #: Names only: environment values never enter the journal.
     env_names: list[str] = []
     timeout_seconds: float | None

@@ -89,6 +89,10 @@ class Journal(Protocol):
         """The session's events with a version above ``after_version``, in order."""
         ...
 
+    def has_call(self, session_id: str, call_id: str) -> bool:
+        """Whether the session has journaled a ``tool_call_requested`` with this call id."""
+        ...
+
     def sessions(self, limit: int | None = None) -> list[SessionSummary]:
         """Sessions, most recently active first (the ``limit`` most recent, or all)."""
         ...

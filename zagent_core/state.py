@@ -3,15 +3,28 @@
 State is never stored on its own. :func:`apply` is a pure function of the previous
 state and one event, so the state kept incrementally by a running session, the state
 rebuilt from the whole journal, and a snapshot plus the events after it are equal.
+
+The state holds what resuming a session needs, not its history: calls that are still
+open (and background calls whose task runs, for their notify file), every task, the
+notes and wake-ups not yet delivered, and counters. A finished call leaves the state;
+the journal and its audit views keep it. That keeps a snapshot, and opening a session
+from one, the same size whatever the session's length.
+
+Folding is linear: :func:`rebuild` and a live session fold into the state's own
+containers in place (:func:`fold`), one dict entry per event, instead of copying every
+call at every event. :func:`apply` copies the containers first, for callers that keep
+the state they had.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import hashlib
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from zagent_core.events import (
     Coercion,
@@ -19,16 +32,16 @@ from zagent_core.events import (
     ModelReplied,
     NoteReceived,
     NotesDelivered,
-    SessionResumed,
-    TaskExited,
-    TaskInterrupted,
-    TaskKilled,
-    TaskStarted,
     OutputFile,
     RepliedCall,
     SessionEnded,
     SessionForked,
+    SessionResumed,
     SessionStarted,
+    TaskExited,
+    TaskInterrupted,
+    TaskKilled,
+    TaskStarted,
     ToolCallFinished,
     ToolCallInterrupted,
     ToolCallRejected,
@@ -45,9 +58,13 @@ from zagent_core.journal import StoredEvent
 CallStatus = Literal["requested", "rejected", "running", "finished", "interrupted"]
 TaskStatus = Literal["running", "exited", "killed", "interrupted"]
 
+#: Bump when the fold changes what it computes from the same events: snapshots made by
+#: another projection are then ignored (and remade), never trusted.
+PROJECTION_VERSION = 2
+
 
 class CallView(BaseModel):
-    """One tool call as the journal tells it so far."""
+    """One open tool call as the journal tells it so far."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -130,7 +147,12 @@ class WakeView(BaseModel):
 
 
 class SessionState(BaseModel):
-    """Everything known about one session, rebuilt from its events."""
+    """What resuming a session needs, rebuilt from its events.
+
+    Frozen to its users; the fold alone writes it (see :func:`fold`). A live session's
+    ``state`` is updated in place as events are committed: keep ``apply``'s result, or a
+    ``model_copy(deep=True)``, to hold on to one moment.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -146,8 +168,14 @@ class SessionState(BaseModel):
     warnings: list[str] = []
     #: ``PARENT@SEQ`` when the session is a fork.
     forked_from: str | None = None
-    #: In the order they were requested.
+    #: Open calls (requested or running, and background calls whose task still runs),
+    #: in the order they were requested. Finished calls are in the journal, not here.
     calls: dict[str, CallView] = {}
+    calls_requested: int = 0
+    #: The call requested last (open or not).
+    last_call_id: str | None = None
+    #: The highest background task number given so far.
+    tasks_numbered: int = 0
     #: Notes and wake-ups journaled but not yet taken by a turn, by version / wake id.
     pending_notes: dict[int, NoteView] = {}
     pending_wakes: dict[str, WakeView] = {}
@@ -167,117 +195,267 @@ class SessionState(BaseModel):
     @property
     def running_calls(self) -> list[CallView]:
         """Calls that started and have no result yet (cut off, if the engine is gone)."""
-        return [call for call in self.calls.values() if call.status == "running"]
+        # list() first: a session's watcher thread may fold an event meanwhile.
+        return [call for call in list(self.calls.values()) if call.status == "running"]
 
     @property
     def running_tasks(self) -> list[TaskView]:
-        return [task for task in self.tasks.values() if task.status == "running"]
-
-
-def _with_call(state: SessionState, call: CallView, **changes: Any) -> dict[str, CallView]:
-    return {**state.calls, call.call_id: call.model_copy(update=changes)}
+        return [task for task in list(self.tasks.values()) if task.status == "running"]
 
 
 class InconsistentJournalError(ValueError):
     """An event refers to a call or task the session never had."""
 
 
-def apply(state: SessionState, stored: StoredEvent) -> SessionState:
-    """The state after ``stored``; ``state`` is not modified."""
+# -- the fold: one handler per event type ------------------------------------------------
+
+_E = TypeVar("_E", bound=BaseModel)
+_Handler = Callable[[dict[str, Any], Any, StoredEvent], None]
+_HANDLERS: dict[type[BaseModel], _Handler] = {}
+
+
+def _on(*types: type[_E]) -> Callable[[Callable[[dict[str, Any], _E, StoredEvent], None]],
+                                      Callable[[dict[str, Any], _E, StoredEvent], None]]:
+    def register(handler: Callable[[dict[str, Any], _E, StoredEvent], None]) -> Callable[
+            [dict[str, Any], _E, StoredEvent], None]:
+        for event_type in types:
+            _HANDLERS[event_type] = handler
+        return handler
+    return register
+
+
+def _update_call(s: dict[str, Any], call_id: str, **changes: Any) -> None:
+    calls: dict[str, CallView] = s["calls"]
+    calls[call_id] = calls[call_id].model_copy(update=changes)
+
+
+class _History(dict):  # type: ignore[type-arg]
+    """The ``calls`` of a state folded with ``history=True``: closed calls stay, for display."""
+
+
+def _close_call(s: dict[str, Any], call_id: str, **changes: Any) -> None:
+    """A call got its result: it leaves the state, unless its background task still runs."""
+    calls: dict[str, CallView] = s["calls"]
+    call = calls.get(call_id)
+    if call is None:  # closed already (a result journaled twice, as old journals may hold): nothing is open
+        return
+    task = s["tasks"].get(call.task_id) if call.task_id is not None else None
+    if isinstance(calls, _History) or (task is not None and task.status == "running"):
+        calls[call_id] = call.model_copy(update=changes)
+    else:
+        del calls[call_id]
+
+
+def _end_task(s: dict[str, Any], task_id: str, **changes: Any) -> None:
+    tasks: dict[str, TaskView] = s["tasks"]
+    task = tasks[task_id] = tasks[task_id].model_copy(update=changes)
+    call = s["calls"].get(task.call_id)
+    if call is not None and call.status not in ("requested", "running") and not isinstance(s["calls"], _History):
+        del s["calls"][task.call_id]  # its notify file has nothing more to tell
+
+
+@_on(SessionStarted)
+def _session_started(s: dict[str, Any], event: SessionStarted, stored: StoredEvent) -> None:
+    s.update(status="open", origin=event.origin, workspace=event.workspace, started_at=stored.at,
+             tools=event.tools, warnings=event.warnings)
+
+
+@_on(SessionEnded)
+def _session_ended(s: dict[str, Any], event: SessionEnded, stored: StoredEvent) -> None:
+    s.update(status="ended", ended_at=stored.at)
+
+
+@_on(SessionResumed)
+def _session_resumed(s: dict[str, Any], event: SessionResumed, stored: StoredEvent) -> None:
+    s.update(status="open", tools=event.tools, warnings=event.warnings)
+
+
+@_on(SessionForked)
+def _session_forked(s: dict[str, Any], event: SessionForked, stored: StoredEvent) -> None:
+    s["forked_from"] = f"{event.parent_session_id}@{event.parent_seq}"
+
+
+@_on(ToolCallRequested)
+def _call_requested(s: dict[str, Any], event: ToolCallRequested, stored: StoredEvent) -> None:
+    s["calls"][event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
+                                         requested_at=stored.at)
+    s["unrequested"].pop(event.call_id, None)
+    s["calls_requested"] += 1
+    s["last_call_id"] = event.call_id
+
+
+@_on(ToolCallRejected)
+def _call_rejected(s: dict[str, Any], event: ToolCallRejected, stored: StoredEvent) -> None:
+    _close_call(s, event.call_id)
+
+
+@_on(ToolCallStarted)
+def _call_started(s: dict[str, Any], event: ToolCallStarted, stored: StoredEvent) -> None:
+    calls: dict[str, CallView] = s["calls"]
+    if event.call_id not in calls:  # a cut-off call run again after its interruption closed it
+        calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
+                                        requested_at=stored.at)
+    _update_call(s, event.call_id, status="running", started_at=stored.at, argv=event.argv,
+                 arguments=event.arguments, coercions=event.coercions, output_dir=event.output_dir,
+                 notify_file=event.notify_file, task_id=event.task_id, cwd=event.cwd,
+                 output_mode=event.output_mode, attach_outputs=event.attach_outputs,
+                 timeout_seconds=event.timeout_seconds, notify_offset=event.notify_offset)
+    if event.task_id is not None and event.task_id.isdigit():
+        s["tasks_numbered"] = max(s["tasks_numbered"], int(event.task_id))
+
+
+@_on(ToolCallFinished)
+def _call_finished(s: dict[str, Any], event: ToolCallFinished, stored: StoredEvent) -> None:
+    _close_call(s, event.call_id, status="finished", finished_at=stored.at, pid=event.pid, output=event.output,
+                is_error=event.is_error, exit_code=event.exit_code, timed_out=event.timed_out,
+                duration_ms=event.duration_ms, files=event.files)
+
+
+@_on(ToolCallInterrupted)
+def _call_interrupted(s: dict[str, Any], event: ToolCallInterrupted, stored: StoredEvent) -> None:
+    _close_call(s, event.call_id, status="interrupted", finished_at=stored.at, output=event.message, is_error=True)
+
+
+@_on(TaskStarted)
+def _task_started(s: dict[str, Any], event: TaskStarted, stored: StoredEvent) -> None:
+    s["tasks"][event.task_id] = TaskView(
+        task_id=event.task_id, call_id=event.call_id, tool=event.tool, pid=event.pid,
+        start_ticks=event.start_ticks, boot_id=event.boot_id, task_dir=event.task_dir, started_at=stored.at)
+
+
+@_on(TaskExited, TaskKilled)
+def _task_ended(s: dict[str, Any], event: TaskExited | TaskKilled, stored: StoredEvent) -> None:
+    _end_task(s, event.task_id, status="exited" if isinstance(event, TaskExited) else "killed",
+              ended_at=getattr(event, "ended_at", None) or stored.at, output=event.output,
+              is_error=event.is_error, exit_code=event.exit_code, timed_out=event.timed_out,
+              duration_ms=event.duration_ms, files=event.files, media=event.media)
+
+
+@_on(TaskInterrupted)
+def _task_interrupted(s: dict[str, Any], event: TaskInterrupted, stored: StoredEvent) -> None:
+    _end_task(s, event.task_id, status="interrupted", ended_at=stored.at, output=event.message, is_error=True)
+
+
+@_on(NoteReceived)
+def _note_received(s: dict[str, Any], event: NoteReceived, stored: StoredEvent) -> None:
+    if event.call_id in s["calls"]:  # a closed call's last lines (a replay re-creates them) move nothing
+        _update_call(s, event.call_id, notify_offset=event.offset)
+    s["pending_notes"][stored.version] = NoteView(
+        version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text, wake=event.wake,
+        at=stored.at)
+    s["notes_received"] += 1
+
+
+@_on(WakeRequested)
+def _wake_requested(s: dict[str, Any], event: WakeRequested, stored: StoredEvent) -> None:
+    s["pending_wakes"][event.wake_id] = WakeView(wake_id=event.wake_id, reason=event.reason, text=event.text,
+                                                 call_id=event.call_id, task_id=event.task_id, at=stored.at)
+
+
+@_on(TurnStarted, NotesDelivered)
+def _delivered(s: dict[str, Any], event: TurnStarted | NotesDelivered, stored: StoredEvent) -> None:
+    for version in event.notes:
+        s["pending_notes"].pop(version, None)
+    for wake_id in event.wakes:
+        s["pending_wakes"].pop(wake_id, None)
+    if isinstance(event, TurnStarted):
+        s["turns"] += 1
+        s["in_turn"] = event.reason != "delivery"
+
+
+@_on(WakeAnswered)
+def _wakes_answered(s: dict[str, Any], event: WakeAnswered, stored: StoredEvent) -> None:
+    for wake_id in event.wakes:
+        s["pending_wakes"].pop(wake_id, None)
+
+
+@_on(TurnEnded)
+def _turn_ended(s: dict[str, Any], event: TurnEnded, stored: StoredEvent) -> None:
+    s.update(in_turn=False, last_turn_end=event.reason)
+
+
+@_on(ModelReplied)
+def _model_replied(s: dict[str, Any], event: ModelReplied, stored: StoredEvent) -> None:
+    s["model_replies"] += 1
+    s["unrequested"].update((call.call_id, call) for call in event.tool_calls)
+    s["input_tokens"] += event.input_tokens
+    s["output_tokens"] += event.output_tokens
+
+
+def fold(state: SessionState, stored: StoredEvent) -> None:
+    """Apply ``stored`` to ``state`` in place: O(1) per event, whatever the session's length.
+
+    Only the fold's owner (a live session, :func:`rebuild`) may call this; everyone
+    else uses :func:`apply`.
+    """
+    fields = state.__dict__  # the frozen model's own storage: written here and nowhere else
+    handler = _HANDLERS.get(type(stored.event))
     try:
-        return _apply(state, stored)
+        if handler is not None:
+            handler(fields, stored.event, stored)
     except KeyError as missing:
         raise InconsistentJournalError(
             f"event #{stored.seq} ({stored.event.type}) of session {stored.session_id} refers to {missing}, which "
             "the session never had: the journal was edited or damaged") from None
+    fields.update(session_id=stored.session_id, version=stored.version, last_at=stored.at)
 
 
-def _apply(state: SessionState, stored: StoredEvent) -> SessionState:
-    event = stored.event
-    common: dict[str, Any] = {"session_id": stored.session_id, "version": stored.version, "last_at": stored.at}
-    if isinstance(event, SessionStarted):
-        common.update(status="open", origin=event.origin, workspace=event.workspace, started_at=stored.at,
-                      tools=event.tools, warnings=event.warnings)
-    elif isinstance(event, SessionEnded):
-        common.update(status="ended", ended_at=stored.at)
-    elif isinstance(event, ToolCallRequested):
-        call = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments, requested_at=stored.at)
-        common["calls"] = {**state.calls, event.call_id: call}
-        if event.call_id in state.unrequested:
-            common["unrequested"] = {k: v for k, v in state.unrequested.items() if k != event.call_id}
-    elif isinstance(event, ToolCallRejected):
-        call = state.calls[event.call_id]
-        common["calls"] = _with_call(state, call, status="rejected", finished_at=stored.at, output=event.message,
-                                     is_error=True)
-    elif isinstance(event, ToolCallStarted):
-        call = state.calls[event.call_id]
-        common["calls"] = _with_call(state, call, status="running", started_at=stored.at, argv=event.argv,
-                                     arguments=event.arguments, coercions=event.coercions,
-                                     output_dir=event.output_dir, notify_file=event.notify_file,
-                                     task_id=event.task_id, cwd=event.cwd, output_mode=event.output_mode,
-                                     attach_outputs=event.attach_outputs, timeout_seconds=event.timeout_seconds)
-    elif isinstance(event, ToolCallFinished):
-        call = state.calls[event.call_id]
-        common["calls"] = _with_call(state, call, status="finished", finished_at=stored.at, pid=event.pid,
-                                     output=event.output, is_error=event.is_error, exit_code=event.exit_code,
-                                     timed_out=event.timed_out, duration_ms=event.duration_ms, files=event.files)
-    elif isinstance(event, ToolCallInterrupted):
-        common["calls"] = _with_call(state, state.calls[event.call_id], status="interrupted",
-                                     finished_at=stored.at, output=event.message, is_error=True)
-    elif isinstance(event, SessionForked):
-        common["forked_from"] = f"{event.parent_session_id}@{event.parent_seq}"
-    elif isinstance(event, SessionResumed):
-        common.update(status="open", tools=event.tools, warnings=event.warnings)
-    elif isinstance(event, TaskStarted):
-        task = TaskView(task_id=event.task_id, call_id=event.call_id, tool=event.tool, pid=event.pid,
-                        start_ticks=event.start_ticks, boot_id=event.boot_id, task_dir=event.task_dir,
-                        started_at=stored.at)
-        common["tasks"] = {**state.tasks, event.task_id: task}
-    elif isinstance(event, (TaskExited, TaskKilled)):
-        task = state.tasks[event.task_id].model_copy(update={
-            "status": "exited" if isinstance(event, TaskExited) else "killed", "ended_at": stored.at,
-            "output": event.output, "is_error": event.is_error, "exit_code": event.exit_code,
-            "timed_out": event.timed_out, "duration_ms": event.duration_ms, "files": event.files,
-            "media": event.media})
-        common["tasks"] = {**state.tasks, event.task_id: task}
-    elif isinstance(event, TaskInterrupted):
-        task = state.tasks[event.task_id].model_copy(update={
-            "status": "interrupted", "ended_at": stored.at, "output": event.message, "is_error": True})
-        common["tasks"] = {**state.tasks, event.task_id: task}
-    elif isinstance(event, NoteReceived):
-        common["calls"] = _with_call(state, state.calls[event.call_id], notify_offset=event.offset)
-        note = NoteView(version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text,
-                        wake=event.wake, at=stored.at)
-        common.update(pending_notes={**state.pending_notes, stored.version: note},
-                      notes_received=state.notes_received + 1)
-    elif isinstance(event, WakeRequested):
-        wake = WakeView(wake_id=event.wake_id, reason=event.reason, text=event.text, call_id=event.call_id,
-                        task_id=event.task_id, at=stored.at)
-        common["pending_wakes"] = {**state.pending_wakes, event.wake_id: wake}
-    elif isinstance(event, (TurnStarted, NotesDelivered)):
-        delivered_notes, delivered_wakes = set(event.notes), set(event.wakes)
-        common.update(
-            pending_notes={v: n for v, n in state.pending_notes.items() if v not in delivered_notes},
-            pending_wakes={w: x for w, x in state.pending_wakes.items() if w not in delivered_wakes},
-        )
-        if isinstance(event, TurnStarted):
-            common.update(turns=state.turns + 1, in_turn=event.reason != "delivery")
-    elif isinstance(event, WakeAnswered):
-        answered = set(event.wakes)
-        common["pending_wakes"] = {w: x for w, x in state.pending_wakes.items() if w not in answered}
-    elif isinstance(event, TurnEnded):
-        common.update(in_turn=False, last_turn_end=event.reason)
-    elif isinstance(event, ModelReplied):
-        common.update(model_replies=state.model_replies + 1,
-                      unrequested={**state.unrequested, **{c.call_id: c for c in event.tool_calls}},
-                      input_tokens=state.input_tokens + event.input_tokens,
-                      output_tokens=state.output_tokens + event.output_tokens)
-    return state.model_copy(update=common)
+_CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested")
 
 
-def rebuild(events: Iterable[StoredEvent], state: SessionState | None = None) -> SessionState:
-    """Fold ``events`` onto ``state`` (a snapshot) or onto an empty session."""
-    state = state or SessionState()
+def _own_copy(state: SessionState) -> SessionState:
+    """A copy whose containers are its own, so folding into it leaves ``state`` as it was."""
+    return state.model_copy(update={name: type(getattr(state, name))(getattr(state, name)) for name in _CONTAINERS})
+
+
+def apply(state: SessionState, stored: StoredEvent) -> SessionState:
+    """The state after ``stored``; ``state`` is not modified."""
+    after = _own_copy(state)
+    fold(after, stored)
+    return after
+
+
+def rebuild(events: Iterable[StoredEvent], state: SessionState | None = None, *,
+            history: bool = False) -> SessionState:
+    """Fold ``events`` onto ``state`` (a snapshot, which is left as it was) or onto an empty session.
+
+    ``history=True`` keeps every call, closed ones too, in ``calls`` (what
+    ``zagent sessions show`` lists); such a state is for display, not for snapshots.
+    """
+    if state is not None:
+        state = _own_copy(state)
+    else:
+        state = SessionState.model_construct(calls=_History()) if history else SessionState()
     for stored in events:
-        state = apply(state, stored)
+        fold(state, stored)
     return state
+
+
+# -- snapshots -----------------------------------------------------------------------------
+
+
+@functools.cache
+def projection_tag() -> str:
+    """Names this projection in stored snapshots: its version and the shape of its state.
+
+    A snapshot with another tag was made by other code (older, newer, or a changed
+    ``SessionState``) and is never loaded.
+    """
+    import json
+
+    shape = json.dumps(SessionState.model_json_schema(), sort_keys=True)
+    return f"session/{PROJECTION_VERSION}/{hashlib.sha256(shape.encode()).hexdigest()[:12]}"
+
+
+def to_snapshot(state: SessionState) -> str:
+    """The state as the JSON text a snapshot stores."""
+    return state.model_dump_json()
+
+
+def from_snapshot(data: str | bytes) -> SessionState | None:
+    """The state a snapshot holds, or None when it cannot be read (damaged: fold from the start)."""
+    try:
+        return SessionState.model_validate_json(data)
+    except (ValidationError, ValueError):
+        return None
+

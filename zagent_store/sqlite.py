@@ -212,6 +212,12 @@ class SQLiteJournal:
         for seq, version, type_, at, data in rows:
             yield StoredEvent(seq, session_id, version, _parse_time(at), load_event(type_, json.loads(data)))
 
+    def has_call(self, session_id: str, call_id: str) -> bool:
+        with self._lock, _reported(self.path, "read"):
+            return self._conn.execute(
+                "SELECT 1 FROM events WHERE call_id = ? AND session_id = ? AND type = 'tool_call_requested' LIMIT 1",
+                (call_id, session_id)).fetchone() is not None
+
     def sessions(self, limit: int | None = None) -> list[SessionSummary]:
         # The most recent sessions first (a walk of the session index), then a few index
         # lookups each: fast on a journal of millions of events.

@@ -286,7 +286,7 @@ def _call_requested(s: dict[str, Any], event: ToolCallRequested, stored: StoredE
 
 @_on(ToolCallRejected)
 def _call_rejected(s: dict[str, Any], event: ToolCallRejected, stored: StoredEvent) -> None:
-    _close_call(s, event.call_id)
+    _close_call(s, event.call_id, status="rejected", finished_at=stored.at, output=event.message, is_error=True)
 
 
 @_on(ToolCallStarted)

@@ -134,7 +134,8 @@ def test_model_call_ids_that_cannot_name_a_folder_or_repeat_are_mapped(home_dir:
                    {"tool_calls": [{"id": "call_0", "name": "noop"}]}, {"text": "ok"})
     session = engine.start_session("run")
     Agent(session, model).run("go")
-    assert list(session.state.calls) == ["call_.._x", "call_0", "call_0~2"]
+    requested = [e.event for e in engine.journal.read(session.session_id) if e.event.type == "tool_call_requested"]
+    assert [e.call_id for e in requested] == ["call_.._x", "call_0", "call_0~2"]
     tool_ids = [m.tool_call_id for m in conversation(engine.journal.read(session.session_id), "s") if m.role == "tool"]
     assert tool_ids == ["../x", "call_0", "call_0"]  # the model sees its own ids back
 

@@ -3,8 +3,8 @@
 A turn: a user message (or a wake-up) -> model -> tool calls -> results -> model ...
 until the model replies with no tool call, and the agent is idle. Every reply is
 journaled before its calls run, and the conversation sent to the model is rebuilt from
-the journal before every request (:func:`conversation`), which refuses to produce one
-with a tool call that has no result: no orphaned call ever reaches a model.
+the journal as events are committed (:class:`Conversation`), which refuses to produce a
+request with a tool call that has no result: no orphaned call ever reaches a model.
 """
 
 from __future__ import annotations
@@ -17,7 +17,18 @@ from dataclasses import dataclass
 from zagent_core import terminal
 from zagent_core.config import AgentConfig
 from zagent_core.engine import Session
-from zagent_core.events import RepliedCall
+from zagent_core.events import (
+    ModelReplied,
+    NoteReceived,
+    NotesDelivered,
+    RepliedCall,
+    ToolCallFinished,
+    ToolCallInterrupted,
+    ToolCallRejected,
+    TurnStarted,
+    UserMessage,
+    WakeRequested,
+)
 from zagent_core.journal import StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
@@ -32,51 +43,83 @@ class OrphanedCallError(RuntimeError):
     """A tool call in the conversation has no result; sending it would make providers fail."""
 
 
-def conversation(events: Iterable[StoredEvent], system_prompt: str) -> list[Message]:
-    """The messages a model is sent, rebuilt from a session's events.
+class Conversation:
+    """The messages a model is sent, folded from a session's events as they are committed.
 
-    The system prompt is the one the latest turn journaled (``system_prompt`` is the
-    fallback for sessions that journaled none).
+    Linear in the session's length: each event adds to the messages once, and a tool
+    result fills the slot its call left after the assistant message, so a request never
+    re-reads the journal. The system prompt is the one the latest turn journaled
+    (``system_prompt`` is the fallback for sessions that journaled none).
 
     Notes and wake-ups delivered by a turn (or mid-turn) follow as one user message of
     ``[info: ...]`` lines, at the end of the request; they never touch the system prompt.
     """
-    events = list(events)
-    results: dict[str, tuple[str, bool]] = {}
-    note_text: dict[int, str] = {}
-    wakes: dict[str, tuple[str, str]] = {}
-    for stored in events:
-        event = stored.event
-        if event.type == "tool_call_finished":
-            results[event.call_id] = (event.output, event.is_error)
-        elif event.type in ("tool_call_rejected", "tool_call_interrupted"):
-            results[event.call_id] = (event.message, True)
-        elif event.type == "note_received":
-            note_text[stored.version] = event.text
-        elif event.type == "wake_requested":
-            wakes[event.wake_id] = (event.reason, event.text)
-        elif event.type == "turn_started" and event.system_prompt is not None:
-            system_prompt = event.system_prompt
 
-    messages = [Message(role="system", content=system_prompt)]
-    for stored in events:
-        event = stored.event
-        if event.type == "user_message":
-            messages.append(Message(role="user", content=event.text))
-        elif event.type in ("turn_started", "notes_delivered"):
-            lines = [f"[info: {note_text[v]}]" for v in event.notes if v in note_text]
-            lines += [f"[info: {wakes[w][1]}]" for w in event.wakes if w in wakes and wakes[w][0] != "note"]
-            if lines:
-                messages.append(Message(role="user", content="\n".join(lines)))
-        elif event.type == "model_replied":
-            messages.append(Message(role="assistant", content=event.text, tool_calls=[
-                ToolCallRequest(id=call.id, name=call.name, arguments=call.arguments) for call in event.tool_calls]))
-            for call in event.tool_calls:
-                if call.call_id not in results:
-                    raise OrphanedCallError(f"tool call {call.call_id} ({call.name}) has no result")
-                content, is_error = results[call.call_id]
-                messages.append(Message(role="tool", tool_call_id=call.id, content=content, is_error=is_error))
-    return messages
+    def __init__(self, system_prompt: str, events: Iterable[StoredEvent] = ()) -> None:
+        self.system_prompt = system_prompt
+        self._messages: list[Message] = []
+        #: Where each call's result goes: call id -> index of its tool message.
+        self._slots: dict[str, int] = {}
+        self._unanswered: dict[int, RepliedCall] = {}
+        self._note_text: dict[int, str] = {}
+        self._wakes: dict[str, tuple[str, str]] = {}
+        for stored in events:
+            self.add(stored)
+
+    def add(self, stored: StoredEvent) -> None:
+        """Take one committed event into account."""
+        match stored.event:
+            case UserMessage(text=text):
+                self._messages.append(Message(role="user", content=text))
+            case ModelReplied() as reply:
+                self._messages.append(Message(role="assistant", content=reply.text, tool_calls=[
+                    ToolCallRequest(id=call.id, name=call.name, arguments=call.arguments)
+                    for call in reply.tool_calls]))
+                for call in reply.tool_calls:
+                    slot = len(self._messages)
+                    self._slots[call.call_id] = slot
+                    self._unanswered[slot] = call
+                    self._messages.append(Message(role="tool", tool_call_id=call.id))
+            case ToolCallFinished(call_id=call_id, output=output, is_error=is_error):
+                self._answer(call_id, output, is_error)
+            case ToolCallRejected(call_id=call_id, message=message) | ToolCallInterrupted(
+                    call_id=call_id, message=message):
+                self._answer(call_id, message, True)
+            case NoteReceived(text=text):
+                self._note_text[stored.version] = text
+            case WakeRequested(wake_id=wake_id, reason=reason, text=text):
+                self._wakes[wake_id] = (reason, text)
+            case TurnStarted() | NotesDelivered() as delivery:
+                if isinstance(delivery, TurnStarted) and delivery.system_prompt is not None:
+                    self.system_prompt = delivery.system_prompt
+                lines = [f"[info: {self._note_text.pop(v)}]" for v in delivery.notes if v in self._note_text]
+                for wake_id in delivery.wakes:
+                    reason, text = self._wakes.pop(wake_id, ("note", ""))
+                    if reason != "note":
+                        lines.append(f"[info: {text}]")
+                if lines:
+                    self._messages.append(Message(role="user", content="\n".join(lines)))
+            case _:
+                pass
+
+    def _answer(self, call_id: str, content: str, is_error: bool) -> None:
+        slot = self._slots.get(call_id)
+        if slot is None:
+            return  # a call no reply made (zagent tools run): not part of the conversation
+        self._unanswered.pop(slot, None)
+        self._messages[slot] = self._messages[slot].model_copy(update={"content": content, "is_error": is_error})
+
+    def messages(self) -> list[Message]:
+        """The request's messages; refuses to produce one with a tool call that has no result."""
+        if self._unanswered:
+            call = next(iter(self._unanswered.values()))
+            raise OrphanedCallError(f"tool call {call.call_id} ({call.name}) has no result")
+        return [Message(role="system", content=self.system_prompt), *self._messages]
+
+
+def conversation(events: Iterable[StoredEvent], system_prompt: str) -> list[Message]:
+    """The messages a model is sent, rebuilt from a session's events (see :class:`Conversation`)."""
+    return Conversation(system_prompt, events).messages()
 
 
 @dataclass
@@ -96,15 +139,17 @@ class Agent:
         self.model = model
         self.config = config or session.engine.config.agent
         self.requests = 0
-        self._seen: list[StoredEvent] = []
+        self._conversation = Conversation(self.config.system_prompt)
+        self._read_to = 0
         #: How a tool call is carried out: really (the default), or served from a recording.
         self.run_call = run_call or (lambda call: session.call(call.name, call.arguments, call_id=call.call_id))
 
-    def _events(self) -> list[StoredEvent]:
-        """The session's events so far: only the new ones are read (and parsed) each time."""
-        after = self._seen[-1].version if self._seen else 0
-        self._seen.extend(self.session.engine.journal.read(self.session.session_id, after_version=after))
-        return self._seen
+    def _messages(self) -> list[Message]:
+        """The next request's messages: the conversation so far, plus what was committed since."""
+        for stored in self.session.engine.journal.read(self.session.session_id, after_version=self._read_to):
+            self._conversation.add(stored)
+            self._read_to = stored.version
+        return self._conversation.messages()
 
     def tool_specs(self) -> list[ToolSpec]:
         """What the model is told about the tools: name, description, parameters."""
@@ -151,7 +196,7 @@ class Agent:
                 return self._end(stop_reason)
             if max_requests is not None:
                 max_requests -= 1
-            messages = conversation(self._events(), self.config.system_prompt)
+            messages = self._messages()
             started = time.monotonic()
             try:
                 reply = self.model.reply(messages, specs)

@@ -62,7 +62,7 @@ class Conversation:
         self._slots: dict[str, int] = {}
         self._unanswered: dict[int, RepliedCall] = {}
         self._note_text: dict[int, str] = {}
-        self._wakes: dict[str, tuple[str, str]] = {}
+        self._wakes: dict[str, tuple[str, str]] = {}  # wake id -> (reason, text)
         for stored in events:
             self.add(stored)
 
@@ -94,9 +94,9 @@ class Conversation:
                     self.system_prompt = delivery.system_prompt
                 lines = [f"[info: {self._note_text.pop(v)}]" for v in delivery.notes if v in self._note_text]
                 for wake_id in delivery.wakes:
-                    reason, text = self._wakes.pop(wake_id, ("note", ""))
-                    if reason != "note":
-                        lines.append(f"[info: {text}]")
+                    wake = self._wakes.pop(wake_id, None)
+                    if wake is not None and wake[0] != "note":
+                        lines.append(f"[info: {wake[1]}]")
                 if lines:
                     self._messages.append(Message(role="user", content="\n".join(lines)))
             case _:

@@ -397,16 +397,16 @@ class Session:
             return self._terminal(requested)
         refusal = self._refusal(name)
         problems: list[str] = []
-        if refusal is None:
+        if refusal is not None:
+            reason, message = refusal
+        else:
             tool = self.tools.tools[name]
             validated = validate_arguments(tool.validator, arguments)
             problems = validated.problems or delivery_problems(tool, validated.arguments)
             if not problems:
                 return self._run(tool, requested, validated.arguments, validated.coercions)
-            refusal = "invalid_arguments", (
-                f"{name} was not run: its arguments do not match its parameters.\n" + "\n".join(problems)
-            )
-        reason, message = refusal
+            reason = "invalid_arguments"
+            message = f"{name} was not run: its arguments do not match its parameters.\n" + "\n".join(problems)
         self._append([requested, ToolCallRejected(call_id=call_id, reason=reason, message=message, problems=problems)])
         return ToolResult(output=message, is_error=True)
 

@@ -209,15 +209,13 @@ class InconsistentJournalError(ValueError):
 
 # -- the fold: one handler per event type ------------------------------------------------
 
-_E = TypeVar("_E", bound=BaseModel)
-_Handler = Callable[[dict[str, Any], Any, StoredEvent], None]
-_HANDLERS: dict[type[BaseModel], _Handler] = {}
+_Handler = TypeVar("_Handler", bound=Callable[..., None])
+_HANDLERS: dict[type[BaseModel], Callable[[dict[str, Any], Any, StoredEvent], None]] = {}
 
 
-def _on(*types: type[_E]) -> Callable[[Callable[[dict[str, Any], _E, StoredEvent], None]],
-                                      Callable[[dict[str, Any], _E, StoredEvent], None]]:
-    def register(handler: Callable[[dict[str, Any], _E, StoredEvent], None]) -> Callable[
-            [dict[str, Any], _E, StoredEvent], None]:
+def _on(*types: type[BaseModel]) -> Callable[[_Handler], _Handler]:
+    """Register the decorated function as the fold's handler of these event types."""
+    def register(handler: _Handler) -> _Handler:
         for event_type in types:
             _HANDLERS[event_type] = handler
         return handler

@@ -154,3 +154,29 @@ def test_the_system_prompt_is_journaled_and_used_when_the_conversation_is_rebuil
     session = engine.start_session("run")
     Agent(session, script({"text": "hi"}), AgentConfig(system_prompt="Be brief.")).run("hello")
     assert conversation(engine.journal.read(session.session_id), "another prompt")[0].content == "Be brief."
+
+
+class Recording:
+    """A model that remembers every request it was sent (the real interface, a scripted answer)."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model, self.name, self.requests = model, model.name, []
+
+    def reply(self, messages, tools):
+        self.requests.append(messages)
+        return self.model.reply(messages, tools)
+
+
+def test_notes_a_turn_took_before_a_crash_cut_off_its_request_reach_the_model_after_resume(
+        home_dir: Path, engine: Engine) -> None:
+    python_tool(home_dir, "noisy", "import os\nopen(os.environ['ZAGENT_NOTIFY_FILE'], 'a').write('halfway there\\n')")
+    session = engine.start_session("run")
+    session.call("noisy", {})
+    assert [n.text for n in session.state.pending_notes.values()] == ["halfway there"]
+    # turn_started takes the note; then the process dies before the model is asked.
+    session.deliver(turn="user", system_prompt="sys")
+    assert not session.state.pending_notes
+    model = Recording(script({"text": "noted"}))
+    Agent(engine.resume(session.session_id), model).run(None)
+    (request,) = model.requests
+    assert [m.content for m in request if m.role == "user"] == ["[info: halfway there]"]

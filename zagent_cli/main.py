@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from zagent_core import Engine, Home, Problem, StoredEvent
+    from zagent_core import Engine, Home, Problem, Session, SessionState, StoredEvent
     from zagent_store import SQLiteJournal
 
 
@@ -62,7 +62,8 @@ class Context:
         workspace = Path(self.workspace) if self.workspace else Path.cwd()
         if not workspace.is_dir():
             raise click.UsageError(f"workspace {workspace} is not a folder")
-        return Engine(self.home, journal, workspace=workspace)
+        command = click.get_current_context().command_path.partition(" ")[2]
+        return Engine(self.home, journal, workspace=workspace, command=command)
 
 
 def _no_constant(name: str) -> Any:
@@ -176,7 +177,6 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
 
         with engine.start_session(origin="tools run", tools=toolset) as session:
             session.subscribe(show_note)
-            driver = session.mark_driver()
             try:
                 result = session.call(name, arguments)
             except KeyboardInterrupt:
@@ -184,8 +184,6 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
                 session.end("interrupted")
                 click.echo(f"\n[stopped; the call is journaled in session {session.session_id}]", err=True)
                 sys.exit(130)
-            finally:
-                driver.unlink(missing_ok=True)
             call_id = session.state.last_call_id or ""
             task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
             if task_id is not None and not result.is_error:
@@ -253,24 +251,59 @@ def _show_event(stored: StoredEvent) -> None:
         click.echo(f"(turn stopped: {event.reason})")
 
 
+def _model_choice(engine: Engine, model_spec: str | None,
+              state: SessionState | None) -> tuple[str | None, str | None]:
+    """The model spec to run with and its endpoint: ``--model``, else what the session
+    journaled, else config (``(None, None)``: a session that never had a model)."""
+    if model_spec is not None:
+        kind, _, path = model_spec.partition(":")
+        if kind == "scripted" and path:  # journaled as found from anywhere
+            model_spec = f"scripted:{Path(path).resolve()}"
+        return model_spec, None
+    if state is not None and state.model:
+        return state.model, state.model_base_url
+    if state is not None and state.origin == "tools run":
+        return None, None
+    return engine.config.agent.model, None
+
+
+def _settle_only(session: Session) -> str:
+    """A session no model drives (``tools run`` cut off): settled, its tasks waited for, then ended."""
+    for task in session.state.running_tasks:
+        click.echo(f"[waiting for task #{task.task_id} ({task.tool})]", err=True)
+        session.wait_task(task.task_id, None)
+    for wake in session.state.pending_wakes.values():
+        if wake.reason != "note":
+            click.echo(f"[info: {wake.text}]")
+    session.end()
+    return "ended"
+
+
 def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None) -> None:
     """Shared by run and resume: open or resume the session, run the agent, report."""
     import signal
 
     from zagent_core.agent import Agent
     from zagent_core.engine import SessionEndedError, UnknownSessionError
-    from zagent_core.models import load_model
+    from zagent_core.leases import SessionBusyError
+    from zagent_core.models import Model, load_model
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
-        spec = model_spec or engine.config.agent.model
-        if not spec:
+        state = engine.session_state(session_id) if session_id is not None else None
+        spec, base_url = _model_choice(engine, model_spec, state)
+        model: Model | None = None
+        if spec:
+            config = engine.config.model
+            if base_url is not None:
+                config = config.model_copy(update={"base_url": base_url})
+            try:
+                model = load_model(spec, config)
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from None
+        elif state is None or prompt is not None:
             raise click.UsageError('no model: give --model (scripted:PATH or openai:MODEL) or set "agent": '
                                    '{"model": ...} in config.json')
-        try:
-            model = load_model(spec, engine.config.model)
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
         try:
             if session_id is None:
                 for problem in engine.config_problems + engine.load_tools().problems:
@@ -278,29 +311,28 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
                 session = engine.start_session(origin="run")
                 session.subscribe(_show_event)
             else:
-                if engine.status(session_id) == "running":
-                    raise click.UsageError(f"session {session_id} is being run by another process; wait for it, "
-                                           "or stop it (Ctrl-C) first")
                 click.echo(f"[resuming {session_id}]", err=True)
-                session = engine.resume(session_id, listener=_show_event)
-        except (UnknownSessionError, SessionEndedError) as exc:
+                session = engine.resume(session_id, listener=_show_event, state=state)
+        except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
             raise click.UsageError(str(exc)) from None
-        click.echo(f"[session {session.session_id}, model {model.name}]", err=True)
         # SIGTERM stops a run the way Ctrl-C does: tools killed, the journal told.
         signal.signal(signal.SIGTERM, signal.default_int_handler)
-        driver = session.mark_driver()
         try:
-            result = Agent(session, model).run(prompt)
+            if model is None:
+                reason, requests = _settle_only(session), 0
+            else:
+                click.echo(f"[session {session.session_id}, model {model.name}]", err=True)
+                result = Agent(session, model, spec=spec).run(prompt)
+                reason, requests = result.reason, result.requests
         except KeyboardInterrupt:
             click.echo(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)
             sys.exit(130)
         finally:
-            driver.unlink(missing_ok=True)
+            session.release()
     waiting = len(session.state.running_tasks)
     tail = f"; {waiting} background task(s) still running" if waiting else ""
-    click.echo(f"[{result.reason} after {result.requests} model request(s){tail}; session {session.session_id}]",
-               err=True)
-    sys.exit(0 if result.reason == "idle" else 1)
+    click.echo(f"[{reason} after {requests} model request(s){tail}; session {session.session_id}]", err=True)
+    sys.exit(0 if reason in ("idle", "ended") else 1)
 
 
 @cli.command()

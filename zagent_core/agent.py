@@ -134,9 +134,11 @@ class Agent:
     """Drives one session with one model. ``on_event`` sees every event as it is committed."""
 
     def __init__(self, session: Session, model: Model, config: AgentConfig | None = None, *,
-                 run_call: Callable[[RepliedCall], None] | None = None) -> None:
+                 run_call: Callable[[RepliedCall], None] | None = None, spec: str | None = None) -> None:
         self.session = session
         self.model = model
+        #: How the model was asked for (``openai:gpt-4o``), journaled with each turn for ``resume``.
+        self.spec = spec
         self.config = config or session.engine.config.agent
         self.requests = 0
         self._conversation = Conversation(self.config.system_prompt)
@@ -186,7 +188,8 @@ class Agent:
         if prompt is not None:
             session.record_user_message(prompt)
         session.deliver(turn="user" if prompt is not None else "resume" if resumed else "wake",
-                        system_prompt=self.config.system_prompt)
+                        system_prompt=self.config.system_prompt, model=self.spec,
+                        model_base_url=getattr(self.model, "base_url", None) if self.spec else None)
         calls_this_turn = 0
         specs = self.tool_specs()
         while True:

@@ -56,10 +56,10 @@ from zagent_core.events import (
 )
 from zagent_core.home import Home
 from zagent_core.ids import new_call_id, new_session_id, new_wake_id
-from zagent_core import tasks, terminal
+from zagent_core import leases, tasks, terminal
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
-from zagent_core.journal import Journal, StoredEvent
+from zagent_core.journal import Journal, JournalError, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.models import ModelReply
@@ -68,12 +68,25 @@ from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, 
 from zagent_core.notes import read_notes
 from zagent_core.processes import ProcessIdentity, read_json, write_json
 from zagent_core.runner import ProcessSpec, run_process
-from zagent_core.state import CallView, NoteView, SessionState, TaskView, WakeView, fold, rebuild
+from zagent_core.state import (
+    CallView,
+    NoteView,
+    SessionState,
+    TaskView,
+    WakeView,
+    fold,
+    from_snapshot,
+    projection_tag,
+    rebuild,
+    status_of,
+    to_snapshot,
+)
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
 
-DRIVER_FILE = "driver.json"
+#: A snapshot at least every this many events, besides one at the end of each turn.
+SNAPSHOT_EVERY = 1000
 #: Call ids name folders: no separators, no leading dot.
 CALL_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:~-]{0,127}")
 #: How often running background tasks are looked at for notes and their end.
@@ -174,8 +187,11 @@ class Engine:
         *,
         workspace: str | Path | None = None,
         config: Config | None = None,
+        command: str = "",
     ) -> None:
         self.home = home
+        #: What drives sessions through this engine (``run``, ``tools run``...), as leases name it.
+        self.command = command
         self.journal = journal
         self.workspace = Path(workspace or Path.cwd()).resolve()
         self.config_problems: list[Problem] = []
@@ -188,9 +204,10 @@ class Engine:
         return load_tools(self.home, self.config)
 
     def start_session(self, origin: str = "api", *, tools: ToolSet | None = None) -> Session:
-        """Begin a session: load the tools and journal what is offered and what is broken."""
+        """Begin a session, driven by this process: load the tools, journal what is offered and what is broken."""
         tools = tools or self.load_tools()
         session = Session(self, new_session_id(), tools)
+        leases.take(self.journal, session.session_id, session.owner)
         warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
         session._append([
             SessionStarted(
@@ -204,27 +221,39 @@ class Engine:
         log.info("session_started", session=session.session_id, tools=len(tools.tools), warnings=len(warnings))
         return session
 
-    def resume(self, session_id: str, *, listener: Callable[[StoredEvent], None] | None = None) -> Session:
+    def resume(self, session_id: str, *, listener: Callable[[StoredEvent], None] | None = None,
+               state: SessionState | None = None) -> Session:
         """Pick up a session after the engine stopped, and settle everything it left open.
 
-        Every call cut off gets a result (run again when its tool is ``replay: safe``,
-        else reported interrupted), every background task is re-attached, finished from
-        its exit record, or reported interrupted, unread notify-file lines become notes,
-        and wake-ups not yet delivered stay pending for :meth:`Session.deliver`.
-        ``listener`` is subscribed first, so it sees what resume decides.
+        The session's lease is taken first (:class:`~zagent_core.leases.SessionBusyError`
+        if a live process drives it; a dead driver's lease is taken over, and the resume
+        journals whose). Then every call cut off gets a result (run again when its tool is
+        ``replay: safe``, else reported interrupted), every background task is re-attached,
+        finished from its exit record, or reported interrupted, unread notify-file lines
+        become notes, and wake-ups not yet delivered stay pending for :meth:`Session.deliver`.
+        ``listener`` is subscribed first, so it sees what resume decides. ``state``, if the
+        caller has read it already, saves reading it again.
         """
-        state = self.session_state(session_id)
+        state = state or self.session_state(session_id)
         if state.version == 0:
             raise UnknownSessionError(f'no session "{session_id}" in the journal')
         if state.status == "ended":
             raise SessionEndedError(f"session {session_id} has ended; it has nothing to resume")
         tools = self.load_tools()
         session = Session(self, session_id, tools, state)
-        if listener is not None:  # sees what resume settles, too
-            session.subscribe(listener)
-        warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
-        session._append([SessionResumed(zagent_version=zagent_version(), tools=offers(tools), warnings=warnings)])
-        session._settle()
+        previous = leases.take(self.journal, session_id, session.owner)
+        try:
+            # What was appended before the lease was ours (a driver that just stopped).
+            session.state = rebuild(self.journal.read(session_id, after_version=state.version), state)
+            if listener is not None:  # sees what resume settles, too
+                session.subscribe(listener)
+            warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
+            session._append([SessionResumed(zagent_version=zagent_version(), tools=offers(tools), warnings=warnings,
+                                            taken_over_from=previous.owner if previous else None)])
+            session._settle()
+        except BaseException:
+            session.release()
+            raise
         log.info("session_resumed", session=session_id, pending_wakes=len(session.state.pending_wakes))
         return session
 
@@ -232,23 +261,24 @@ class Engine:
         """``ended``, ``running`` (a live process drives it), ``interrupted`` (cut off mid-turn
         or mid-call), ``waiting on tasks``, or ``idle``."""
         state = state or self.session_state(session_id)
-        if state.status == "ended":
-            return "ended"
-        driver = read_json(self.home.session_dir(session_id) / DRIVER_FILE)
-        try:
-            if driver is not None and ProcessIdentity.model_validate(driver).alive():
-                return "running"
-        except ValueError:
-            pass
-        if state.in_turn or state.running_calls or state.unrequested:
-            return "interrupted"
-        if state.running_tasks:
-            return "waiting on tasks"
-        return "idle"
+        if state.status != "ended" and leases.holder_alive(self.journal, session_id) is not None:
+            return "running"
+        return status_of(state)
 
     def session_state(self, session_id: str) -> SessionState:
-        """A session rebuilt from its events (empty ``SessionState`` if it has none)."""
-        return rebuild(self.journal.read(session_id))
+        """A session as its latest snapshot and the events after it tell (empty if it has none).
+
+        A snapshot that cannot be read, or that another version of the projection made,
+        is passed over: the events alone always give the state.
+        """
+        snapshot = self.journal.load_snapshot(session_id, projection_tag())
+        state = from_snapshot(snapshot.data) if snapshot is not None else None
+        if snapshot is not None and (state is None or state.version != snapshot.version
+                                     or state.session_id != session_id):
+            log.warning("snapshot_skipped", session=session_id, version=snapshot.version,
+                        why="it cannot be read; the session is rebuilt from its events")
+            state = None
+        return rebuild(self.journal.read(session_id, after_version=state.version if state else 0), state)
 
 
 class Session:
@@ -264,6 +294,9 @@ class Session:
         self._listeners: list[Callable[[StoredEvent], None]] = []
         self._supervisors: dict[str, subprocess.Popen[bytes]] = {}
         self._watcher: threading.Thread | None = None
+        #: Who drives the session (this process), as its lease in the journal says.
+        self.owner = leases.this_process(f"zagent {engine.command}" if engine.command else "zagent")
+        self._snapshot_version = self.state.version
 
     def __enter__(self) -> Session:
         return self
@@ -290,12 +323,36 @@ class Session:
             stored = self.engine.journal.append(self.session_id, events, self.state.version)
             for item in stored:
                 fold(self.state, item)
+            if self.state.version - self._snapshot_version >= SNAPSHOT_EVERY:
+                self.snapshot()
         for item in stored:
             for listener in self._listeners:
                 try:
                     listener(item)
                 except Exception:  # noqa: BLE001 - an observer's bug must not undo a committed step
                     log.error("listener_failed", exc_info=True, session=self.session_id, event_type=item.event.type)
+
+    def snapshot(self) -> None:
+        """Store the state as a snapshot, so opening the session reads only what follows.
+
+        A snapshot is a cache: failing to write one is logged, never raised.
+        """
+        with self._lock:
+            self._snapshot_version = self.state.version
+            try:
+                self.engine.journal.save_snapshot(self.session_id, self.state.version, projection_tag(),
+                                                  to_snapshot(self.state), status_of(self.state))
+            except JournalError:
+                log.warning("snapshot_failed", exc_info=True, session=self.session_id)
+
+    def release(self) -> None:
+        """Stop driving the session: snapshot it and let go of its lease (the session stays open)."""
+        if self.state.version > self._snapshot_version:
+            self.snapshot()
+        try:
+            self.engine.journal.release_lease(self.session_id, self.owner)
+        except JournalError:  # left behind, it names a process that is gone: the next driver takes it over
+            log.warning("lease_release_failed", exc_info=True, session=self.session_id)
 
     # -- notes and wake-ups ----------------------------------------------------------
 
@@ -334,7 +391,8 @@ class Session:
                 self._append([WakeAnswered(wakes=wakes, call_id=call_id)])
 
     def deliver(self, turn: Literal["user", "wake", "resume"] | None = None, *,
-                system_prompt: str | None = None) -> Delivery:
+                system_prompt: str | None = None, model: str | None = None,
+                model_base_url: str | None = None) -> Delivery:
         """Take the pending notes and wake-ups for the agent's next request, exactly once.
 
         With ``turn``, this begins a turn (``turn_started``, journaled even when nothing
@@ -344,11 +402,12 @@ class Session:
         with self._lock:
             notes = list(self.state.pending_notes.values())
             wakes = list(self.state.pending_wakes.values())
-            taken = {"notes": [n.version for n in notes], "wakes": [w.wake_id for w in wakes]}
+            note_versions, wake_ids = [n.version for n in notes], [w.wake_id for w in wakes]
             if turn is not None:
-                self._append([TurnStarted(reason=turn, system_prompt=system_prompt, **taken)])
+                self._append([TurnStarted(reason=turn, system_prompt=system_prompt, model=model,
+                                          model_base_url=model_base_url, notes=note_versions, wakes=wake_ids)])
             elif notes or wakes:
-                self._append([NotesDelivered(**taken)])
+                self._append([NotesDelivered(notes=note_versions, wakes=wake_ids)])
         return Delivery(notes=notes, wakes=wakes)
 
     def end(self, reason: str = "completed") -> None:
@@ -356,6 +415,7 @@ class Session:
         for task in self.state.running_tasks:
             self.kill_task(task.task_id)
         self._append([SessionEnded(reason=reason)])
+        self.release()
 
     # -- tool calls ------------------------------------------------------------------
 
@@ -510,18 +570,6 @@ class Session:
 
     # -- the conversation (the agent loop journals through these) --------------------
 
-    def mark_driver(self) -> Path:
-        """Record that this process drives the session (``zagent sessions list`` says running).
-
-        Returns the file; delete it when done. A crash leaves it behind, harmlessly: it
-        names a process that no longer exists.
-        """
-        path = self.engine.home.session_dir(self.session_id) / DRIVER_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        me = ProcessIdentity.of(os.getpid())
-        write_json(path, me.model_dump() if me else {"pid": os.getpid()})
-        return path
-
     def _call_id_used(self, call_id: str) -> bool:
         # Finished calls are not in the state: the journal knows every id the session used.
         return call_id in self.state.calls or self.engine.journal.has_call(self.session_id, call_id)
@@ -546,6 +594,7 @@ class Session:
 
     def end_turn(self, reason: str) -> None:
         self._append([TurnEnded(reason=reason)])
+        self.snapshot()  # a resume, or `sessions list`, starts from the end of the last turn
 
     def refuse(self, call: RepliedCall, message: str) -> None:
         """Give a call of a reply a result without running it (a limit was reached)."""

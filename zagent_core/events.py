@@ -86,6 +86,8 @@ class SessionResumed(_Body):
     zagent_version: str
     tools: list[ToolOffer] = []
     warnings: list[str] = []
+    #: The lease owner (host, pid, ...) that died driving the session, when this resume took over from it.
+    taken_over_from: dict[str, Any] | None = None
 
 
 class SessionForked(_Body):
@@ -263,6 +265,10 @@ class TurnStarted(_Delivery):
     #: The system prompt this turn's requests carry, so a later rebuild (or replay)
     #: sends exactly what was sent, whatever the config says by then.
     system_prompt: str | None = None
+    #: The model spec this turn asks (``openai:gpt-4o``) and its endpoint, so ``zagent
+    #: resume`` needs nothing retyped. Never a key.
+    model: str | None = None
+    model_base_url: str | None = None
 
 
 class NotesDelivered(_Delivery):

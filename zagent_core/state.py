@@ -191,6 +191,9 @@ class SessionState(BaseModel):
     unrequested: dict[str, RepliedCall] = {}
     input_tokens: int = 0
     output_tokens: int = 0
+    #: The model the latest turn asked, and its endpoint (``zagent resume`` asks it again).
+    model: str | None = None
+    model_base_url: str | None = None
 
     @property
     def running_calls(self) -> list[CallView]:
@@ -201,6 +204,20 @@ class SessionState(BaseModel):
     @property
     def running_tasks(self) -> list[TaskView]:
         return [task for task in list(self.tasks.values()) if task.status == "running"]
+
+
+def status_of(state: SessionState) -> str:
+    """``ended``, ``interrupted`` (cut off mid-turn or mid-call), ``waiting on tasks`` or ``idle``.
+
+    Whether a live process drives the session (``running``) is the lease's to say, not the journal's.
+    """
+    if state.status == "ended":
+        return "ended"
+    if state.in_turn or state.running_calls or state.unrequested:
+        return "interrupted"
+    if state.running_tasks:
+        return "waiting on tasks"
+    return "idle"
 
 
 class InconsistentJournalError(ValueError):
@@ -359,6 +376,8 @@ def _delivered(s: dict[str, Any], event: TurnStarted | NotesDelivered, stored: S
     if isinstance(event, TurnStarted):
         s["turns"] += 1
         s["in_turn"] = event.reason != "delivery"
+        if event.model is not None:
+            s.update(model=event.model, model_base_url=event.model_base_url)
 
 
 @_on(WakeAnswered)

@@ -207,3 +207,12 @@ def test_sigkill_loses_no_acknowledged_event_and_leaves_the_journal_readable(hom
         assert versions == list(range(1, len(versions) + 1))
         assert len(versions) >= acknowledged
         assert (len(versions) - 1) % 3 == 0
+
+
+def test_the_audit_index_range_holds_exactly_the_call_and_task_types() -> None:
+    # events_calls is a partial index on a range of type names: a new event type whose
+    # name falls in it would be indexed (and cost every append) without anyone asking.
+    from zagent_core.events import EVENT_TYPES
+
+    in_range = sorted(name for name in EVENT_TYPES if "task_exited" <= name <= "tool_call_started")
+    assert in_range == sorted(name for name in EVENT_TYPES if name.startswith(("task_", "tool_call_")))

@@ -359,7 +359,11 @@ class EventSchemaError(ValueError):
 
 def dump_event(event: Event) -> str:
     """The JSON body stored in the journal's ``data`` column (``type`` has its own column)."""
-    return event.model_dump_json(exclude={"type"})
+    # The serializer itself: model_dump_json's keyword handling costs a third of the time.
+    return event.__pydantic_serializer__.to_json(event, exclude=_NOT_STORED).decode()
+
+
+_NOT_STORED = {"type"}
 
 
 def load_event(type_: str, data: dict[str, Any]) -> Event:

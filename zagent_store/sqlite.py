@@ -275,32 +275,27 @@ class SQLiteJournal:
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
                at: Sequence[datetime] | None = None,
                snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
+        if not events:
+            return []
         if at is None:
             now = datetime.now(timezone.utc)
             now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as stored: milliseconds
             times = [now] * len(events)
-            stamp = _format_time(now)
-            stamps = [stamp] * len(events)
+            stamps = [_format_time(now)] * len(events)
         else:  # imports and forks keep the times the events had (to the millisecond, as stored)
             times = [when.replace(microsecond=when.microsecond - when.microsecond % 1000) for when in at]
             stamps = [_format_time(when) for when in times]
-        if not events:
-            return []
         # event.__dict__ rather than getattr: a missing attribute costs pydantic an exception.
-        version = expected_version
-        rows = []
-        counts = dict.fromkeys(_COUNTED.values(), 0)
-        ended = False
-        for event, stamp in zip(events, stamps):
-            version += 1
-            kind = event.type
-            fields = event.__dict__
-            rows.append((session_id, version, kind, stamp, fields.get("call_id"), fields.get("task_id"),
-                         dump_event(event)))
-            if kind in _COUNTED:
-                counts[_COUNTED[kind]] += 1
-            elif kind == "session_ended":
-                ended = True
+        rows = [
+            (session_id, version, event.type, stamp, event.__dict__.get("call_id"), event.__dict__.get("task_id"),
+             dump_event(event))
+            for version, event, stamp in zip(range(expected_version + 1, expected_version + len(events) + 1),
+                                             events, stamps)
+        ]
+        version = expected_version + len(rows)
+        kinds = [row[2] for row in rows]
+        counts = {column: kinds.count(kind) for kind, column in _COUNTED.items()}
+        ended = "session_ended" in kinds
         try:
             with self._transaction("append to") as conn:
                 if len(rows) == 1:

@@ -38,7 +38,7 @@ def test_the_documented_defaults() -> None:
     assert DEFAULTS.limits.default_timeout_seconds == 120
     assert DEFAULTS.limits.output_cap_bytes == 32 * 1024
     assert DEFAULTS.capabilities.as_env() == "vision=true,audio=false,pdf=true,video=false"
-    assert DEFAULTS.journal.synchronous == "NORMAL"
+    assert DEFAULTS.journal.synchronous == "FULL"
 
 
 def test_a_missing_file_means_defaults_and_no_problem(config_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_every_valid_value_is_used(config_path: Path) -> None:
         "limits": {"default_timeout_seconds": 30, "output_cap_bytes": 4096, "kill_grace_seconds": 0.5,
                    "media_max_bytes": 0},
         "capabilities": {"vision": False, "audio": True, "pdf": False, "video": True},
-        "journal": {"synchronous": "FULL"},
+        "journal": {"synchronous": "NORMAL"},
     })
     assert lines == []
     assert config.tools.disabled == ["word_count", "image_maker"]
@@ -63,7 +63,7 @@ def test_every_valid_value_is_used(config_path: Path) -> None:
     assert config.limits.output_cap_bytes == 4096
     assert config.limits.kill_grace_seconds == 0.5
     assert config.limits.media_max_bytes == 0
-    assert config.journal.synchronous == "FULL"
+    assert config.journal.synchronous == "NORMAL"
 
 
 @pytest.mark.parametrize("text,reason", [
@@ -120,7 +120,7 @@ def test_each_bad_value_is_reported_and_replaced_by_its_default_keeping_the_othe
     assert config.limits.default_timeout_seconds == DEFAULTS.limits.default_timeout_seconds
     assert config.limits.output_cap_bytes == DEFAULTS.limits.output_cap_bytes
     assert config.capabilities.vision is True
-    assert config.journal.synchronous == "NORMAL"
+    assert config.journal.synchronous == "FULL"
     # ... and the good ones, even beside them, were kept
     assert config.tools.disabled == ["keep_me"]
     assert config.limits.kill_grace_seconds == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from zagent_core.events import SessionEnded, SessionStarted, ToolCallRequested
+from zagent_core.events import SessionEnded, SessionStarted, ToolCallRequested, dump_event
 from zagent_core.journal import ConcurrencyError, Journal
 from zagent_store import SQLiteJournal
 from zagent_store.sqlite import MIGRATIONS, JournalVersionError
@@ -59,16 +59,39 @@ def test_two_writers_on_one_file_cannot_both_append_at_the_same_version(home_dir
         assert (raised.value.expected, raised.value.actual) == (1, 2)
 
 
-def test_the_database_itself_refuses_updates_deletes_and_gaps(journal: SQLiteJournal) -> None:
+def test_the_database_itself_refuses_updates_deletes_and_a_taken_version(journal: SQLiteJournal) -> None:
     journal.append("s", [started()], 0)
     raw = sqlite3.connect(journal.path)
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         raw.execute("UPDATE events SET type = 'x'")
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         raw.execute("DELETE FROM events")
-    with pytest.raises(sqlite3.IntegrityError, match="version conflict"):
-        raw.execute("INSERT INTO events (session_id, version, type, at, data) VALUES ('s', 5, 't', 'now', '{}')")
+    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+        raw.execute("INSERT INTO events (session_id, version, type, at, data) VALUES ('s', 1, 't', 'now', '{}')")
     raw.close()
+
+
+def test_a_gap_left_by_a_raw_writer_is_reported_and_not_built_on(journal: SQLiteJournal) -> None:
+    journal.append("s", [started()], 0)
+    with sqlite3.connect(journal.path) as raw:
+        raw.execute("INSERT INTO events (session_id, version, type, at, data)"
+                    " VALUES ('s', 5, 'session_ended', '2026-01-01T00:00:00.000Z', '{\"v\":1}')")
+    assert journal.check() == ["session s has a gap in its versions (events were written around zagent)"]
+    with pytest.raises(ConcurrencyError, match="at version 5, not at version 5"):
+        journal.append("s", [request(6)], 5)  # building on the gap is refused
+
+
+def test_events_written_around_zagent_without_a_gap_are_taken_up(journal: SQLiteJournal) -> None:
+    journal.append("s", [started()], 0)
+    with sqlite3.connect(journal.path) as raw:
+        raw.execute("INSERT INTO events (session_id, version, type, at, call_id, data) VALUES"
+                    " ('s', 2, 'tool_call_requested', '2026-01-01T00:00:00.000Z', 'c1', ?)",
+                    ('{"v":1,"call_id":"c1","tool":"t","arguments":{}}',))
+    stored = journal.append("s", [SessionEnded()], 2)
+    assert [s.version for s in stored] == [3]
+    (summary,) = journal.sessions()
+    assert (summary.events, summary.calls, summary.ended) == (3, 1, True)
+    assert [e.seq for e in journal.read("s")] == [1, 2, 3]
 
 
 def test_correlation_columns_are_filled_for_audits(journal: SQLiteJournal) -> None:
@@ -92,25 +115,39 @@ def test_health_check_and_wal_mode(journal: SQLiteJournal) -> None:
     assert journal.stats() == {"events": 0, "sessions": 0, "schema_version": len(MIGRATIONS)}
 
 
-def test_an_older_journal_is_migrated_in_place(home_dir: Path) -> None:
+def _journal_of_schema(path: Path, schema: int) -> None:
+    """A journal as an older zagent left it: its migrations only, and two sessions written."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(path)
+    for migration in MIGRATIONS[:schema]:
+        migration(db)
+    db.execute(f"PRAGMA user_version = {schema}")
+    rows = [("a", 1, "session_started", started()), ("b", 1, "session_started", started()),
+            ("a", 2, "tool_call_requested", request(1)), ("a", 3, "session_ended", SessionEnded())]
+    for n, (sid, version, kind, event) in enumerate(rows):
+        db.execute("INSERT INTO events (session_id, version, type, at, call_id, data) VALUES (?, ?, ?, ?, ?, ?)",
+                   [sid, version, kind, f"2026-01-01T00:00:0{n}.000Z", getattr(event, "call_id", None),
+                    dump_event(event)])
+    db.conn.commit()
+    db.close()
+
+
+@pytest.mark.parametrize("schema", [1, 2])
+def test_an_older_journal_is_migrated_in_place(home_dir: Path, schema: int) -> None:
     path = home_dir / "journal.db"
-    raw = sqlite3.connect(path)
-    raw.execute("PRAGMA user_version = 0")
-    raw.close()
-    with SQLiteJournal(path) as journal:  # created from scratch: every migration ran
-        journal.append("s", [started()], 0)
-    raw = sqlite3.connect(path)
-    raw.execute("PRAGMA user_version = 1")
-    for view in ("tool_calls", "tasks", "notes", "sessions"):
-        raw.execute(f"DROP VIEW {view}")
-    for index in ("events_session_type", "events_type_at", "events_tool", "events_duration"):
-        raw.execute(f"DROP INDEX {index}")
-    raw.commit()
-    raw.close()
-    with SQLiteJournal(path) as journal:  # a version-1 journal gets the audit views
+    _journal_of_schema(path, schema)
+    with SQLiteJournal(path) as journal:
         assert journal.stats()["schema_version"] == len(MIGRATIONS)
-        assert journal.db.execute("SELECT count(*) FROM sessions").fetchone() == (1,)
-        assert [e.version for e in journal.read("s")] == [1]
+        assert [e.version for e in journal.read("a")] == [1, 2, 3]
+        assert [(s.session_id, s.events, s.calls, s.ended) for s in journal.sessions()] == [
+            ("a", 3, 1, True), ("b", 1, 0, False)]
+        assert journal.sessions()[0].started_at.second == 0 and journal.sessions()[0].last_at.second == 3
+        assert journal.db.execute("SELECT session_id, events, status FROM sessions ORDER BY 1").fetchall() == [
+            ("a", 3, "ended"), ("b", 1, "open")]
+        assert journal.db.execute("SELECT call_id, status FROM tool_calls").fetchall() == [("c1", "requested")]
+        journal.append("b", [request(2)], 1)
+        assert journal.check() == []
 
 
 def test_a_journal_from_a_newer_zagent_is_refused(home_dir: Path) -> None:
@@ -170,3 +207,12 @@ def test_sigkill_loses_no_acknowledged_event_and_leaves_the_journal_readable(hom
         assert versions == list(range(1, len(versions) + 1))
         assert len(versions) >= acknowledged
         assert (len(versions) - 1) % 3 == 0
+
+
+def test_the_audit_index_range_holds_exactly_the_call_and_task_types() -> None:
+    # events_calls is a partial index on a range of type names: a new event type whose
+    # name falls in it would be indexed (and cost every append) without anyone asking.
+    from zagent_core.events import EVENT_TYPES
+
+    in_range = sorted(name for name in EVENT_TYPES if "task_exited" <= name <= "tool_call_started")
+    assert in_range == sorted(name for name in EVENT_TYPES if name.startswith(("task_", "tool_call_")))

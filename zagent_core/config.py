@@ -54,8 +54,10 @@ class CapabilitiesConfig(BaseModel):
 class JournalConfig(BaseModel):
     model_config = _STRICT
 
-    #: ``NORMAL`` survives the engine being killed; ``FULL`` also a power cut (an fsync per append).
-    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    #: ``FULL`` (an fsync per append) keeps every append through a power cut or OS crash;
+    #: ``NORMAL`` is cheaper and survives the engine being killed, but a power cut can roll
+    #: back the last appends after a tool they announced has started.
+    synchronous: Literal["NORMAL", "FULL"] = "FULL"
 
 
 class AgentConfig(BaseModel):

@@ -7,6 +7,7 @@ so a journal written by a newer zagent is never misread by an older one.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -366,7 +367,11 @@ class EventSchemaError(ValueError):
 
 def dump_event(event: Event) -> str:
     """The JSON body stored in the journal's ``data`` column (``type`` has its own column)."""
-    return event.model_dump_json(exclude={"type"})
+    # The serializer itself: model_dump_json's keyword handling costs a third of the time.
+    return event.__pydantic_serializer__.to_json(event, exclude=_NOT_STORED).decode()
+
+
+_NOT_STORED = {"type"}
 
 
 def load_event(type_: str, data: dict[str, Any]) -> Event:
@@ -392,3 +397,34 @@ def load_event(type_: str, data: dict[str, Any]) -> Event:
         return _ADAPTER.validate_python({**data, "type": type_})
     except ValidationError as exc:
         raise EventSchemaError(f'event "{type_}" does not match its schema: {exc.errors()[0]["msg"]}') from exc
+
+
+def load_event_json(type_: str, text: str | bytes) -> Event:
+    """:func:`load_event` of a stored JSON body, validated by pydantic-core straight from the text.
+
+    A body of the current schema version (the one ``dump_event`` writes, ``v`` first) is
+    validated in one pass; anything else (an older version to upcast, a damaged body)
+    goes through :func:`load_event`, which gives the same errors as ever.
+    """
+    cls = EVENT_TYPES.get(type_)
+    if cls is not None:
+        prefix = _CURRENT_PREFIX[type_]
+        if (text.startswith(prefix.encode()) if isinstance(text, bytes) else text.startswith(prefix)):
+            try:
+                event = cls.model_validate_json(text)
+            except ValueError:
+                pass  # load_event says what is wrong, as it always has
+            else:
+                if event.v == cls.SCHEMA_VERSION:  # a repeated "v" key could say otherwise
+                    return event  # type: ignore[return-value]
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise EventSchemaError(f'event "{type_}" is not valid JSON ({exc}); the journal is damaged') from None
+    if not isinstance(data, dict):
+        raise EventSchemaError(f'event "{type_}" is not a JSON object; the journal is damaged')
+    return load_event(type_, data)
+
+
+#: How a body of the current version starts, as ``dump_event`` writes it.
+_CURRENT_PREFIX = {name: f'{{"v":{cls.SCHEMA_VERSION},' for name, cls in EVENT_TYPES.items()}

@@ -48,6 +48,33 @@ class SessionSummary(BaseModel):
     events: int
     calls: int
     ended: bool
+    #: The status stored with the session's newest snapshot (any projection), if any.
+    status: str | None = None
+    #: The version that snapshot was taken at: events after it are not reflected in ``status``.
+    status_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A projection of a session saved at ``version``: a cache, always rebuildable from the events.
+
+    ``data`` is the JSON text the core produced; the journal never parses it.
+    ``projection`` tags the code that made it, so a changed projection ignores old ones.
+    """
+
+    version: int
+    projection: str
+    data: str
+    status: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who drives a session: ``owner`` is a JSON object (host, boot id, pid, start ticks...)."""
+
+    session_id: str
+    owner: dict[str, Any]
+    since: datetime
 
 
 class ConcurrencyError(RuntimeError):
@@ -71,17 +98,35 @@ class JournalError(RuntimeError):
     """
 
 
+class LeaseHeldError(JournalError):
+    """Another owner holds the session's lease."""
+
+    def __init__(self, holder: Lease) -> None:
+        self.holder = holder
+        owner = ", ".join(f"{key} {value}" for key, value in holder.owner.items())
+        super().__init__(
+            f"session {holder.session_id} is driven by another process ({owner}) since "
+            f"{holder.since:%Y-%m-%d %H:%M:%S}Z: wait for it to finish, or stop it"
+        )
+
+
 @runtime_checkable
 class Journal(Protocol):
     """An append-only store of session events."""
 
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
-               at: Sequence[datetime] | None = None) -> list[StoredEvent]:
+               at: Sequence[datetime] | None = None,
+               snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
         """Append ``events`` in one transaction after ``expected_version``.
 
         ``at`` gives each event its time (imports and forks keep the original ones);
         by default they get the current time. Raises :class:`ConcurrencyError` when the
-        session is not at that version, and appends nothing in that case.
+        session is not at that version, and appends nothing in that case. The events get
+        versions ``expected_version + 1``...: a session's versions never have a gap.
+
+        ``snapshot`` = ``(projection, data, status)`` is saved as by :meth:`save_snapshot`
+        at the version of the last appended event, in the same transaction: both are
+        durable together, or neither is.
         """
         ...
 
@@ -93,12 +138,57 @@ class Journal(Protocol):
         """Whether the session has journaled a ``tool_call_requested`` with this call id."""
         ...
 
+    def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
+        """The session's last ``count`` events (fewer if it has fewer), in version order."""
+        ...
+
+    def head(self, session_id: str) -> int:
+        """The session's current version: that of its last event, 0 if it has none."""
+        ...
+
     def sessions(self, limit: int | None = None) -> list[SessionSummary]:
-        """Sessions, most recently active first (the ``limit`` most recent, or all)."""
+        """Sessions, most recently active first (the ``limit`` most recent, or all).
+
+        Counts come without reading the sessions' events; ``status`` is that of the
+        newest snapshot (None when the session has none).
+        """
+        ...
+
+    def save_snapshot(self, session_id: str, version: int, projection: str, data: str,
+                      status: str | None = None) -> None:
+        """Keep ``data`` as the session's ``projection`` at ``version``.
+
+        Only the newest snapshot per session and projection is kept: saving an older
+        version than the one stored does nothing. A snapshot is a cache: it may be lost
+        (a recovered journal has none) and is never needed to read the events.
+        """
+        ...
+
+    def load_snapshot(self, session_id: str, projection: str) -> Snapshot | None:
+        """The newest snapshot of ``projection`` for the session, or None."""
+        ...
+
+    def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
+                      replacing: dict[str, Any] | None = None) -> Lease:
+        """Take the session's lease, atomically (compare and set).
+
+        Succeeds when nobody holds it, when ``owner`` already does (re-entrant: the
+        lease keeps its ``since``), or when it is held by ``replacing`` (a takeover of an
+        owner known to be dead). Otherwise raises :class:`LeaseHeldError` naming the
+        holder. Owners are compared as canonical JSON (key order does not matter).
+        """
+        ...
+
+    def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
+        """Give the lease up if ``owner`` holds it; otherwise do nothing."""
+        ...
+
+    def lease(self, session_id: str) -> Lease | None:
+        """Who holds the session's lease, if anyone."""
         ...
 
     def check(self) -> list[str]:
-        """Health problems of the store (empty when healthy)."""
+        """Health problems of the store (empty when healthy), each naming what is affected."""
         ...
 
     def close(self) -> None:

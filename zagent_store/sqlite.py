@@ -2,9 +2,15 @@
 
 Schema and migrations go through sqlite-utils; the append path uses the connection
 directly because it runs once per event and sqlite-utils' ``insert()`` triples its cost
-(see ``bench/journal_append.py``). The database itself enforces what the design
-promises, so even a writer that bypasses this class cannot break it: triggers refuse
-UPDATE and DELETE, and refuse a version that does not follow the session's last one.
+(see ``bench/journal_append.py``). The database itself refuses UPDATE and DELETE of an
+event and a second event at a session's version, so even a writer that bypasses this
+class cannot rewrite history or fork a session.
+
+Since schema 3 an append writes its events, the indexes their types need (partial
+indexes: most events touch none but ``(session_id, version)``) and one row of ``heads``
+per append, not per event: the session's version, counts and last activity. Updating
+that row at the expected version is the optimistic concurrency check, and what makes
+``sessions`` and the ``sessions`` view free of a scan of the events.
 """
 
 from __future__ import annotations
@@ -19,13 +25,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-
-from zagent_core.events import Event, dump_event, load_event
+from zagent_core.events import Event, EventSchemaError, dump_event, load_event_json
+from zagent_core.journal import (
+    ConcurrencyError,
+    JournalError,
+    Lease,
+    LeaseHeldError,
+    SessionSummary,
+    Snapshot,
+    StoredEvent,
+)
+from zagent_store.views import CALLS_AND_TASKS, audit_query, create_audit_views, lean_audit_schema
 
 if TYPE_CHECKING:
     import sqlite_utils
-from zagent_core.journal import ConcurrencyError, JournalError, SessionSummary, StoredEvent
-from zagent_store.views import audit_query, create_audit_views
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -64,11 +77,77 @@ def _create_events(db: sqlite_utils.Database) -> None:
         )
 
 
+_COUNTED = {"tool_call_requested": "calls", "task_started": "tasks", "model_replied": "model_replies"}
+
+#: The ``heads`` rows of sessions as their events say; ``{where}`` picks the sessions.
+_HEAD_OF_EVENTS = """SELECT g.session_id, g.version,
+       (SELECT at FROM events f WHERE f.session_id = g.session_id ORDER BY f.version LIMIT 1),
+       (SELECT at FROM events f WHERE f.seq = g.last_seq), g.last_seq, g.calls, g.tasks, g.replies, g.ended
+FROM (SELECT session_id, max(version) AS version, max(seq) AS last_seq,
+             sum(type = 'tool_call_requested') AS calls, sum(type = 'task_started') AS tasks,
+             sum(type = 'model_replied') AS replies, max(type = 'session_ended') AS ended
+      FROM events {where} GROUP BY session_id) AS g"""
+
+
+def _lean_hot_path(db: sqlite_utils.Database) -> None:
+    """Migration 3: heads instead of a per-event trigger, partial audit indexes, snapshots, leases."""
+    # The trigger looked up the session's last version for every inserted row; the
+    # append now checks the version once per transaction, on the session's head row.
+    db.execute("DROP TRIGGER events_version_follows")
+    db.execute(
+        """CREATE TABLE heads (
+            session_id TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,
+            started_at TEXT NOT NULL,
+            last_at TEXT NOT NULL,
+            last_seq INTEGER NOT NULL,
+            calls INTEGER NOT NULL,
+            tasks INTEGER NOT NULL,
+            model_replies INTEGER NOT NULL,
+            ended INTEGER NOT NULL
+        ) WITHOUT ROWID"""
+    )
+    db.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where=""))
+    db.execute(
+        """CREATE TABLE snapshots (
+            session_id TEXT NOT NULL,
+            projection TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            status TEXT,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session_id, projection)
+        ) WITHOUT ROWID"""
+    )
+    db.execute(
+        """CREATE TABLE leases (
+            session_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            since TEXT NOT NULL
+        ) WITHOUT ROWID"""
+    )
+    lean_audit_schema(db)
+
+
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views, _lean_hot_path]
 
 
 _INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_NEW_HEAD = (
+    "INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies, ended)"
+    " VALUES (?, ?, ?, ?, last_insert_rowid(), ?, ?, ?, ?) RETURNING last_seq"
+)
+_MOVE_HEAD = (
+    "UPDATE heads SET version = ?, last_at = ?, last_seq = last_insert_rowid(), calls = calls + ?,"
+    " tasks = tasks + ?, model_replies = model_replies + ?, ended = ended OR ?"
+    " WHERE session_id = ? AND version = ? RETURNING last_seq"
+)
+_SAVE_SNAPSHOT = (
+    "INSERT INTO snapshots (session_id, projection, version, status, data) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (session_id, projection) DO UPDATE SET version = excluded.version, status = excluded.status,"
+    " data = excluded.data WHERE excluded.version >= snapshots.version"
+)
+_READ = "SELECT seq, version, type, at, data FROM events WHERE session_id = ?"
 
 
 def _format_time(when: datetime) -> str:
@@ -80,30 +159,51 @@ def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def _canonical(owner: dict[str, Any]) -> str:
+    return json.dumps(owner, sort_keys=True, separators=(",", ":"))
+
+
+_DAMAGED = "run `zagent journal recover {path} NEW_FILE` to copy what can be read into a new journal"
+
+
+def _damage(path: Path, doing: str, exc: BaseException) -> JournalError:
+    """The error for a journal SQLite cannot read: what failed, and what to do."""
+    return JournalError(f"could not {doing} the journal {path}: {exc}; if the file is damaged, "
+                        + _DAMAGED.format(path=path))
+
+
 @contextlib.contextmanager
 def _reported(path: Path, doing: str) -> Iterator[None]:
     try:
         yield
-    except sqlite3.Error as exc:
-        raise JournalError(f"could not {doing} the journal {path}: {exc}") from exc
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
+        raise _damage(path, doing, exc) from exc
 
 
-class JournalVersionError(RuntimeError):
+class _Conflict(Exception):
+    """The session is not at the version an append expected (raised inside its transaction)."""
+
+
+class JournalVersionError(JournalError):
     """The journal file was made by a newer zagent."""
 
 
 class SQLiteJournal:
     """The embedded journal, in one SQLite file (``<home>/journal.db`` by default).
 
-    ``synchronous="NORMAL"`` (the default) loses nothing when the engine is killed,
-    only on a power cut or an OS crash; ``"FULL"`` also survives those, at the cost
-    of an fsync per append.
+    ``synchronous="FULL"`` (the default) makes every append durable before it returns,
+    through a power cut or an OS crash too (one fsync per append). ``"NORMAL"`` is
+    cheaper and still loses nothing when the engine is killed, but a power cut can roll
+    back the last appends, after a tool they announced has started.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: Synchronous = "NORMAL", busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout_ms: int = 5000) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise _damage(self.path, "open", exc) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             conn.execute("PRAGMA journal_mode=WAL")
@@ -111,9 +211,9 @@ class SQLiteJournal:
             self._conn = conn
             self._lock = threading.Lock()
             self._migrate()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             conn.close()
-            raise JournalError(f"cannot open the journal {self.path}: {exc}") from exc
+            raise _damage(self.path, "open", exc) from exc
         except BaseException:
             conn.close()
             raise
@@ -129,32 +229,54 @@ class SQLiteJournal:
 
         return sqlite_utils.Database(self._conn)
 
+    @contextlib.contextmanager
+    def _transaction(self, doing: str = "write to") -> Iterator[sqlite3.Connection]:
+        """One write transaction under the lock: committed on success, rolled back otherwise.
+
+        ``sqlite3`` errors leave as :class:`JournalError`; a unique violation is left to
+        the caller (see :meth:`_is_unique_violation`), as is any non-SQLite exception.
+        """
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error) and not self._is_unique_violation(exc):
+                    raise _damage(self.path, doing, exc) from exc
+                raise
+
+    @staticmethod
+    def _is_unique_violation(exc: BaseException) -> bool:
+        """Whether ``exc`` is the database refusing a second row at the same key."""
+        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
+
     # -- schema -----------------------------------------------------------------
 
     def _migrate(self) -> None:
         if self._conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
             return  # the common case: no write lock just to open
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                current = self._conn.execute("PRAGMA user_version").fetchone()[0]
-                if current > len(MIGRATIONS):
-                    raise JournalVersionError(
-                        f"{self.path} has journal schema {current}, this zagent knows up to {len(MIGRATIONS)}: "
-                        "upgrade zagent to open it"
-                    )
-                for number in range(current, len(MIGRATIONS)):
-                    MIGRATIONS[number](self.db)
-                self._conn.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._transaction("migrate") as conn:
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            if current > len(MIGRATIONS):
+                raise JournalVersionError(
+                    f"{self.path} has journal schema {current}, this zagent knows up to {len(MIGRATIONS)}: "
+                    "upgrade zagent to open it"
+                )
+            for number in range(current, len(MIGRATIONS)):
+                MIGRATIONS[number](self.db)
+            conn.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
 
     # -- the Journal protocol -------------------------------------------------------
 
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
-               at: Sequence[datetime] | None = None) -> list[StoredEvent]:
+               at: Sequence[datetime] | None = None,
+               snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
+        if not events:
+            return []
         if at is None:
             now = datetime.now(timezone.utc)
             now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as stored: milliseconds
@@ -165,97 +287,154 @@ class SQLiteJournal:
             stamps = [_format_time(when) for when in times]
         # event.__dict__ rather than getattr: a missing attribute costs pydantic an exception.
         rows = [
-            (session_id, expected_version + offset, event.type, stamps[offset - 1], event.__dict__.get("call_id"),
-             event.__dict__.get("task_id"), dump_event(event))
-            for offset, event in enumerate(events, start=1)
+            (session_id, version, event.type, stamp, event.__dict__.get("call_id"), event.__dict__.get("task_id"),
+             dump_event(event))
+            for version, event, stamp in zip(range(expected_version + 1, expected_version + len(events) + 1),
+                                             events, stamps)
         ]
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+        version = expected_version + len(rows)
+        kinds = [row[2] for row in rows]
+        counts = {column: kinds.count(kind) for kind, column in _COUNTED.items()}
+        ended = "session_ended" in kinds
+        try:
+            with self._transaction("append to") as conn:
                 if len(rows) == 1:
-                    first = conn.execute(_INSERT, rows[0]).lastrowid
+                    conn.execute(_INSERT, rows[0])
                 else:
-                    # The write lock is held: the rows get the next seqs, in order.
-                    first = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM events").fetchone()[0]
                     conn.executemany(_INSERT, rows)
-                conn.execute("COMMIT")
-            except sqlite3.IntegrityError as exc:
-                conn.execute("ROLLBACK")
-                if _VERSION_CONFLICT in str(exc) or "UNIQUE" in str(exc):
-                    raise ConcurrencyError(session_id, expected_version, self._version(session_id)) from None
-                raise
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise JournalError(f"could not append to the journal {self.path}: {exc}") from exc
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                if expected_version == 0:
+                    head = conn.execute(_NEW_HEAD, (session_id, version, stamps[0], stamps[-1], counts["calls"],
+                                                    counts["tasks"], counts["model_replies"], ended)).fetchone()
+                else:
+                    head = conn.execute(_MOVE_HEAD, (version, stamps[-1], counts["calls"], counts["tasks"],
+                                                     counts["model_replies"], ended, session_id,
+                                                     expected_version)).fetchone()
+                if head is None:
+                    head = self._repair_head(conn, session_id, version)
+                if snapshot is not None:
+                    conn.execute(_SAVE_SNAPSHOT, (session_id, snapshot[0], version, snapshot[2], snapshot[1]))
+        except (sqlite3.IntegrityError, _Conflict):  # a unique violation: the version is taken
+            raise ConcurrencyError(session_id, expected_version, self.head(session_id)) from None
+        first = head[0] - len(rows) + 1  # the write lock was held: the rows got consecutive seqs
         return [
             StoredEvent(first + i, session_id, expected_version + i + 1, times[i], event)
             for i, event in enumerate(events)
         ]
 
-    def _version(self, session_id: str) -> int:
-        row = self._conn.execute("SELECT max(version) FROM events WHERE session_id = ?", (session_id,)).fetchone()
+    @staticmethod
+    def _repair_head(conn: sqlite3.Connection, session_id: str, version: int) -> tuple[int]:
+        """The head row did not match: a conflict, unless the row is missing or stale.
+
+        Events are the truth and the head a cache of them: a session written by a raw
+        ``INSERT`` has no (or an old) head row. If the session's events, the ones just
+        inserted included, are exactly versions 1 to ``version``, the head is rebuilt
+        from them; otherwise the append is a conflict, and the rollback takes the
+        inserted rows back.
+        """
+        present = conn.execute("SELECT count(*), max(version) FROM events WHERE session_id = ?",
+                               (session_id,)).fetchone()
+        if present != (version, version):
+            raise _Conflict
+        conn.execute("DELETE FROM heads WHERE session_id = ?", (session_id,))
+        conn.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where="WHERE session_id = ?"), (session_id,))
+        return (conn.execute("SELECT max(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()[0],)
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection, session_id: str) -> int:
+        row = conn.execute("SELECT max(version) FROM events WHERE session_id = ?", (session_id,)).fetchone()
         return row[0] or 0
+
+    def head(self, session_id: str) -> int:
+        with self._lock, _reported(self.path, "read"):
+            return self._version(self._conn, session_id)
+
+    def _stored(self, session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
+        for seq, version, type_, at, data in rows:
+            try:
+                event = load_event_json(type_, data)
+            except EventSchemaError as exc:
+                raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
+            yield StoredEvent(seq, session_id, version, _parse_time(at), event)
 
     def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
         with self._lock, _reported(self.path, "read"):
-            rows = self._conn.execute(
-                "SELECT seq, version, type, at, data FROM events"
-                " WHERE session_id = ? AND version > ? ORDER BY version",
-                (session_id, after_version),
-            ).fetchall()
-        for seq, version, type_, at, data in rows:
-            yield StoredEvent(seq, session_id, version, _parse_time(at), load_event(type_, json.loads(data)))
+            rows = self._conn.execute(_READ + " AND version > ? ORDER BY version", (session_id, after_version)).fetchall()
+        return self._stored(session_id, rows)
+
+    def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
+        with self._lock, _reported(self.path, "read"):
+            rows = self._conn.execute(_READ + " ORDER BY version DESC LIMIT ?", (session_id, max(count, 0))).fetchall()
+        return list(self._stored(session_id, rows[::-1]))
 
     def has_call(self, session_id: str, call_id: str) -> bool:
         with self._lock, _reported(self.path, "read"):
             return self._conn.execute(
-                "SELECT 1 FROM events WHERE call_id = ? AND session_id = ? AND type = 'tool_call_requested' LIMIT 1",
-                (call_id, session_id)).fetchone() is not None
+                # The range term lets SQLite use the partial index of call and task events.
+                f"SELECT 1 FROM events WHERE session_id = ? AND call_id = ? AND {CALLS_AND_TASKS}"
+                " AND type = 'tool_call_requested' LIMIT 1",
+                (session_id, call_id)).fetchone() is not None
 
     def sessions(self, limit: int | None = None) -> list[SessionSummary]:
-        # The most recent sessions first (a walk of the session index), then a few index
-        # lookups each: fast on a journal of millions of events.
+        # The head rows hold the counts; only the newest snapshot of each is looked up.
         with self._lock, _reported(self.path, "read"):
-            if limit is not None:
-                # Newest events first until enough sessions are seen: stops early.
-                recent: dict[str, int] = {}
-                for session_id, seq in self._conn.execute("SELECT session_id, seq FROM events ORDER BY seq DESC"):
-                    if len(recent) >= limit:
-                        break
-                    recent.setdefault(session_id, seq)
-                wanted = list(recent)
             rows = self._conn.execute(
-                """WITH recent AS (
-                       SELECT session_id, max(seq) AS last_seq FROM events
-                       WHERE ? OR session_id IN (SELECT value FROM json_each(?))
-                       GROUP BY session_id ORDER BY last_seq DESC)
-                   SELECT r.session_id,
-                          (SELECT at FROM events WHERE session_id = r.session_id AND version = 1),
-                          (SELECT at FROM events WHERE seq = r.last_seq),
-                          (SELECT max(version) FROM events WHERE session_id = r.session_id),
-                          (SELECT count(*) FROM events WHERE session_id = r.session_id
-                                                         AND type = 'tool_call_requested'),
-                          EXISTS (SELECT 1 FROM events WHERE session_id = r.session_id AND type = 'session_ended')
-                   FROM recent r ORDER BY r.last_seq DESC""",
-                (limit is None, json.dumps(wanted if limit is not None else [])),
+                """SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version
+                   FROM (SELECT * FROM heads ORDER BY last_seq DESC LIMIT ?) AS h
+                   LEFT JOIN snapshots s ON s.session_id = h.session_id AND s.version = (
+                       SELECT max(version) FROM snapshots WHERE session_id = h.session_id)
+                   ORDER BY h.last_seq DESC""",
+                (-1 if limit is None else limit,),
             ).fetchall()
-        return [
-            SessionSummary(
-                session_id=sid,
-                started_at=_parse_time(first),
-                last_at=_parse_time(last),
-                events=count,
-                calls=calls,
-                ended=bool(ended),
-            )
-            for sid, first, last, count, calls, ended in rows
-        ]
+        summaries: dict[str, SessionSummary] = {}
+        for sid, first, last, count, calls, ended, status, status_version in rows:
+            summaries.setdefault(sid, SessionSummary(
+                session_id=sid, started_at=_parse_time(first), last_at=_parse_time(last), events=count,
+                calls=calls, ended=bool(ended), status=status, status_version=status_version,
+            ))
+        return list(summaries.values())
+
+    # -- snapshots ------------------------------------------------------------------
+
+    def save_snapshot(self, session_id: str, version: int, projection: str, data: str,
+                      status: str | None = None) -> None:
+        with self._transaction("save a snapshot in") as conn:
+            conn.execute(_SAVE_SNAPSHOT, (session_id, projection, version, status, data))
+
+    def load_snapshot(self, session_id: str, projection: str) -> Snapshot | None:
+        with self._lock, _reported(self.path, "read"):
+            row = self._conn.execute(
+                "SELECT version, data, status FROM snapshots WHERE session_id = ? AND projection = ?",
+                (session_id, projection),
+            ).fetchone()
+        return None if row is None else Snapshot(version=row[0], projection=projection, data=row[1], status=row[2])
+
+    # -- leases ---------------------------------------------------------------------
+
+    def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
+                      replacing: dict[str, Any] | None = None) -> Lease:
+        wanted = _canonical(owner)
+        with self._transaction("take a lease in") as conn:
+            row = conn.execute("SELECT owner, since FROM leases WHERE session_id = ?", (session_id,)).fetchone()
+            if row is not None and row[0] == wanted:
+                return Lease(session_id, owner, _parse_time(row[1]))
+            if row is not None and (replacing is None or row[0] != _canonical(replacing)):
+                raise LeaseHeldError(Lease(session_id, json.loads(row[0]), _parse_time(row[1])))
+            now = datetime.now(timezone.utc)
+            now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+            conn.execute("INSERT OR REPLACE INTO leases (session_id, owner, since) VALUES (?, ?, ?)",
+                         (session_id, wanted, _format_time(now)))
+        return Lease(session_id, owner, now)
+
+    def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
+        with self._transaction("release a lease in") as conn:
+            conn.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, _canonical(owner)))
+
+    def lease(self, session_id: str) -> Lease | None:
+        with self._lock, _reported(self.path, "read"):
+            row = self._conn.execute("SELECT owner, since FROM leases WHERE session_id = ?", (session_id,)).fetchone()
+        return None if row is None else Lease(session_id, json.loads(row[0]), _parse_time(row[1]))
+
+    # -- audit and health -------------------------------------------------------------
 
     def audit(self, **filters: Any) -> list[dict[str, Any]]:
         """Rows of the ``tool_calls`` view matching ``zagent audit``'s filters (see :func:`audit_query`)."""
@@ -271,19 +450,46 @@ class SQLiteJournal:
         return rows
 
     def check(self) -> list[str]:
-        with self._lock:
-            try:
+        """SQLite's integrity check, WAL mode, gaps in versions, and every body that does not load."""
+        try:
+            with self._lock:
                 problems = [row[0] for row in self._conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
                 mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
-            except sqlite3.Error as exc:
-                return [f"cannot be checked: {exc}"]
-        if mode.lower() != "wal":
-            problems.append(f"journal_mode is {mode}, expected wal")
+                gaps = self._conn.execute(
+                    "SELECT session_id FROM events GROUP BY session_id HAVING count(*) != max(version) LIMIT 20"
+                ).fetchall()
+            if mode.lower() != "wal":
+                problems.append(f"journal_mode is {mode}, expected wal")
+            problems += [f"session {sid} has a gap in its versions (events were written around zagent)"
+                         for (sid,) in gaps]
+            problems += self._unreadable_bodies()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            return [f"cannot be checked ({exc}): " + _DAMAGED.format(path=self.path)]
         return problems
+
+    def _unreadable_bodies(self, most: int = 20) -> list[str]:
+        """Events whose body is not JSON, or does not load as its type, by seq."""
+        found: list[str] = []
+        with self._lock:
+            rows = self._conn.execute("SELECT seq, type, json_valid(data), data FROM events ORDER BY seq")
+            for seq, type_, valid, data in rows:
+                if not valid:
+                    found.append(f"event #{seq} ({type_}) has a body that is not valid JSON")
+                else:
+                    try:
+                        load_event_json(type_, data)
+                    except EventSchemaError as exc:
+                        found.append(f"event #{seq}: {exc}")
+                if len(found) >= most:
+                    found.append(f"(stopped after {most} unreadable events)")
+                    break
+        if found:
+            found.append(_DAMAGED.format(path=self.path))
+        return found
 
     def stats(self) -> dict[str, int]:
         """Counts for ``zagent doctor``: events, sessions, schema version."""
-        with self._lock:
+        with self._lock, _reported(self.path, "read"):
             events, sessions = self._conn.execute(
                 "SELECT count(*), count(DISTINCT session_id) FROM events"
             ).fetchone()

@@ -134,3 +134,105 @@ def audit_query(*, session: str | None = None, tool: str | None = None, since: s
             sql = f"SELECT * FROM ({sql} DESC LIMIT ?) ORDER BY requested_at"
             params.append(limit)
     return sql, params
+
+
+# -- schema 3: the lean hot path ---------------------------------------------------------
+#
+# Every index on ``events`` costs each append; schema 3 keeps only partial indexes, each
+# on the few event types its queries read, so an event of any other type (notes, model
+# replies, turns: most of a session) pays one comparison per index and writes nothing.
+# A query can use a partial index only when its WHERE repeats the index's condition, so
+# the views below spell each condition exactly as its index does.
+
+# The event types of calls and tasks, spelled as a range: a comparison per row is all an
+# event of another type costs (an IN list costs four times more), and the range holds
+# exactly the task_* and tool_call_* types.
+CALLS_AND_TASKS = "type BETWEEN 'task_exited' AND 'tool_call_started'"
+
+INDEXES_3 = {
+    # audit's listing (newest calls first, --since, --limit)
+    "events_requested": "(at) WHERE type = 'tool_call_requested'",
+    # a session's calls (audit --session), each call's start and outcome, each task's end
+    "events_calls": f"(session_id, call_id, seq) WHERE {CALLS_AND_TASKS}",
+}
+
+#: Schema 2's indexes on every event, replaced by the partial ones above.
+DROPPED_3 = ("events_session_type", "events_type_at", "events_call_id", "events_task_id")
+
+
+def _outcome(what: str, cond: str) -> str:
+    return (f"(SELECT {what} FROM events e WHERE e.session_id = r.session_id AND e.call_id = r.call_id"
+            f" AND e.{CALLS_AND_TASKS} AND e.type {cond} ORDER BY e.seq DESC LIMIT 1)")
+
+
+TOOL_CALLS_3 = f"""
+SELECT r.session_id AS session_id,
+       r.call_id AS call_id,
+       json_extract(r.data, '$.tool') AS tool,
+       json_extract(r.data, '$.arguments') AS arguments,
+       coalesce({_outcome("CASE e.type WHEN 'tool_call_finished' THEN 'finished' WHEN 'tool_call_rejected' THEN 'rejected'"
+                          " WHEN 'tool_call_interrupted' THEN 'interrupted' ELSE 'running' END",
+                          "IN ('tool_call_started', 'tool_call_finished', 'tool_call_rejected', 'tool_call_interrupted')")},
+                'requested') AS status,
+       {_outcome("json_extract(e.data, '$.is_error')", "= 'tool_call_finished'")} AS is_error,
+       {_outcome("json_extract(e.data, '$.exit_code')", "= 'tool_call_finished'")} AS exit_code,
+       r.at AS requested_at,
+       {_outcome("e.at", "= 'tool_call_started'")} AS started_at,
+       {_outcome("json_extract(e.data, '$.duration_ms')", "= 'tool_call_finished'")} AS duration_ms,
+       {_outcome("substr(coalesce(json_extract(e.data, '$.output'), json_extract(e.data, '$.message')), 1, 200)",
+                 "IN ('tool_call_finished', 'tool_call_rejected', 'tool_call_interrupted')")} AS output_head,
+       {_outcome("json_array_length(json_extract(e.data, '$.files'))", "= 'tool_call_finished'")} AS files,
+       {_outcome("json_extract(e.data, '$.task_id')", "= 'tool_call_started'")} AS task_id
+FROM events r
+WHERE r.{CALLS_AND_TASKS} AND r.type = 'tool_call_requested'
+"""
+
+
+def _task_end(what: str, types: str) -> str:
+    # A task is one call's: its events are found by the call, then by the task.
+    return (f"(SELECT {what} FROM events e WHERE e.session_id = s.session_id AND e.call_id = s.call_id"
+            f" AND e.task_id = s.task_id AND e.{CALLS_AND_TASKS} AND e.type IN ({types}) ORDER BY e.seq DESC LIMIT 1)")
+
+
+TASKS_3 = f"""
+SELECT s.session_id AS session_id,
+       json_extract(s.data, '$.task_id') AS task_id,
+       s.call_id AS call_id,
+       json_extract(s.data, '$.tool') AS tool,
+       coalesce({_task_end("substr(e.type, 6)", "'task_exited', 'task_killed', 'task_interrupted'")}, 'running') AS status,
+       s.at AS started_at,
+       {_task_end("e.at", "'task_exited', 'task_killed', 'task_interrupted'")} AS ended_at,
+       {_task_end("json_extract(e.data, '$.exit_code')", "'task_exited', 'task_killed'")} AS exit_code,
+       json_extract(s.data, '$.pid') AS pid,
+       json_extract(s.data, '$.task_dir') AS task_dir
+FROM events s
+WHERE s.{CALLS_AND_TASKS} AND s.type = 'task_started'
+"""
+
+# From the per-session head row the append keeps, and the newest snapshot's status: no
+# scan of the events. An open session shows its snapshot's status when it has one.
+SESSIONS_3 = """
+SELECT h.session_id AS session_id,
+       h.started_at AS started_at,
+       h.last_at AS last_event_at,
+       h.version AS events,
+       h.calls AS calls,
+       h.tasks AS tasks,
+       h.model_replies AS model_replies,
+       CASE WHEN h.ended THEN 'ended'
+            ELSE coalesce((SELECT s.status FROM snapshots s WHERE s.session_id = h.session_id
+                           ORDER BY s.version DESC LIMIT 1), 'open') END AS status
+FROM heads h
+"""
+
+VIEWS_3 = {"tool_calls": TOOL_CALLS_3, "tasks": TASKS_3, "notes": NOTES, "sessions": SESSIONS_3}
+
+
+def lean_audit_schema(db: sqlite_utils.Database) -> None:
+    """Migration 3's part for the audit: partial indexes instead of indexes on every event."""
+    for name in DROPPED_3:
+        db.execute(f"DROP INDEX IF EXISTS {name}")
+    for name, columns in INDEXES_3.items():
+        db.execute(f"CREATE INDEX {name} ON events {columns}")
+    for name, sql in VIEWS_3.items():
+        db.create_view(name, sql, replace=True)

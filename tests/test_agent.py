@@ -113,6 +113,8 @@ def test_a_headless_run_gives_up_waiting_at_its_limit_and_stays_resumable(home_d
     result = Agent(session, script({"tool_calls": [{"name": "long"}]}, {"text": "waiting"})).run(
         "go", wait_minutes=0.01)
     assert result.reason == "idle" and time.monotonic() - started < 5
+    assert engine.status(session.session_id) == "running"  # this process still drives it
+    session.release()
     assert engine.status(session.session_id) == "waiting on tasks"
     session.end()  # stops the task
 

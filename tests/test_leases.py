@@ -1,0 +1,122 @@
+"""One driver per session (issue 8, item 5): a lease in the journal, taken before anything
+is settled, refused to a second live driver, taken over (and journaled) from a dead one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PYTHON, python_tool
+
+from zagent_core import Engine
+from zagent_core.events import ToolCallRequested, ToolCallStarted
+from zagent_core.leases import SessionBusyError, this_process
+
+
+def zagent(home: Path, workspace: Path, *args: str) -> list[str]:
+    return [PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace), *args]
+
+
+def wait_for(condition, what: str, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def cut_off_call(engine: Engine, home: Path, tool: str) -> str:
+    """A session a crash left with ``tool`` started and no result, and no driver."""
+    session = engine.start_session("test")
+    session._append([
+        ToolCallRequested(call_id="call_1", tool=tool, arguments={}),
+        ToolCallStarted(call_id="call_1", tool=tool, arguments={}, argv=["x"], cwd="/", input_mode="stdin_json",
+                        output_mode="text", output_dir=str(home), notify_file=str(home / "no-notify"),
+                        timeout_seconds=30, manifest_hash="m", files_hash="f"),
+    ])
+    session.release()
+    return session.session_id
+
+
+def test_a_second_resume_while_one_settles_is_refused_at_once_and_journals_nothing(
+        home_dir: Path, workspace: Path, engine: Engine, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    # Replay-safe: resume runs it again, and it holds the settling until the gate opens.
+    python_tool(home_dir, "slow_lookup", f"import os, time\nwhile not os.path.exists({str(gate)!r}): "
+                "time.sleep(0.01)\nprint('looked up')", replay="safe", timeout_seconds=30)
+    session_id = cut_off_call(engine, home_dir, "slow_lookup")
+    first = subprocess.Popen(zagent(home_dir, workspace, "resume", session_id), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        journal = engine.journal
+        wait_for(lambda: (lease := journal.lease(session_id)) is not None and lease.owner["pid"] == first.pid,
+                 "the first resume to take the lease")
+        wait_for(lambda: sum(e.event.type == "tool_call_started" for e in journal.read(session_id)) == 2,
+                 "the first resume to run the cut-off call again (it waits at the gate)")
+        before = journal.head(session_id)
+        second = subprocess.run(zagent(home_dir, workspace, "resume", session_id), capture_output=True, text=True,
+                                timeout=60)
+        assert second.returncode == 2, second.stderr
+        assert f"is being driven by pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
+        assert "zagent resume" in second.stderr and "since" in second.stderr
+        assert journal.head(session_id) == before  # the loser journaled nothing
+    finally:
+        gate.touch()
+        out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    started = [e.event for e in engine.journal.read(session_id) if e.event.type == "tool_call_started"]
+    assert len(started) == 2  # the cut-off attempt and one run again, never two
+    assert engine.journal.lease(session_id) is None  # the winner let go when it stopped
+
+
+def test_the_lease_of_a_driver_that_was_killed_is_taken_over_and_the_takeover_journaled(
+        home_dir: Path, workspace: Path, engine: Engine) -> None:
+    python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
+    driver = subprocess.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    journal = engine.journal
+    wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start")
+    session_id = journal.sessions()[0].session_id
+    holder = journal.lease(session_id)
+    assert holder is not None and holder.owner["pid"] == driver.pid
+    assert engine.status(session_id) == "running"
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(timeout=10)
+    assert engine.status(session_id) == "interrupted"  # its driver is gone: not running any more
+    resumed = engine.resume(session_id)
+    (resume,) = [e.event for e in journal.read(session_id) if e.event.type == "session_resumed"]
+    assert resume.taken_over_from is not None and resume.taken_over_from["pid"] == driver.pid
+    assert resume.taken_over_from["command"] == "zagent tools run"
+    assert journal.lease(session_id).owner == resumed.owner
+    resumed.end()
+    assert journal.lease(session_id) is None
+
+
+def test_a_driver_on_another_host_is_never_declared_dead(engine: Engine) -> None:
+    session = engine.start_session("test")
+    session.release()
+    elsewhere = {**this_process("zagent run"), "host": "another-host", "pid": 1}
+    engine.journal.acquire_lease(session.session_id, elsewhere)
+    with pytest.raises(SessionBusyError, match="is being driven by pid 1 on another-host"):
+        engine.resume(session.session_id)
+    assert engine.status(session.session_id) == "running"
+
+
+def test_a_resume_of_an_ended_or_unknown_session_takes_no_lease(engine: Engine) -> None:
+    session = engine.start_session("test")
+    session.end()
+    with pytest.raises(Exception, match="has ended"):
+        engine.resume(session.session_id)
+    assert engine.journal.lease(session.session_id) is None
+
+
+def test_the_api_holds_the_lease_while_a_session_is_open_and_lets_go_when_it_ends(engine: Engine) -> None:
+    with engine.start_session("test") as session:
+        lease = engine.journal.lease(session.session_id)
+        assert lease is not None and lease.owner["pid"] == os.getpid()
+    assert engine.journal.lease(session.session_id) is None
+

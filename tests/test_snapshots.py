@@ -1,0 +1,99 @@
+"""Opening a session reads its latest snapshot and the events after it (issue 9); a
+snapshot that cannot be trusted is passed over, never fatal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import python_tool
+
+from zagent_core import Engine, rebuild
+from zagent_core import engine as engine_module
+from zagent_core.agent import Agent
+from zagent_core.models import ModelReply, ToolCallRequest
+from zagent_core.models.scripted import ScriptedModel
+from zagent_core.state import projection_tag, to_snapshot
+from zagent_store import SQLiteJournal
+
+
+class CountingJournal(SQLiteJournal):
+    """The real SQLite journal, counting the events it reads back."""
+
+    events_read = 0
+
+    def read(self, session_id, after_version=0):  # type: ignore[no-untyped-def]
+        for stored in super().read(session_id, after_version):
+            self.events_read += 1
+            yield stored
+
+
+def busy_session(engine: Engine, home: Path, calls: int) -> str:
+    python_tool(home, "noop", "print('ok')")
+    with engine.start_session("test") as session:
+        for _ in range(calls):
+            session.call("noop", {})
+        return session.session_id
+
+
+def test_a_session_opens_from_its_snapshot_plus_the_events_after_it(
+        home_dir: Path, workspace: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_module, "SNAPSHOT_EVERY", 10)
+    python_tool(home_dir, "noop", "print('ok')")
+    session = engine.start_session("test")
+    for _ in range(12):
+        session.call("noop", {})
+    session.release()  # stops driving it: a snapshot of the end
+    head = engine.journal.head(session.session_id)
+    snapshot = engine.journal.load_snapshot(session.session_id, projection_tag())
+    assert snapshot is not None and snapshot.version == head and snapshot.status == "idle"
+    session.record_user_message("one more event after the snapshot")
+
+    counting = CountingJournal(engine.journal.path)  # type: ignore[attr-defined]
+    try:
+        opened = Engine(engine.home, counting, workspace=workspace, config=engine.config).session_state(
+            session.session_id)
+        assert counting.events_read == 1  # only the tail
+        assert opened == rebuild(engine.journal.read(session.session_id)) == session.state
+    finally:
+        counting.close()
+
+
+@pytest.mark.parametrize("damage", ["{not json", json.dumps({"version": "x"}), ""])
+def test_a_damaged_snapshot_is_passed_over_and_the_events_give_the_state(
+        home_dir: Path, engine: Engine, damage: str) -> None:
+    session_id = busy_session(engine, home_dir, 3)
+    head = engine.journal.head(session_id)
+    engine.journal.save_snapshot(session_id, head + 5, projection_tag(), damage, "idle")
+    assert engine.session_state(session_id) == rebuild(engine.journal.read(session_id))
+
+
+def test_a_snapshot_of_another_version_of_the_projection_is_never_loaded(home_dir: Path, engine: Engine) -> None:
+    session_id = busy_session(engine, home_dir, 2)
+    full = rebuild(engine.journal.read(session_id))
+    lying = to_snapshot(full.model_copy(update={"turns": 99}))
+    engine.journal.save_snapshot(session_id, full.version, "session/1/older-code", lying, "idle")
+    assert engine.session_state(session_id).turns == full.turns
+
+
+def test_a_snapshot_claiming_a_version_it_does_not_hold_is_not_trusted(home_dir: Path, engine: Engine) -> None:
+    session_id = busy_session(engine, home_dir, 2)
+    full = rebuild(engine.journal.read(session_id))
+    engine.journal.save_snapshot(session_id, full.version + 1, projection_tag(),
+                                 to_snapshot(full.model_copy(update={"turns": 99})), "idle")
+    assert engine.session_state(session_id) == full
+
+
+def test_each_turn_ends_with_a_snapshot_that_sessions_list_reads_its_status_from(
+        home_dir: Path, engine: Engine) -> None:
+    python_tool(home_dir, "noop", "print('ok')")
+    model = ScriptedModel([ModelReply(tool_calls=[ToolCallRequest(id="c1", name="noop", arguments={})],
+                                      stop_reason="tool_use"), ModelReply(text="done")])
+    session = engine.start_session("run")
+    Agent(session, model).run("go")
+    session.release()
+    snapshot = engine.journal.load_snapshot(session.session_id, projection_tag())
+    assert snapshot is not None and snapshot.version == engine.journal.head(session.session_id)
+    (summary,) = engine.journal.sessions()
+    assert summary.status == "idle" and summary.status_version == snapshot.version

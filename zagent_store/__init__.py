@@ -1,5 +1,6 @@
-"""Journal implementations for zagent: SQLite (embedded, the default)."""
+"""Journal implementations for zagent: SQLite (embedded, the default) and in-memory."""
 
+from zagent_store.memory import MemoryJournal
 from zagent_store.sqlite import SQLiteJournal
 
-__all__ = ["SQLiteJournal"]
+__all__ = ["MemoryJournal", "SQLiteJournal"]

@@ -1,0 +1,89 @@
+"""One contract, every journal: the promises of ``zagent_core.journal.Journal``, run
+against each implementation (as eventsourcing runs its recorder tests per database)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zagent_core import Engine, Home, Journal, rebuild
+from zagent_core.events import SessionStarted, ToolCallRequested, UserMessage
+from zagent_core.journal import ConcurrencyError, LeaseHeldError
+from zagent_store import MemoryJournal, SQLiteJournal
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
+    made: Journal = SQLiteJournal(tmp_path / "journal.db") if request.param == "sqlite" else MemoryJournal()
+    yield made
+    made.close()
+
+
+def started() -> SessionStarted:
+    return SessionStarted(origin="test", workspace="/w", zagent_version="0")
+
+
+def test_it_is_a_journal(journal: Journal) -> None:
+    assert isinstance(journal, Journal)
+
+
+def test_appends_are_numbered_gap_free_and_read_back_in_order(journal: Journal) -> None:
+    journal.append("s", [started(), UserMessage(text="a")], 0)
+    journal.append("s", [UserMessage(text="b")], 2)
+    assert [(e.version, e.event) for e in journal.read("s")] == [
+        (1, started()), (2, UserMessage(text="a")), (3, UserMessage(text="b"))]
+    assert [e.version for e in journal.read("s", after_version=2)] == [3]
+    assert [e.version for e in journal.read_last("s", 2)] == [2, 3]
+    assert journal.head("s") == 3 and journal.head("nobody") == 0
+
+
+def test_an_append_at_a_stale_version_appends_nothing(journal: Journal) -> None:
+    journal.append("s", [started()], 0)
+    with pytest.raises(ConcurrencyError) as refused:
+        journal.append("s", [UserMessage(text="late"), UserMessage(text="later")], 0)
+    assert (refused.value.expected, refused.value.actual) == (0, 1)
+    assert journal.head("s") == 1
+
+
+def test_has_call_knows_every_call_the_session_requested(journal: Journal) -> None:
+    journal.append("s", [started(), ToolCallRequested(call_id="c1", tool="t", arguments={})], 0)
+    assert journal.has_call("s", "c1") and not journal.has_call("s", "c2") and not journal.has_call("x", "c1")
+
+
+def test_the_newest_snapshot_is_kept_and_lists_its_status(journal: Journal) -> None:
+    journal.append("s", [started(), UserMessage(text="a")], 0)
+    journal.save_snapshot("s", 2, "p", '{"v": 2}', "idle")
+    journal.save_snapshot("s", 1, "p", '{"v": 1}', "interrupted")  # older: changes nothing
+    snapshot = journal.load_snapshot("s", "p")
+    assert snapshot is not None and (snapshot.version, snapshot.data, snapshot.status) == (2, '{"v": 2}', "idle")
+    assert journal.load_snapshot("s", "other projection") is None
+    (summary,) = journal.sessions()
+    assert (summary.status, summary.status_version, summary.events) == ("idle", 2, 2)
+
+
+def test_a_lease_has_one_holder_and_a_dead_one_is_replaced_only_by_name(journal: Journal) -> None:
+    me, other = {"pid": 1, "host": "h"}, {"pid": 2, "host": "h"}
+    first = journal.acquire_lease("s", me)
+    assert journal.acquire_lease("s", me).since == first.since  # re-entrant
+    with pytest.raises(LeaseHeldError) as held:
+        journal.acquire_lease("s", other)
+    assert held.value.holder.owner == me
+    with pytest.raises(LeaseHeldError):
+        journal.acquire_lease("s", other, replacing={"pid": 3, "host": "h"})  # not the holder: no takeover
+    assert journal.acquire_lease("s", other, replacing=me).owner == other
+    journal.release_lease("s", me)  # not the holder any more: nothing happens
+    assert journal.lease("s") is not None and journal.lease("s").owner == other  # type: ignore[union-attr]
+    journal.release_lease("s", other)
+    assert journal.lease("s") is None
+
+
+def test_an_engine_runs_a_session_on_it(journal: Journal, tmp_path: Path) -> None:
+    (tmp_path / "home" / "tools").mkdir(parents=True)
+    engine = Engine(Home(tmp_path / "home"), journal, workspace=tmp_path)
+    with engine.start_session("test") as session:
+        result = session.call("terminal", {"action": "list"})
+    assert not result.is_error
+    assert rebuild(journal.read(session.session_id)) == session.state == engine.session_state(session.session_id)
+    assert journal.lease(session.session_id) is None

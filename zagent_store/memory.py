@@ -1,0 +1,131 @@
+"""A journal in memory: the whole :class:`~zagent_core.journal.Journal` protocol, for tests
+and for embedding zagent where nothing may be written to disk.
+
+It keeps the same promises as the SQLite journal within one process (appends at the
+expected version or not at all, gap-free versions, one lease holder per session), and
+loses everything when the process ends.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from zagent_core.events import Event
+from zagent_core.journal import ConcurrencyError, Lease, LeaseHeldError, SessionSummary, Snapshot, StoredEvent
+
+
+def _now() -> datetime:
+    now = datetime.now(timezone.utc)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as SQLite keeps it
+
+
+def _same(owner: dict[str, Any], other: dict[str, Any] | None) -> bool:
+    return other is not None and json.dumps(owner, sort_keys=True) == json.dumps(other, sort_keys=True)
+
+
+class MemoryJournal:
+    """Sessions as lists of events, in this process only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._sessions: dict[str, list[StoredEvent]] = {}
+        self._snapshots: dict[tuple[str, str], Snapshot] = {}
+        self._leases: dict[str, Lease] = {}
+
+    def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
+               at: Sequence[datetime] | None = None,
+               snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
+        times = list(at) if at is not None else [_now()] * len(events)
+        with self._lock:
+            stream = self._sessions.setdefault(session_id, [])
+            if len(stream) != expected_version:
+                if not stream:
+                    del self._sessions[session_id]
+                raise ConcurrencyError(session_id, expected_version, len(stream))
+            stored = [StoredEvent(self._seq + i, session_id, expected_version + i, times[i - 1], event)
+                      for i, event in enumerate(events, start=1)]
+            self._seq += len(stored)
+            stream.extend(stored)
+            if snapshot is not None and stored:
+                projection, data, status = snapshot
+                self._snapshots[session_id, projection] = Snapshot(stored[-1].version, projection, data, status)
+        return stored
+
+    def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
+        with self._lock:
+            events = self._sessions.get(session_id, [])[after_version:]
+        return iter(events)
+
+    def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
+        with self._lock:
+            return self._sessions.get(session_id, [])[-count:] if count > 0 else []
+
+    def head(self, session_id: str) -> int:
+        with self._lock:
+            return len(self._sessions.get(session_id, []))
+
+    def has_call(self, session_id: str, call_id: str) -> bool:
+        with self._lock:
+            return any(e.event.type == "tool_call_requested" and e.event.__dict__.get("call_id") == call_id
+                       for e in self._sessions.get(session_id, []))
+
+    def sessions(self, limit: int | None = None) -> list[SessionSummary]:
+        with self._lock:
+            streams = sorted(self._sessions.values(), key=lambda s: s[-1].seq, reverse=True)[:limit]
+            newest = {sid: snap for (sid, _), snap in sorted(self._snapshots.items(), key=lambda i: i[1].version)}
+            return [SessionSummary(
+                session_id=s[0].session_id, started_at=s[0].at, last_at=s[-1].at, events=len(s),
+                calls=sum(e.event.type == "tool_call_requested" for e in s),
+                ended=any(e.event.type == "session_ended" for e in s),
+                status=newest[s[0].session_id].status if s[0].session_id in newest else None,
+                status_version=newest[s[0].session_id].version if s[0].session_id in newest else None,
+            ) for s in streams]
+
+    def save_snapshot(self, session_id: str, version: int, projection: str, data: str,
+                      status: str | None = None) -> None:
+        with self._lock:
+            kept = self._snapshots.get((session_id, projection))
+            if kept is None or kept.version <= version:
+                self._snapshots[session_id, projection] = Snapshot(version, projection, data, status)
+
+    def load_snapshot(self, session_id: str, projection: str) -> Snapshot | None:
+        with self._lock:
+            return self._snapshots.get((session_id, projection))
+
+    def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
+                      replacing: dict[str, Any] | None = None) -> Lease:
+        with self._lock:
+            held = self._leases.get(session_id)
+            if held is not None and _same(owner, held.owner):
+                return held  # re-entrant: held since it was first taken
+            if held is not None and not _same(held.owner, replacing):
+                raise LeaseHeldError(held)
+            lease = self._leases[session_id] = Lease(session_id, dict(owner), _now())
+            return lease
+
+    def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
+        with self._lock:
+            held = self._leases.get(session_id)
+            if held is not None and _same(owner, held.owner):
+                del self._leases[session_id]
+
+    def lease(self, session_id: str) -> Lease | None:
+        with self._lock:
+            return self._leases.get(session_id)
+
+    def check(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> MemoryJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -463,13 +463,16 @@ class SQLiteJournal:
         """Events whose body is not JSON, or does not load as its type, by seq."""
         found: list[str] = []
         with self._lock:
-            rows = self._conn.execute("SELECT seq, type, json_valid(data), data FROM events ORDER BY seq")
+            # Bytes, not text: a body that is not UTF-8 must be named, not stop the check.
+            rows = self._conn.execute(
+                "SELECT seq, CAST(type AS BLOB), json_valid(data), CAST(data AS BLOB) FROM events ORDER BY seq")
             for seq, type_, valid, data in rows:
+                kind = type_.decode(errors="replace")
                 if not valid:
-                    found.append(f"event #{seq} ({type_}) has a body that is not valid JSON")
+                    found.append(f"event #{seq} ({kind}) has a body that is not valid JSON")
                 else:
                     try:
-                        load_event_json(type_, data)
+                        load_event_json(kind, data)
                     except EventSchemaError as exc:
                         found.append(f"event #{seq}: {exc}")
                 if len(found) >= most:

@@ -75,7 +75,7 @@ def test_a_body_of_an_older_schema_version_is_upcast(monkeypatch: pytest.MonkeyP
     from zagent_core import events
 
     monkeypatch.setattr(events.SessionEnded, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(events._CURRENT_PREFIX, "session_ended", '{"v":2,')
+    monkeypatch.setattr(events, "_FAST", events._fast_paths())
     monkeypatch.setitem(events.UPCASTERS, ("session_ended", 1), lambda d: {**d, "reason": d["reason"].upper()})
     assert load_event_json("session_ended", '{"v":1,"reason":"done"}').reason == "DONE"
     assert load_event_json("session_ended", '{"v":2,"reason":"done"}').reason == "done"

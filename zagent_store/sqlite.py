@@ -391,13 +391,18 @@ class SQLiteJournal:
         with self._lock, _reported(self.path, "read"):
             return self._version(self._conn, session_id)
 
-    def _stored(self, session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
+    @staticmethod
+    def _stored(session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
+        times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
         for seq, version, type_, at, data in rows:
             try:
                 event = load_event_json(type_, data)
             except EventSchemaError as exc:
                 raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
-            yield StoredEvent(seq, session_id, version, _parse_time(at), event)
+            when = times.get(at)
+            if when is None:
+                when = times[at] = _parse_time(at)
+            yield StoredEvent(seq, session_id, version, when, event)
 
     def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
         with self._lock, _reported(self.path, "read"):

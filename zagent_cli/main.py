@@ -586,6 +586,36 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
         click.echo(f"    {_head(row['output_head'], 110)}")
 
 
+# -- journal ---------------------------------------------------------------------------
+
+
+@cli.group("journal")
+def journal_group() -> None:
+    """The journal file itself."""
+
+
+@journal_group.command("recover")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("target", type=click.Path(dir_okay=False, path_type=Path))
+def journal_recover(source: Path, target: Path) -> None:
+    """Copy every readable event of the damaged journal SOURCE into a new journal TARGET.
+
+    Sessions keep their ids, versions and times; what cannot be read is listed. TARGET
+    must not exist. Then use TARGET as the home's journal.db.
+    """
+    from zagent_store.recover import recover_journal
+
+    if target.exists():
+        raise click.BadParameter(f"{target} already exists: name a new file", param_hint="TARGET")
+    report = recover_journal(source, target)  # a RecoverError is a JournalError: main() prints it, exit 1
+    for line in report.skipped[:50]:
+        click.echo(f"skipped: {line}")
+    if len(report.skipped) > 50:
+        click.echo(f"skipped: ... and {len(report.skipped) - 50} more")
+    click.echo(f"recovered {report.events} events of {report.sessions} sessions into {target}; "
+               f"{report.unreadable} unreadable, {report.after_gaps} left out after a gap")
+
+
 # -- sessions --------------------------------------------------------------------------
 
 

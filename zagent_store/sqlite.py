@@ -16,8 +16,10 @@ that row at the expected version is the optimistic concurrency check, and what m
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -164,12 +166,52 @@ def _canonical(owner: dict[str, Any]) -> str:
 
 
 _DAMAGED = "run `zagent journal recover {path} NEW_FILE` to copy what can be read into a new journal"
+_DAMAGE_SIGNS = ("malformed", "not a database", "corrupt", "decode", "codec")
 
 
 def _damage(path: Path, doing: str, exc: BaseException) -> JournalError:
-    """The error for a journal SQLite cannot read: what failed, and what to do."""
-    return JournalError(f"could not {doing} the journal {path}: {exc}; if the file is damaged, "
-                        + _DAMAGED.format(path=path))
+    """The error for a journal SQLite cannot use: what failed, and what to do."""
+    text = str(exc)
+    if isinstance(exc, UnicodeDecodeError) or any(sign in text for sign in _DAMAGE_SIGNS):
+        return JournalError(f"could not {doing} the journal {path}: {text}: the file is damaged; "
+                            + _DAMAGED.format(path=path))
+    if "locked" in text or "busy" in text:
+        return JournalError(f"could not {doing} the journal {path}: {text} (another process held it longer "
+                            "than the busy timeout); try again")
+    return JournalError(f"could not {doing} the journal {path}: {text}")
+
+
+class _WriterLock:
+    """One writer at a time across processes, taken before SQLite's own write lock.
+
+    SQLite's busy handler sleeps with growing back-off while another connection writes,
+    so under steady contention a writer can lose the race for seconds and then fail
+    with "database is locked" (bench/journal_writers.py: 8 writers, one failed after
+    5 s). zagent's writers first wait for an ``flock`` on ``<journal>-lock``, which the
+    kernel hands over the moment it is released (and releases when its holder dies),
+    so they take turns; SQLite's lock is then free but for raw writers, whom the busy
+    timeout still covers. Only SQLite calls run under it. A home where the file cannot
+    be made falls back to SQLite's busy handler alone.
+    """
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self.fd: int | None = os.open(f"{path}-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            self.fd = None
+
+    def __enter__(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 @contextlib.contextmanager
@@ -210,6 +252,7 @@ class SQLiteJournal:
             conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn = conn
             self._lock = threading.Lock()
+            self._writer = _WriterLock(self.path)
             self._migrate()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             conn.close()
@@ -236,7 +279,7 @@ class SQLiteJournal:
         ``sqlite3`` errors leave as :class:`JournalError`; a unique violation is left to
         the caller (see :meth:`_is_unique_violation`), as is any non-SQLite exception.
         """
-        with self._lock:
+        with self._lock, self._writer:
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -348,13 +391,18 @@ class SQLiteJournal:
         with self._lock, _reported(self.path, "read"):
             return self._version(self._conn, session_id)
 
-    def _stored(self, session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
+    @staticmethod
+    def _stored(session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
+        times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
         for seq, version, type_, at, data in rows:
             try:
                 event = load_event_json(type_, data)
             except EventSchemaError as exc:
                 raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
-            yield StoredEvent(seq, session_id, version, _parse_time(at), event)
+            when = times.get(at)
+            if when is None:
+                when = times[at] = _parse_time(at)
+            yield StoredEvent(seq, session_id, version, when, event)
 
     def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
         with self._lock, _reported(self.path, "read"):
@@ -471,13 +519,16 @@ class SQLiteJournal:
         """Events whose body is not JSON, or does not load as its type, by seq."""
         found: list[str] = []
         with self._lock:
-            rows = self._conn.execute("SELECT seq, type, json_valid(data), data FROM events ORDER BY seq")
+            # Bytes, not text: a body that is not UTF-8 must be named, not stop the check.
+            rows = self._conn.execute(
+                "SELECT seq, CAST(type AS BLOB), json_valid(data), CAST(data AS BLOB) FROM events ORDER BY seq")
             for seq, type_, valid, data in rows:
+                kind = type_.decode(errors="replace")
                 if not valid:
-                    found.append(f"event #{seq} ({type_}) has a body that is not valid JSON")
+                    found.append(f"event #{seq} ({kind}) has a body that is not valid JSON")
                 else:
                     try:
-                        load_event_json(type_, data)
+                        load_event_json(kind, data)
                     except EventSchemaError as exc:
                         found.append(f"event #{seq}: {exc}")
                 if len(found) >= most:
@@ -499,6 +550,7 @@ class SQLiteJournal:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            self._writer.close()
 
     def __enter__(self) -> SQLiteJournal:
         return self

@@ -194,23 +194,29 @@ def test_a_key_the_server_echoes_is_redacted_from_errors_and_replies(server: Fak
     assert reply.text == "it is [redacted]" and reply.tool_calls[0].arguments == {"path": "/k/[redacted]"}
 
 
-def _scripted_tool(home: Path) -> None:
+def _echo_tool(home: Path) -> None:
     tool = home / "tools" / "echo_stdin"
     shutil.copytree(EXAMPLES / "tools" / "echo_stdin", tool)
     manifest = tool / "echo_stdin.json"
     manifest.write_text(manifest.read_text().replace('"python"', json.dumps(PYTHON)))
 
 
-def test_a_reply_with_a_lone_surrogate_is_journaled_as_u_fffd(server: FakeServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", ["openai", "scripted"])
+def test_a_reply_with_a_lone_surrogate_is_journaled_as_u_fffd(server: FakeServer, tmp_path: Path,
+                                                             provider: str) -> None:
     home = tmp_path / "home"
-    _scripted_tool(home)
+    _echo_tool(home)
     # Valid JSON that Python decodes to lone surrogates, in the text and in the arguments.
     arguments = json.dumps('{"name": "a\\ud800b"}')
-    server.reply(body='{"model": "m\\udfff", "choices": [{"message": {"content": "x\\ud800y", "tool_calls": '
+    server.reply(body='{"model": "m", "choices": [{"message": {"content": "x\\ud800y", "tool_calls": '
                       '[{"id": "c\\ud800", "function": {"name": "echo_stdin", "arguments": ' + arguments + '}}]}, '
                       '"finish_reason": "tool_calls"}]}')
     server.reply(body=completion("done \ud800"))
-    done = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", "openai:m", "go"],
+    script = tmp_path / "script.json"
+    script.write_text('[{"text": "x\\ud800y", "tool_calls": [{"name": "echo_stdin", '
+                      '"arguments": {"name": "a\\ud800b"}}]}, {"text": "done \\udfff"}]')
+    spec = "openai:m" if provider == "openai" else f"scripted:{script}"
+    done = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", spec, "go"],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env={**os.environ, "OPENAI_BASE_URL": server.url})
     assert done.returncode == 0, done.stderr
@@ -218,7 +224,7 @@ def test_a_reply_with_a_lone_surrogate_is_journaled_as_u_fffd(server: FakeServer
     with SQLiteJournal(home / "journal.db") as journal:
         (summary,) = journal.sessions()
         events = [stored.event for stored in journal.read(summary.session_id)]
-    replied = next(e for e in events if isinstance(e, ModelReplied))
-    assert replied.text == "x\ufffdy" and replied.model == "m\ufffd"
-    assert replied.tool_calls[0].arguments == {"name": "a\ufffdb"}
+    first, last = [e for e in events if isinstance(e, ModelReplied)]
+    assert first.text == "x\ufffdy" and first.tool_calls[0].arguments == {"name": "a\ufffdb"}
+    assert last.text == "done \ufffd"
     assert any(isinstance(e, ToolCallFinished) and "a\ufffdb" in e.output for e in events)

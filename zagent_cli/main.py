@@ -449,6 +449,7 @@ def replay(obj: Context, session_id: str | None, tools: str, export_file: str | 
 
     from zagent_core.config import load_config
     from zagent_core.exports import ExportError, import_session, parse_export
+    from zagent_core.home import Home
     from zagent_core.replay import replay as replay_session
     from zagent_store import SQLiteJournal
 
@@ -464,7 +465,10 @@ def replay(obj: Context, session_id: str | None, tools: str, export_file: str | 
             except (ExportError, UnicodeDecodeError) as exc:
                 raise click.UsageError(str(exc)) from None
             source = SQLiteJournal(Path(tmp) / "recorded.db")
-            session_id = import_session(source, imported)
+            try:
+                session_id = import_session(source, imported, home=Home(tmp))
+            except ExportError as exc:
+                raise click.UsageError(str(exc)) from None
         elif journal_path:
             if not _is_journal(Path(journal_path)):
                 raise click.UsageError(f"{journal_path} is not a zagent journal (no events table)")
@@ -625,7 +629,7 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
         raise click.UsageError(str(exc)) from None
     with obj.journal() as journal:
         try:
-            session_id = import_session(journal, imported, as_id=as_id)
+            session_id = import_session(journal, imported, home=obj.home, as_id=as_id)
         except ExportError as exc:
             raise click.UsageError(str(exc).replace("the session id", "--as")) from None
         except ConcurrencyError:

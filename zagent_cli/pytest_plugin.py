@@ -49,7 +49,7 @@ def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_u
         with open(path, encoding="utf-8") as handle:
             imported = parse_export(handle, source=str(path))
         with SQLiteJournal(Path(tmp) / "recorded.db") as recorded, SQLiteJournal(Path(tmp) / "replay.db") as into:
-            session_id = import_session(recorded, imported)
+            session_id = import_session(recorded, imported, home=Home(tmp))
             return replay(recorded, session_id, home, into, tools=tools,  # type: ignore[arg-type]
                           allow_unsafe=allow_unsafe, normalisers=rules, config=config, workdir=Path(tmp) / "work")
 

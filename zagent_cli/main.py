@@ -477,18 +477,18 @@ def replay(obj: Context, session_id: str | None, tools: str, export_file: str | 
     Model replies always come from the recording. Exit 0 when everything matches, 1 on
     a divergence, 2 on a usage error.
     """
-    import tempfile
-
     from zagent_core.config import load_config
     from zagent_core.exports import ExportError, import_session, parse_export
+    from zagent_core.home import Home
     from zagent_core.replay import replay as replay_session
+    from zagent_core.replay import replay_folder
     from zagent_store import SQLiteJournal
 
     if bool(session_id) + bool(export_file) + replay_all != 1:
         raise click.UsageError("name one SESSION_ID, or give --file EXPORT, or --all")
     config, _ = load_config(obj.home.config_path)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
-    with tempfile.TemporaryDirectory(prefix="zagent-replay-") as tmp:
+    with replay_folder(obj.home) as tmp:
         if export_file:
             try:
                 with open(export_file, encoding="utf-8") as handle:
@@ -496,7 +496,10 @@ def replay(obj: Context, session_id: str | None, tools: str, export_file: str | 
             except (ExportError, UnicodeDecodeError) as exc:
                 raise click.UsageError(str(exc)) from None
             source = SQLiteJournal(Path(tmp) / "recorded.db")
-            session_id = import_session(source, imported)
+            try:
+                session_id = import_session(source, imported, home=Home(tmp))
+            except ExportError as exc:
+                raise click.UsageError(str(exc)) from None
         elif journal_path:
             if not _is_journal(Path(journal_path)):
                 raise click.UsageError(f"{journal_path} is not a zagent journal (no events table)")
@@ -687,7 +690,7 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
         raise click.UsageError(str(exc)) from None
     with obj.journal() as journal:
         try:
-            session_id = import_session(journal, imported, as_id=as_id)
+            session_id = import_session(journal, imported, home=obj.home, as_id=as_id)
         except ExportError as exc:
             raise click.UsageError(str(exc).replace("the session id", "--as")) from None
         except ConcurrencyError:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
+from zagent_core.credentials import tool_environment
 from zagent_core.invocation import Invocation
 from zagent_core.processes import ProcessIdentity, read_json
 from zagent_core.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
@@ -40,7 +41,7 @@ def launch(task_dir: Path, invocation: Invocation, *, merge_stderr: bool, kill_g
     }
     # The supervisor's own environment is the engine's, less its credentials; the
     # tool's environment travels in the request, on a pipe, never in a file.
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ZAGENT_")}
+    env = tool_environment()
     with (task_dir / "supervisor.log").open("ab") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "zagent_core.supervisor", str(task_dir)],

@@ -442,7 +442,7 @@ class Session:
         if not CALL_ID.fullmatch(call_id):
             raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
                              "(it names the call's folder)")
-        if self._call_id_used(call_id):
+        if self.has_call(call_id):
             raise ValueError(f"call id {call_id!r} is already used in session {self.session_id}")
         requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments)
         unrecordable = _unrecordable(requested)
@@ -570,7 +570,8 @@ class Session:
 
     # -- the conversation (the agent loop journals through these) --------------------
 
-    def _call_id_used(self, call_id: str) -> bool:
+    def has_call(self, call_id: str) -> bool:
+        """Whether the session has requested a call with this id (open or closed)."""
         # Finished calls are not in the state: the journal knows every id the session used.
         return call_id in self.state.calls or self.engine.journal.has_call(self.session_id, call_id)
 
@@ -583,7 +584,7 @@ class Session:
             taken = set(self.state.unrequested)
             calls = []
             for call in reply.tool_calls:
-                call_id = _journal_call_id(call.id, lambda c: c in taken or self._call_id_used(c))
+                call_id = _journal_call_id(call.id, lambda c: c in taken or self.has_call(c))
                 taken.add(call_id)
                 calls.append(RepliedCall(id=call.id, call_id=call_id, name=call.name, arguments=call.arguments))
             self._append([ModelReplied(

@@ -33,7 +33,10 @@ from zagent_core.events import (
     TaskKilled,
     TaskStarted,
     ToolCallFinished,
+    ToolCallRequested,
     ToolCallStarted,
+    WakeAnswered,
+    WakeRequested,
     dump_event,
     load_event,
 )
@@ -108,6 +111,16 @@ def _check_consistent(session_id: str, events: list[Event], times: list[datetime
     """The events must fold into a session: a file cannot smuggle in a broken one."""
     if events[0].type != "session_started":
         raise ExportError(f"{source}: the first event is {events[0].type}, not session_started")
+    # The fold keeps only open calls, so it cannot tell a result for a call never requested:
+    # checked here, where a file from elsewhere comes in.
+    requested: set[str] = set()
+    for number, event in enumerate(events, start=1):
+        call_id = event.__dict__.get("call_id")
+        if isinstance(event, ToolCallRequested):
+            requested.add(event.call_id)
+        elif call_id is not None and call_id not in requested and not isinstance(event, (WakeRequested, WakeAnswered)):
+            raise ExportError(f"{source}: event {number} ({event.type}) refers to {call_id!r}, which the session "
+                              "never had (no tool_call_requested before it): the file was edited or damaged")
     try:
         rebuild(StoredEvent(0, session_id, n, when, event)
                 for n, (event, when) in enumerate(zip(events, times), start=1))

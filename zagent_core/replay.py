@@ -589,7 +589,7 @@ def _recreate_delivery(session: Session, turn: TurnStarted, by_version: dict[int
     events: list[Event] = []
     for version in turn.notes:
         note = by_version.get(version)
-        if isinstance(note, NoteReceived) and note.call_id in session.state.calls:
+        if isinstance(note, NoteReceived) and session.has_call(note.call_id):
             events.append(note)
     for event in by_version.values():
         if isinstance(event, WakeRequested) and event.wake_id in turn.wakes and event.reason != "note":

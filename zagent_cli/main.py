@@ -256,15 +256,18 @@ def _model_choice(engine: Engine, model_spec: str | None,
     """The model spec to run with and its endpoint: ``--model``, else what the session
     journaled, else config (``(None, None)``: a session that never had a model)."""
     if model_spec is not None:
-        kind, _, path = model_spec.partition(":")
-        if kind == "scripted" and path:  # journaled as found from anywhere
-            model_spec = f"scripted:{Path(path).resolve()}"
         return model_spec, None
     if state is not None and state.model:
         return state.model, state.model_base_url
     if state is not None and state.origin == "tools run":
         return None, None
     return engine.config.agent.model, None
+
+
+def _journaled(spec: str) -> str:
+    """The spec as journaled for ``resume``: a script's path made absolute, so it is found from anywhere."""
+    kind, _, path = spec.partition(":")
+    return f"scripted:{Path(path).resolve()}" if kind == "scripted" and path else spec
 
 
 def _settle_only(session: Session) -> str:
@@ -322,7 +325,7 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
                 reason, requests = _settle_only(session), 0
             else:
                 click.echo(f"[session {session.session_id}, model {model.name}]", err=True)
-                result = Agent(session, model, spec=spec).run(prompt)
+                result = Agent(session, model, spec=_journaled(spec)).run(prompt)
                 reason, requests = result.reason, result.requests
         except KeyboardInterrupt:
             click.echo(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)

@@ -9,21 +9,30 @@ escape them. Light on purpose (no zagent_core import): ``zagent --help`` loads i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import click
 
-# C0 but tab and newline, DEL, C1. Lone surrogates (a file name's undecodable byte) could
-# not even be encoded for the terminal. \x1b becomes the four characters "\x1b".
+# C0 but tab and newline, DEL, C1: \x1b becomes the four characters "\x1b".
 _VISIBLE = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)}
-_VISIBLE.update({code: "\ufffd" for code in range(0xD800, 0xE000)})
-# JSON already escapes C0; DEL, C1 and lone surrogates get the \u form: the same string.
-JSON_ESCAPES = {code: f"\\u{code:04x}" for code in [*range(0x7F, 0xA0), *range(0xD800, 0xE000)]}
+# JSON already escapes C0; DEL and C1 get the \u form: the same string.
+JSON_ESCAPES = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
+_SURROGATES = range(0xD800, 0xE000)
+
+
+def _surrogates_replaced(text: str, replace: Callable[[str], str]) -> str:
+    """Lone surrogates (a file name's undecodable byte) cannot be encoded for output at all."""
+    if text.isascii() or not any(ord(c) in _SURROGATES for c in text):
+        return text
+    return "".join(replace(c) if ord(c) in _SURROGATES else c for c in text)
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with control characters (but tab and newline) shown as ``\\x1b`` escapes."""
-    return text.translate(_VISIBLE)
+    """``text`` with control characters (but tab and newline) shown as ``\\x1b`` escapes.
+
+    A lone surrogate is shown as U+FFFD.
+    """
+    return _surrogates_replaced(text.translate(_VISIBLE), lambda _: "\ufffd")
 
 
 def say(text: str = "", *, err: bool = False) -> None:
@@ -35,7 +44,8 @@ def emit_json(value: Any) -> None:
     """Print ``value`` as JSON: exact, and still harmless on a terminal."""
     import json
 
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str).translate(JSON_ESCAPES))
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str).translate(JSON_ESCAPES)
+    click.echo(_surrogates_replaced(text, lambda c: f"\\u{ord(c):04x}"))  # JSON's \u form keeps them exactly
 
 
 def head(text: str | None, width: int = 80) -> str:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import python_tool
 
 
 def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -35,3 +38,47 @@ def test_doctor_reports_a_home_that_is_a_file_as_a_problem(tmp_path: Path) -> No
     assert f"home: the home {file} is a file, not a folder" in done.stdout and "all good" not in done.stdout
     report = json.loads(zagent(file, "doctor", "--json").stdout)
     assert report["ok"] is False and report["problems"][0]["source"] == "home"
+
+
+@pytest.fixture
+def read_only_home(tmp_path: Path) -> Iterator[Path]:
+    """A home with one session in its journal, then made read-only for real (a read-only
+    bind mount when root, whom permissions do not stop; the permissions otherwise)."""
+    home = tmp_path / "home"
+    python_tool(home, "hello", "print('hello')")
+    assert zagent(home, "tools", "run", "hello").returncode == 0
+    if os.geteuid() == 0:
+        view = tmp_path / "read-only"
+        view.mkdir()
+        mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(home), str(view)], capture_output=True)
+        if mounted.returncode != 0:
+            pytest.skip(f"cannot make a read-only mount: {mounted.stderr.decode().strip()}")
+        try:
+            yield view
+        finally:
+            subprocess.run(["umount", str(view)], check=True)
+        return
+    paths = [home, *home.rglob("*")]
+    modes = {path: path.stat().st_mode for path in paths}
+    for path in paths:
+        path.chmod(modes[path] & ~0o222)
+    try:
+        yield home
+    finally:
+        for path in reversed(paths):
+            path.chmod(modes[path])
+
+
+def test_doctor_says_a_read_only_home_can_be_read_not_run(read_only_home: Path) -> None:
+    assert "hello" in zagent(read_only_home, "tools", "list").stdout
+    report = json.loads(zagent(read_only_home, "doctor", "--json").stdout)
+    (home_problem,) = [p for p in report["problems"] if p["source"] == "home"]
+    assert home_problem["severity"] == "warning" and "is read-only: sessions can be read" in home_problem["message"]
+
+
+@pytest.mark.xfail(strict=True, reason="SQLiteJournal opens the journal read-write (WAL, migrations); a read-only "
+                                       "open (mode=ro, immutable=1 when no WAL is left) is a store change")
+@pytest.mark.parametrize("command", [["sessions", "list"], ["sessions", "show"], ["audit"], ["doctor"]])
+def test_read_only_commands_work_on_a_read_only_home(read_only_home: Path, command: list[str]) -> None:
+    done = zagent(read_only_home, *command)
+    assert done.returncode == 0 and "Error" not in done.stderr, done.stderr

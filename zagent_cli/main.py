@@ -420,6 +420,8 @@ def doctor(obj: Context, as_json: bool) -> None:
 
     Exits 1 when anything is broken.
     """
+    import os
+
     from zagent_core.config import load_config
     from zagent_core.engine import zagent_version
     from zagent_core.manifest import load_tools
@@ -432,6 +434,10 @@ def doctor(obj: Context, as_json: bool) -> None:
     problems = config_problems + toolset.problems
     if unusable:
         problems.insert(0, Problem(source="home", message=unusable))
+    elif home.root.is_dir() and not os.access(home.root, os.W_OK):
+        problems.insert(0, Problem(source="home", severity="warning", message=(
+            f"the home {home.root} is read-only: sessions can be read, not run (run, resume and tools run "
+            "need to write the journal and the sessions folder)")))
     journal = _journal_report(obj, home) if not unusable else {
         "path": str(home.journal_path), "exists": False, "problems": []}
     broken = any(p.severity == "error" for p in problems) or bool(journal["problems"])

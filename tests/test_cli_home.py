@@ -82,3 +82,23 @@ def test_doctor_says_a_read_only_home_can_be_read_not_run(read_only_home: Path) 
 def test_read_only_commands_work_on_a_read_only_home(read_only_home: Path, command: list[str]) -> None:
     done = zagent(read_only_home, *command)
     assert done.returncode == 0 and "Error" not in done.stderr, done.stderr
+
+
+def test_a_full_disk_is_reported_without_tracebacks(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("a small filesystem needs mount (root)")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(home)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs: {mounted.stderr.decode().strip()}")
+    try:
+        # The journal fits; the 10 MB the tool prints (kept in full beside the call) does not.
+        python_tool(home, "flood", "print('x' * 10_000_000)")
+        done = zagent(home, "tools", "run", "flood")
+    finally:
+        subprocess.run(["umount", str(home)], check=True)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("Error: ") and "disk is full" in done.stderr.splitlines()[-1]
+    assert all("No space left" in line or "disk is full" in line for line in done.stderr.splitlines()), done.stderr

@@ -93,10 +93,30 @@ class Context:
         from zagent_core.logs import configure
 
         configure(self.verbosity)
+        if self.verbosity == 0:
+            _tracebacks_folded()
         workspace = Path(self.workspace) if self.workspace else Path.cwd()
         if not workspace.is_dir():
             raise click.UsageError(f"workspace {workspace} is not a folder")
         return Engine(self.home, journal, workspace=workspace)
+
+
+def _tracebacks_folded() -> None:
+    """At the default verbosity an engine error is one line, what failed and why; -v shows
+    the traceback (a full disk would otherwise print several before the command's error)."""
+    import logging
+
+    def fold(record: logging.LogRecord) -> bool:
+        text = str(record.msg)
+        event, sep, trace = text.partition("\nTraceback (most recent call last):")
+        if sep:
+            lines = [line for line in trace.splitlines() if line.strip()]
+            record.msg = f"{event.rstrip()}: {lines[-1] if lines else '?'} (-v shows the traceback)"
+            record.args = ()
+        return True
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(fold)
 
 
 def _no_constant(name: str) -> Any:

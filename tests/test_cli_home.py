@@ -69,11 +69,11 @@ def read_only_home(tmp_path: Path) -> Iterator[Path]:
             path.chmod(modes[path])
 
 
-def test_doctor_says_a_read_only_home_can_be_read_not_run(read_only_home: Path) -> None:
+def test_doctor_says_nothing_can_run_in_a_read_only_home(read_only_home: Path) -> None:
     assert "hello" in zagent(read_only_home, "tools", "list").stdout
     report = json.loads(zagent(read_only_home, "doctor", "--json").stdout)
     (home_problem,) = [p for p in report["problems"] if p["source"] == "home"]
-    assert home_problem["severity"] == "warning" and "is read-only: sessions can be read" in home_problem["message"]
+    assert home_problem["severity"] == "warning" and "is read-only: nothing can run here" in home_problem["message"]
 
 
 @pytest.mark.xfail(strict=True, reason="SQLiteJournal opens the journal read-write (WAL, migrations); a read-only "

@@ -456,8 +456,8 @@ def doctor(obj: Context, as_json: bool) -> None:
         problems.insert(0, Problem(source="home", message=unusable))
     elif home.root.is_dir() and not os.access(home.root, os.W_OK):
         problems.insert(0, Problem(source="home", severity="warning", message=(
-            f"the home {home.root} is read-only: sessions can be read, not run (run, resume and tools run "
-            "need to write the journal and the sessions folder)")))
+            f"the home {home.root} is read-only: nothing can run here (tools run, run and resume write the "
+            "journal and the sessions folder)")))
     journal = _journal_report(obj, home) if not unusable else {
         "path": str(home.journal_path), "exists": False, "problems": []}
     broken = any(p.severity == "error" for p in problems) or bool(journal["problems"])

@@ -49,6 +49,8 @@ def home_problem(root: Path) -> str | None:
 
 
 class Context:
+    """What the global options chose; the home, journal and engine are made on demand."""
+
     def __init__(self, home_arg: str | None, workspace: str | None, verbosity: int) -> None:
         self.home_arg = home_arg
         self.workspace = workspace
@@ -93,30 +95,30 @@ class Context:
         from zagent_core.logs import configure
 
         configure(self.verbosity)
-        if self.verbosity == 0:
-            _tracebacks_folded()
+        _engine_logs_shown(self.verbosity)
         workspace = Path(self.workspace) if self.workspace else Path.cwd()
         if not workspace.is_dir():
             raise click.UsageError(f"workspace {workspace} is not a folder")
         return Engine(self.home, journal, workspace=workspace)
 
 
-def _tracebacks_folded() -> None:
-    """At the default verbosity an engine error is one line, what failed and why; -v shows
-    the traceback (a full disk would otherwise print several before the command's error)."""
+def _engine_logs_shown(verbosity: int) -> None:
+    """Engine log lines as the terminal gets them: control characters shown (a log may quote
+    what a tool wrote), and at the default verbosity an error is one line, what failed and
+    why; -v adds the traceback (a full disk would otherwise print several before the error)."""
     import logging
 
-    def fold(record: logging.LogRecord) -> bool:
-        text = str(record.msg)
+    def shown(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
         event, sep, trace = text.partition("\nTraceback (most recent call last):")
-        if sep:
+        if sep and verbosity == 0:
             lines = [line for line in trace.splitlines() if line.strip()]
-            record.msg = f"{event.rstrip()}: {lines[-1] if lines else '?'} (-v shows the traceback)"
-            record.args = ()
+            text = f"{event.rstrip()}: {lines[-1] if lines else '?'} (-v shows the traceback)"
+        record.msg, record.args = terminal_safe(text), ()
         return True
 
     for handler in logging.getLogger().handlers:
-        handler.addFilter(fold)
+        handler.addFilter(shown)
 
 
 def _no_constant(name: str) -> Any:

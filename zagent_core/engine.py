@@ -59,7 +59,7 @@ from zagent_core.ids import new_call_id, new_session_id, new_wake_id
 from zagent_core import leases, tasks, terminal
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
-from zagent_core.journal import Journal, JournalError, StoredEvent
+from zagent_core.journal import Journal, JournalError, SessionSummary, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.models import ModelReply
@@ -264,6 +264,17 @@ class Engine:
         if state.status != "ended" and leases.holder_alive(self.journal, session_id) is not None:
             return "running"
         return status_of(state)
+
+    def listed_status(self, summary: SessionSummary) -> str:
+        """:meth:`status` for a line of ``journal.sessions()``: from the newest snapshot when
+        it is of the session's last event, so listing sessions folds nothing."""
+        if summary.ended:
+            return "ended"
+        if summary.status is not None and summary.status_version == summary.events:
+            if leases.holder_alive(self.journal, summary.session_id) is not None:
+                return "running"
+            return summary.status
+        return self.status(summary.session_id)
 
     def session_state(self, session_id: str) -> SessionState:
         """A session as its latest snapshot and the events after it tell (empty if it has none).

@@ -304,3 +304,35 @@ def test_every_path_an_event_holds_is_either_moved_on_import_or_only_describes_t
     path_like = re.compile(r"(path|dir|file|files|media|folder|workspace|cwd|argv)$")
     found = {(kind, name) for kind, cls in EVENT_TYPES.items() for name in cls.model_fields if path_like.search(name)}
     assert found == moved | descriptive
+
+
+def test_resuming_a_fork_leaves_the_parents_running_foreground_tool_alone(tmp_path: Path) -> None:
+    from zagent_core.processes import ProcessIdentity, write_json
+    from zagent_core.state import rebuild as fold
+
+    home = Home(tmp_path / "home")
+    call_dir = home.call_dir("parent", "c1")
+    call_dir.mkdir(parents=True)
+    (call_dir / "notify").write_text("")
+    # The parent's tool, still running (the parent's engine is busy with it elsewhere).
+    tool = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        who = ProcessIdentity.of(tool.pid)
+        assert who is not None
+        write_json(call_dir / "tool.json", who.model_dump())
+        with SQLiteJournal(home.journal_path) as journal:
+            stored = journal.append("parent", [
+                SessionStarted(origin="t", workspace=str(tmp_path), zagent_version="0"),
+                ToolCallRequested(call_id="c1", tool="x", arguments={}),
+                ToolCallStarted(call_id="c1", tool="x", arguments={}, argv=["x"], cwd=str(tmp_path),
+                                input_mode="stdin_json", output_mode="text", output_dir=str(call_dir / "output"),
+                                notify_file=str(call_dir / "notify"), timeout_seconds=None, manifest_hash="m",
+                                files_hash="f"),
+            ], 0)
+            fork_session(journal, "parent", stored[-1].seq, "child")
+            assert fold(journal.read("child")).calls["c1"].status == "interrupted"
+            Engine(home, journal, workspace=tmp_path).resume("child").end()
+        assert tool.poll() is None, "the fork's resume killed the parent's tool"
+    finally:
+        tool.kill()
+        tool.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -228,3 +229,23 @@ def test_a_reply_with_a_lone_surrogate_is_journaled_as_u_fffd(server: FakeServer
     assert first.text == "x\ufffdy" and first.tool_calls[0].arguments == {"name": "a\ufffdb"}
     assert last.text == "done \ufffd"
     assert any(isinstance(e, ToolCallFinished) and "a\ufffdb" in e.output for e in events)
+
+
+def test_an_answer_cut_short_is_retried_and_then_a_clear_error() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:  # promises 1000 bytes, sends 10, hangs up: http.client.IncompleteRead
+        for _ in range(2):
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{\"choices\"")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    model = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff=0.01)
+    with pytest.raises(ModelError, match=r"cannot reach .*IncompleteRead.*\(after 2 attempts\)"):
+        model.reply([], [])
+    thread.join(10)
+    listener.close()

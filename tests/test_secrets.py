@@ -127,17 +127,11 @@ print(spied.stdout, spied.stderr)
     assert server.headers[0]["Authorization"] == f"Bearer {KEY}"
 
 
-def test_a_tool_sees_the_variable_a_key_was_taken_from_nowhere(tmp_path: Path) -> None:
-    os.environ["ZAGENT_TEST_SECRET_VAR"] = "x"
-    os.environ["TEST_TAKEN_KEY"] = "value"
-    try:
-        assert credentials.take("TEST_TAKEN_KEY") == "value"
-        assert "TEST_TAKEN_KEY" not in os.environ and credentials.take("TEST_TAKEN_KEY") == "value"
-        env = credentials.tool_environment({"TEST_TAKEN_KEY": "again", "ZAGENT_TEST_SECRET_VAR": "x",
-                                            "OPENAI_API_KEY": "k", "PATH": "/bin"})
-        assert env == {"PATH": "/bin"}
-    finally:
-        os.environ.pop("ZAGENT_TEST_SECRET_VAR", None)
+def test_no_tool_environment_holds_zagents_variables_or_a_key_variable() -> None:
+    # (A variable a provider took is withheld too: the zagent run tests below show it with
+    # model.api_key_env; taking one here would make the test process non-dumpable.)
+    environ = {"ZAGENT_API_KEY": "k", "ZAGENT_HOME": "/h", "OPENAI_API_KEY": "k", "PATH": "/bin"}
+    assert credentials.tool_environment(environ) == {"PATH": "/bin"}
 
 
 def _zagent(home: Path, *args: str, url: str, **env: str) -> subprocess.CompletedProcess[str]:

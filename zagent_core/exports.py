@@ -33,6 +33,7 @@ from zagent_core.events import (
     TaskKilled,
     TaskStarted,
     ToolCallFinished,
+    ToolCallInterrupted,
     ToolCallRequested,
     ToolCallStarted,
     WakeAnswered,
@@ -241,12 +242,16 @@ def fork_session(journal: Journal, session_id: str, at_seq: int, new_id: str) ->
     if not prefix:
         raise ValueError(f"session {session_id} has no event at or before #{at_seq}")
     state = rebuild(prefix)
-    # Tasks still running at the fork point belong to the parent: the fork must not
-    # watch, reap or kill them.
-    closing = [TaskInterrupted(task_id=t.task_id, call_id=t.call_id,
-                               message=f"task #{t.task_id} ({t.tool}) stays with session {session_id}, "
-                                       "which this session was forked from")
-               for t in state.running_tasks]
+    # Calls and tasks still running at the fork point belong to the parent: the fork
+    # must not watch, reap or kill them (its calls' folders are the parent's).
+    closing: list[Event] = [
+        ToolCallInterrupted(call_id=c.call_id, message=f"{c.tool} was running in session {session_id} when this "
+                                                       "session was forked from it; the call stays with that session")
+        for c in state.calls.values() if c.status == "running"]
+    closing += [TaskInterrupted(task_id=t.task_id, call_id=t.call_id,
+                                message=f"task #{t.task_id} ({t.tool}) stays with session {session_id}, "
+                                        "which this session was forked from")
+                for t in state.running_tasks]
     link = SessionForked(parent_session_id=session_id, parent_seq=prefix[-1].seq)
     now = datetime.now(timezone.utc)
     # One transaction: a crash never leaves a copy without its parent link.

@@ -11,6 +11,7 @@ UTF-8 can hold (a lone surrogate from a ``"\\ud800"`` escape) becomes U+FFFD.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -99,7 +100,7 @@ class OpenAIModel:
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
                 if retry_after and retry_after.replace(".", "", 1).isdigit():
                     delay = min(float(retry_after), 60.0)
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as exc:
                 problem = f"cannot reach {url}: {getattr(exc, 'reason', exc)}"
             except ValueError as exc:
                 raise self._error(f"{url} answered with something that is not JSON: {exc}") from None

@@ -184,3 +184,20 @@ def test_an_error_that_echoes_the_key_is_redacted_on_the_terminal_and_in_the_jou
     assert "Incorrect API key provided: [redacted]" in done.stdout + done.stderr
     assert KEY not in done.stdout + done.stderr
     assert _kept_anywhere(home, KEY) == []
+
+
+def test_tools_run_withholds_the_model_key_from_its_tool_and_from_its_own_environment(tmp_path: Path) -> None:
+    """No provider is built by `tools run`, and still the key reaches no tool (issue 8, item 7)."""
+    home = tmp_path / "home"
+    spy = home / "tools" / "spy"
+    spy.mkdir(parents=True)
+    (spy / "main.py").write_text(
+        "import os\nparent = open(f'/proc/{os.getppid()}/environ', 'rb').read()\n"
+        "print('LEAK' if b'sk-tools-run-secret' in parent or 'sk-tools-run-secret' in str(os.environ) else 'clean')\n")
+    (spy / "spy.json").write_text(json.dumps({"description": "spy", "command": [PYTHON, "main.py"]}))
+    env = {**os.environ, "ZAGENT_API_KEY": "sk-tools-run-secret", "MY_KEY": "sk-tools-run-secret"}
+    (home / "config.json").write_text(json.dumps({"model": {"api_key_env": "MY_KEY"}}))
+    result = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "spy"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "clean"

@@ -100,7 +100,19 @@ class Context:
         if not workspace.is_dir():
             raise click.UsageError(f"workspace {workspace} is not a folder")
         command = click.get_current_context().command_path.partition(" ")[2]
-        return Engine(self.home, journal, workspace=workspace, command=command)
+        engine = Engine(self.home, journal, workspace=workspace, command=command)
+        _withhold_model_key(engine.config.model.api_key_env)
+        return engine
+
+
+def _withhold_model_key(api_key_env: str) -> None:
+    """Take the model's key out of every environment a tool could read, before any tool runs.
+
+    Kept in this process's memory for a provider built later; see zagent_core.credentials.
+    """
+    from zagent_core.credentials import take_model_key
+
+    take_model_key(api_key_env)
 
 
 def _engine_logs_shown(verbosity: int) -> None:
@@ -577,6 +589,8 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
     if bool(session_id) + bool(export_file) + replay_all != 1:
         raise click.UsageError("name one SESSION_ID, or give --file EXPORT, or --all")
     config, _ = load_config(obj.home.config_path)
+    if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
+        _withhold_model_key(config.model.api_key_env)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
     with replay_folder(obj.home) as tmp:
         if export_file:

@@ -172,13 +172,14 @@ _DAMAGE_SIGNS = ("malformed", "not a database", "corrupt", "decode", "codec")
 def _damage(path: Path, doing: str, exc: BaseException) -> JournalError:
     """The error for a journal SQLite cannot use: what failed, and what to do."""
     text = str(exc)
+    doing = "cannot open" if doing == "open" else f"could not {doing}"
     if isinstance(exc, UnicodeDecodeError) or any(sign in text for sign in _DAMAGE_SIGNS):
-        return JournalError(f"could not {doing} the journal {path}: {text}: the file is damaged; "
+        return JournalError(f"{doing} the journal {path}: {text}: the file is damaged; "
                             + _DAMAGED.format(path=path))
     if "locked" in text or "busy" in text:
-        return JournalError(f"could not {doing} the journal {path}: {text} (another process held it longer "
+        return JournalError(f"{doing} the journal {path}: {text} (another process held it longer "
                             "than the busy timeout); try again")
-    return JournalError(f"could not {doing} the journal {path}: {text}")
+    return JournalError(f"{doing} the journal {path}: {text}")
 
 
 class _WriterLock:

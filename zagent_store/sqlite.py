@@ -48,7 +48,7 @@ _VERSION_CONFLICT = "zagent: version conflict"
 
 
 def _create_events(db: sqlite_utils.Database) -> None:
-    db["events"].create(
+    db.table("events").create(
         {
             "seq": int,
             "session_id": str,
@@ -62,10 +62,10 @@ def _create_events(db: sqlite_utils.Database) -> None:
         pk="seq",
         not_null={"session_id", "version", "type", "at", "data"},
     )
-    db["events"].create_index(["session_id", "version"], unique=True, index_name="events_session_version")
+    db.table("events").create_index(["session_id", "version"], unique=True, index_name="events_session_version")
     # Ids repeat across sessions (a model numbers its calls), so lookups pair them with the session.
-    db["events"].create_index(["call_id", "session_id"], index_name="events_call_id")
-    db["events"].create_index(["task_id", "session_id"], index_name="events_task_id")
+    db.table("events").create_index(["call_id", "session_id"], index_name="events_call_id")
+    db.table("events").create_index(["task_id", "session_id"], index_name="events_task_id")
     db.execute(
         f"""CREATE TRIGGER events_version_follows BEFORE INSERT ON events
         WHEN NEW.version != 1 + coalesce(
@@ -337,7 +337,7 @@ class SQLiteJournal:
                                              events, stamps)
         ]
         version = expected_version + len(rows)
-        kinds = [row[2] for row in rows]
+        kinds: list[str] = [row[2] for row in rows]
         counts = {column: kinds.count(kind) for kind, column in _COUNTED.items()}
         ended = "session_ended" in kinds
         try:

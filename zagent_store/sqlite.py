@@ -475,6 +475,17 @@ class SQLiteJournal:
             row = self._conn.execute("SELECT owner, since FROM leases WHERE session_id = ?", (session_id,)).fetchone()
         return None if row is None else Lease(session_id, json.loads(row[0]), _parse_time(row[1]))
 
+    def rebuild_heads(self) -> int:
+        """Rebuild every session's head row from its events; returns the number of sessions.
+
+        Appends keep the rows; only a journal filled around zagent (a bulk load with
+        plain ``INSERT``s, as ``bench/journal_scale.py`` does) needs this once, after.
+        """
+        with self._transaction("rebuild the heads of") as conn:
+            conn.execute("DELETE FROM heads")
+            conn.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where=""))
+            return int(conn.execute("SELECT count(*) FROM heads").fetchone()[0])
+
     # -- audit and health -------------------------------------------------------------
 
     def audit(self, **filters: Any) -> list[dict[str, Any]]:
@@ -499,10 +510,19 @@ class SQLiteJournal:
                 gaps = self._conn.execute(
                     "SELECT session_id FROM events GROUP BY session_id HAVING count(*) != max(version) LIMIT 20"
                 ).fetchall()
+                behind = self._conn.execute(
+                    """SELECT e.session_id FROM (SELECT session_id, max(version) AS version FROM events
+                                                 GROUP BY session_id) AS e
+                       LEFT JOIN heads h ON h.session_id = e.session_id
+                       WHERE h.version IS NOT e.version LIMIT 20"""
+                ).fetchall()
             if mode.lower() != "wal":
                 problems.append(f"journal_mode is {mode}, expected wal")
             problems += [f"session {sid} has a gap in its versions (events were written around zagent)"
                          for (sid,) in gaps]
+            problems += [f"session {sid}: its row in heads is behind its events (events were written around "
+                         "zagent), so sessions list shows it as it was; SQLiteJournal.rebuild_heads() fixes it"
+                         for (sid,) in behind]
             problems += self._unreadable_bodies()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             return [f"cannot be checked ({exc}): " + _DAMAGED.format(path=self.path)]

@@ -474,6 +474,8 @@ def build(path: Path, n_events: int, seed: int) -> dict[str, Any]:
         written += len(chunk)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
+    with SQLiteJournal(path) as journal:  # plain INSERTs skip the per-session head rows appends keep
+        journal.rebuild_heads()
     return {"events": written, "sessions": len(sessions), "seconds": time.perf_counter() - start,
             "types": types, "session_ids": sessions}
 

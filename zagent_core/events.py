@@ -407,7 +407,7 @@ def load_event_json(type_: str, text: str | bytes) -> Event:
     goes through :func:`load_event`, which gives the same errors as ever.
     """
     fast = _FAST.get(type_)
-    if fast is not None and text.startswith(fast[0] if isinstance(text, str) else fast[1]):
+    if fast is not None and (text.startswith(fast[0]) if isinstance(text, str) else text.startswith(fast[1])):
         try:
             event = fast[2](text)  # the class's validator itself: model_validate_json adds a call layer
         except ValueError:
@@ -427,7 +427,7 @@ def load_event_json(type_: str, text: str | bytes) -> Event:
 def _fast_paths() -> dict[str, tuple[str, bytes, Callable[[str | bytes], Any], int]]:
     """Per type: how a body of the current version starts (as ``dump_event`` writes it,
     as text and as bytes), the validator that reads it, and that version."""
-    paths = {}
+    paths: dict[str, tuple[str, bytes, Callable[[str | bytes], Any], int]] = {}
     for name, cls in EVENT_TYPES.items():
         prefix = f'{{"v":{cls.SCHEMA_VERSION},'
         paths[name] = (prefix, prefix.encode(), cls.__pydantic_validator__.validate_json, cls.SCHEMA_VERSION)

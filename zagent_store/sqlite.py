@@ -48,7 +48,7 @@ _VERSION_CONFLICT = "zagent: version conflict"
 
 
 def _create_events(db: sqlite_utils.Database) -> None:
-    db["events"].create(
+    db.table("events").create(
         {
             "seq": int,
             "session_id": str,
@@ -62,10 +62,10 @@ def _create_events(db: sqlite_utils.Database) -> None:
         pk="seq",
         not_null={"session_id", "version", "type", "at", "data"},
     )
-    db["events"].create_index(["session_id", "version"], unique=True, index_name="events_session_version")
+    db.table("events").create_index(["session_id", "version"], unique=True, index_name="events_session_version")
     # Ids repeat across sessions (a model numbers its calls), so lookups pair them with the session.
-    db["events"].create_index(["call_id", "session_id"], index_name="events_call_id")
-    db["events"].create_index(["task_id", "session_id"], index_name="events_task_id")
+    db.table("events").create_index(["call_id", "session_id"], index_name="events_call_id")
+    db.table("events").create_index(["task_id", "session_id"], index_name="events_task_id")
     db.execute(
         f"""CREATE TRIGGER events_version_follows BEFORE INSERT ON events
         WHEN NEW.version != 1 + coalesce(
@@ -172,13 +172,14 @@ _DAMAGE_SIGNS = ("malformed", "not a database", "corrupt", "decode", "codec")
 def _damage(path: Path, doing: str, exc: BaseException) -> JournalError:
     """The error for a journal SQLite cannot use: what failed, and what to do."""
     text = str(exc)
+    doing = "cannot open" if doing == "open" else f"could not {doing}"
     if isinstance(exc, UnicodeDecodeError) or any(sign in text for sign in _DAMAGE_SIGNS):
-        return JournalError(f"could not {doing} the journal {path}: {text}: the file is damaged; "
+        return JournalError(f"{doing} the journal {path}: {text}: the file is damaged; "
                             + _DAMAGED.format(path=path))
     if "locked" in text or "busy" in text:
-        return JournalError(f"could not {doing} the journal {path}: {text} (another process held it longer "
+        return JournalError(f"{doing} the journal {path}: {text} (another process held it longer "
                             "than the busy timeout); try again")
-    return JournalError(f"could not {doing} the journal {path}: {text}")
+    return JournalError(f"{doing} the journal {path}: {text}")
 
 
 class _WriterLock:
@@ -336,7 +337,7 @@ class SQLiteJournal:
                                              events, stamps)
         ]
         version = expected_version + len(rows)
-        kinds = [row[2] for row in rows]
+        kinds: list[str] = [row[2] for row in rows]
         counts = {column: kinds.count(kind) for kind, column in _COUNTED.items()}
         ended = "session_ended" in kinds
         try:
@@ -482,6 +483,17 @@ class SQLiteJournal:
             row = self._conn.execute("SELECT owner, since FROM leases WHERE session_id = ?", (session_id,)).fetchone()
         return None if row is None else Lease(session_id, json.loads(row[0]), _parse_time(row[1]))
 
+    def rebuild_heads(self) -> int:
+        """Rebuild every session's head row from its events; returns the number of sessions.
+
+        Appends keep the rows; only a journal filled around zagent (a bulk load with
+        plain ``INSERT``s, as ``bench/journal_scale.py`` does) needs this once, after.
+        """
+        with self._transaction("rebuild the heads of") as conn:
+            conn.execute("DELETE FROM heads")
+            conn.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where=""))
+            return int(conn.execute("SELECT count(*) FROM heads").fetchone()[0])
+
     # -- audit and health -------------------------------------------------------------
 
     def audit(self, **filters: Any) -> list[dict[str, Any]]:
@@ -506,10 +518,19 @@ class SQLiteJournal:
                 gaps = self._conn.execute(
                     "SELECT session_id FROM events GROUP BY session_id HAVING count(*) != max(version) LIMIT 20"
                 ).fetchall()
+                behind = self._conn.execute(
+                    """SELECT e.session_id FROM (SELECT session_id, max(version) AS version FROM events
+                                                 GROUP BY session_id) AS e
+                       LEFT JOIN heads h ON h.session_id = e.session_id
+                       WHERE h.version IS NOT e.version LIMIT 20"""
+                ).fetchall()
             if mode.lower() != "wal":
                 problems.append(f"journal_mode is {mode}, expected wal")
             problems += [f"session {sid} has a gap in its versions (events were written around zagent)"
                          for (sid,) in gaps]
+            problems += [f"session {sid}: its row in heads is behind its events (events were written around "
+                         "zagent), so sessions list shows it as it was; SQLiteJournal.rebuild_heads() fixes it"
+                         for (sid,) in behind]
             problems += self._unreadable_bodies()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             return [f"cannot be checked ({exc}): " + _DAMAGED.format(path=self.path)]

@@ -120,11 +120,11 @@ def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
     """Remove the value at ``loc`` so the default is used; False if it is not there."""
     node: Any = raw
     for part in loc[:-1]:
-        if not isinstance(node, (dict, list)):
-            return False
-        try:
+        if isinstance(node, dict) and part in node:
             node = node[part]
-        except (KeyError, IndexError, TypeError):
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            node = node[part]
+        else:
             return False
     if isinstance(node, dict) and loc[-1] in node:
         del node[loc[-1]]

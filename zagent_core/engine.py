@@ -15,10 +15,11 @@ import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -163,6 +164,28 @@ def _terminal_validator() -> Any:
     from zagent_core.manifest import schema_dialect
 
     return schema_dialect(terminal.PARAMETERS)(terminal.PARAMETERS)
+
+
+_DEFERRED = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (and the CLI's SIGTERM) wait until the block is done.
+
+    A KeyboardInterrupt between an append's commit and its fold would leave the session's
+    state behind its journal, and every later append would fail. Blocked signals are
+    delivered, and their handlers run, as soon as the block ends. Only the main thread
+    receives them, so only there is anything to block.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class SessionEndedError(RuntimeError):
@@ -331,9 +354,10 @@ class Session:
         with self._lock:
             if self.state.status == "ended":
                 raise SessionEndedError(f"session {self.session_id} has ended; start a new session")
-            stored = self.engine.journal.append(self.session_id, events, self.state.version)
-            for item in stored:
-                fold(self.state, item)
+            with _interrupts_deferred():  # committed and folded, or neither: never one without the other
+                stored = self.engine.journal.append(self.session_id, events, self.state.version)
+                for item in stored:
+                    fold(self.state, item)
             if self.state.version - self._snapshot_version >= SNAPSHOT_EVERY:
                 self.snapshot()
         for item in stored:

@@ -76,8 +76,6 @@ def test_doctor_says_nothing_can_run_in_a_read_only_home(read_only_home: Path) -
     assert home_problem["severity"] == "warning" and "is read-only: nothing can run here" in home_problem["message"]
 
 
-@pytest.mark.xfail(strict=True, reason="SQLiteJournal opens the journal read-write (WAL, migrations); a read-only "
-                                       "open (mode=ro, immutable=1 when no WAL is left) is a store change")
 @pytest.mark.parametrize("command", [["sessions", "list"], ["sessions", "show"], ["audit"], ["doctor"]])
 def test_read_only_commands_work_on_a_read_only_home(read_only_home: Path, command: list[str]) -> None:
     done = zagent(read_only_home, *command)

@@ -75,9 +75,9 @@ class Context:
         if not self.home.journal_path.exists():
             raise click.UsageError(f"no journal at {self.home.journal_path} (no session has run in this home yet; "
                                    "check --home or $ZAGENT_HOME)")
-        return self.journal()
+        return self.journal(read_only=True)
 
-    def journal(self) -> SQLiteJournal:
+    def journal(self, *, read_only: bool = False) -> SQLiteJournal:
         from zagent_core.config import load_config
         from zagent_core.journal import JournalError
         from zagent_store import SQLiteJournal
@@ -85,7 +85,7 @@ class Context:
 
         config, _ = load_config(self.home.config_path)
         try:
-            return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous)
+            return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous, read_only=read_only)
         except (JournalError, JournalVersionError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
 
@@ -451,7 +451,10 @@ def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
     report: dict[str, Any] = {"path": str(home.journal_path), "exists": home.journal_path.exists(), "problems": []}
     if report["exists"]:
         try:
-            with obj.journal() as journal:
+            # Where it may, doctor opens the journal as every command does (upgrading its schema).
+            import os
+
+            with obj.journal(read_only=not os.access(home.root, os.W_OK)) as journal:
                 report["problems"] = journal.check()
                 report.update(journal.stats())
         except click.ClickException as exc:

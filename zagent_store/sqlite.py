@@ -22,6 +22,7 @@ import json
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -215,6 +216,30 @@ class _WriterLock:
             self.fd = None
 
 
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that writes nothing, not even WAL's shared-memory file when it cannot.
+
+    ``mode=ro`` reads a WAL journal when its ``-shm`` file exists or can be made. In a
+    folder nobody may write to, a journal closed cleanly has neither ``-wal`` nor
+    ``-shm``; it is then read as ``immutable``. With a ``-wal`` left and no way to read it,
+    that would silently skip committed events, so it is refused instead.
+    """
+    if not path.is_file():
+        raise sqlite3.OperationalError(f"no journal file at {path}")
+    location = f"file:{urllib.parse.quote(str(path))}"
+    conn = sqlite3.connect(f"{location}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if Path(f"{path}-wal").exists():
+            raise sqlite3.OperationalError(
+                "its write-ahead log cannot be read here (the folder is read-only and the journal was not closed "
+                "cleanly): open it once where it can be written") from None
+    return sqlite3.connect(f"{location}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+
+
 @contextlib.contextmanager
 def _reported(path: Path, doing: str) -> Iterator[None]:
     try:
@@ -240,17 +265,25 @@ class SQLiteJournal:
     back the last appends, after a tool they announced has started.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout_ms: int = 5000,
+                 read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        #: Opened for reading only (``mode=ro``): appends, snapshots and leases fail; nothing
+        #: is created, migrated or changed, so it works in a home nobody may write to.
+        self.read_only = read_only
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
+            if read_only:
+                conn = _connect_read_only(self.path)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             raise _damage(self.path, "open", exc) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={synchronous}")
+            if not read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn = conn
             self._lock = threading.Lock()
             self._writer = _WriterLock(self.path)
@@ -301,8 +334,12 @@ class SQLiteJournal:
     # -- schema -----------------------------------------------------------------
 
     def _migrate(self) -> None:
-        if self._conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+        current = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if current == len(MIGRATIONS):
             return  # the common case: no write lock just to open
+        if self.read_only and current < len(MIGRATIONS):
+            raise JournalError(f"{self.path} has journal schema {current} and this zagent writes {len(MIGRATIONS)}: "
+                               "run a command that writes (zagent doctor) where the home is writable to upgrade it")
         with self._transaction("migrate") as conn:
             current = conn.execute("PRAGMA user_version").fetchone()[0]
             if current > len(MIGRATIONS):
@@ -524,7 +561,7 @@ class SQLiteJournal:
                        LEFT JOIN heads h ON h.session_id = e.session_id
                        WHERE h.version IS NOT e.version LIMIT 20"""
                 ).fetchall()
-            if mode.lower() != "wal":
+            if mode.lower() != "wal" and not self.read_only:  # read as immutable, a WAL journal says "delete"
                 problems.append(f"journal_mode is {mode}, expected wal")
             problems += [f"session {sid} has a gap in its versions (events were written around zagent)"
                          for (sid,) in gaps]

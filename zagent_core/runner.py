@@ -16,6 +16,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,8 @@ TICK_SECONDS = 0.1
 #: After SIGKILL, how long to wait for the group to vanish (an init that does not reap
 #: zombies would otherwise keep it "alive" forever).
 _UNREAPED_SECONDS = 1.0
+#: How late the loop may be to notice a deadline before a watchdog thread stops the tool.
+_LATE_SECONDS = 0.5
 #: Without pidfd (macOS), how often to look for the exit.
 _POLL_SECONDS = 0.02
 
@@ -300,7 +303,24 @@ class _Run:
         self._escalate(now)  # left behind: stop it
         return False
 
+    def _watchdog(self, deadline: float, done: threading.Event) -> None:
+        """Stop the tool at its deadline even while ``on_tick`` holds the loop (a flood of notes).
+
+        It steps in only when the loop is late, so the loop's own escalation stays the rule.
+        """
+        if done.wait(max(0.0, deadline + _LATE_SECONDS - time.monotonic())) or self.timed_out:
+            return
+        self.timed_out = True
+        log.info("tool_timed_out", pid=self.proc.pid, timeout=self.spec.timeout, loop_busy=True)
+        self._signal(signal.SIGTERM)
+        if not done.wait(self.spec.kill_grace):
+            self._signal(signal.SIGKILL)
+
     def run(self) -> ProcessOutcome:
+        done = threading.Event()
+        if self.on_tick is not None and self.spec.timeout is not None:
+            threading.Thread(target=self._watchdog, args=(self.started + self.spec.timeout, done), daemon=True,
+                             name=f"zagent-deadline-{self.proc.pid}").start()
         try:
             self._loop()
         except BaseException:
@@ -310,6 +330,7 @@ class _Run:
                 self.proc.wait(timeout=1)
             raise
         finally:
+            done.set()
             for key in list(self.selector.get_map().values()):
                 self._close(key.fileobj)
             self.selector.close()

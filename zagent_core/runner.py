@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import IO, BinaryIO, Callable
 
 from zagent_core.logs import get_logger
 from zagent_core.processes import stat_fields
@@ -216,7 +216,7 @@ class _Run:
             except OSError:
                 self.pidfd = None
 
-    def _register(self, stream: BinaryIO, capture: _Capture) -> None:
+    def _register(self, stream: IO[bytes], capture: _Capture) -> None:
         os.set_blocking(stream.fileno(), False)
         self.selector.register(stream, selectors.EVENT_READ, capture)
 

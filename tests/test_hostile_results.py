@@ -169,3 +169,16 @@ def test_any_bytes_a_tool_writes_never_break_a_session(home_dir: Path, engine: E
     last.output.encode()  # storable: the journal took it
     settle(engine, session.session_id)
     assert engine.status(session.session_id) == "ended"
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_fifo_planted_where_the_full_output_goes_does_not_hang_the_call(home_dir: Path, engine: Engine,
+                                                                          output: str) -> None:
+    code = ("import json, os\ncall = os.path.dirname(os.environ['ZAGENT_OUTPUT_DIR'])\n"
+            "for name in ('full_output.txt', 'stdout.txt'):\n    os.mkfifo(os.path.join(call, name))\n"
+            "print(json.dumps({'output': 'y' * 100_000}) if os.environ.get('JSON') else 'x' * 100_000)\n")
+    python_tool(home_dir, "planter", code, output=output, env={"JSON": "1"} if output == "json" else {})
+    with engine.start_session("test") as session:
+        result = session.call("planter", {})
+    assert result.truncated_bytes > 0 and result.full_output_path is not None
+    assert Path(result.full_output_path).stat().st_size >= 100_000

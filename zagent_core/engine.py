@@ -668,7 +668,7 @@ class Session:
             attach_outputs=call.attach_outputs, cwd=Path(call.cwd or self.engine.workspace),
             caps=self.engine.config.capabilities, limits=self.engine.config.limits,
         )
-        fields = result.event_fields()
+        fields = result.event_fields() | {"ended_at": tasks.ended_at(record)}
         if record.get("stopped"):
             # The kill was asked for (terminal, or the session ending): its answer says so.
             self._append([TaskKilled(task_id=task.task_id, call_id=task.call_id, **fields)])
@@ -706,7 +706,8 @@ class Session:
         task = self.poll_task(task_id)
         if task.status != "running":
             return task
-        tasks.stop(Path(task.task_dir))
+        tasks.stop(Path(task.task_dir), supervisor=ProcessIdentity(pid=task.pid, start_ticks=task.start_ticks,
+                                                                    boot_id=task.boot_id))
         task = self.wait_task(task_id, self.engine.config.limits.kill_grace_seconds + 5)
         if task.status == "running":
             with self._lock:

@@ -7,6 +7,7 @@ so a journal written by a newer zagent is never misread by an older one.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -198,6 +199,7 @@ class TaskExited(_Result):
     type: Literal["task_exited"] = "task_exited"
     task_id: str
     call_id: str
+    ended_at: datetime | None = None  # when the tool ended (its supervisor's record), not when this was journaled
 
 
 class TaskKilled(_Result):
@@ -206,6 +208,7 @@ class TaskKilled(_Result):
     type: Literal["task_killed"] = "task_killed"
     task_id: str
     call_id: str
+    ended_at: datetime | None = None  # when the tool ended (its supervisor's record), not when this was journaled
 
 
 class TaskInterrupted(_Body):

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.events import Media, OutputFile
+from zagent_core.processes import create_fresh
 from zagent_core.runner import ProcessOutcome
 from zagent_core.text import storable
 
@@ -112,7 +113,8 @@ def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | No
     if len(data) <= cap:
         return text, 0, None
     full = paths.call_dir / FULL_OUTPUT_NAME
-    full.write_bytes(data)
+    with create_fresh(full) as handle:
+        handle.write(data)
     marked, dropped = _marked_tail(data[-cap:], len(data), full)
     return marked, dropped, str(full)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, BinaryIO, Callable
 
 from zagent_core.logs import get_logger
-from zagent_core.processes import stat_fields
+from zagent_core.processes import create_fresh, stat_fields
 
 
 log = get_logger(__name__)
@@ -110,7 +110,7 @@ class _Capture:
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
         if self._spill is None and self.spill_path is not None and self.total > self.limit:
-            self._spill = self.spill_path.open("wb")
+            self._spill = create_fresh(self.spill_path)
             self._spill.write(self.tail)
         if self._spill is not None:
             self._spill.write(chunk)

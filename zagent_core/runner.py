@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO, Callable
+from typing import IO, Any, BinaryIO, Callable
 
 from zagent_core.logs import get_logger
 from zagent_core.processes import create_fresh, stat_fields
@@ -220,12 +220,12 @@ class _Run:
         os.set_blocking(stream.fileno(), False)
         self.selector.register(stream, selectors.EVENT_READ, capture)
 
-    def _close(self, fileobj: object) -> None:
+    def _close(self, fileobj: Any) -> None:  # a pipe or the pidfd, as the selector hands them back
         self.selector.unregister(fileobj)
         if isinstance(fileobj, int):
             os.close(fileobj)
         else:
-            fileobj.close()  # type: ignore[attr-defined]
+            fileobj.close()
 
     def _pipes_open(self) -> bool:
         return any(key.data != "exit" for key in self.selector.get_map().values())

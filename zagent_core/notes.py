@@ -62,19 +62,21 @@ class NotesRead:
 
 def parse_line(line: bytes) -> tuple[str, bool] | None:
     """The note in one line (without its newline), or None for a blank line or empty text."""
-    text = line.decode("utf-8", "replace").strip()
+    text = line.decode("utf-8", "replace").strip()  # a "\r" before the newline goes too
+    if not text:
+        return None
     wake = False
-    if text.startswith("{"):
+    if text[0] == "{":
         try:
             value = json.loads(text)
         except (ValueError, RecursionError):
             value = None
         if isinstance(value, dict) and isinstance(value.get("text"), str):
             text, wake = storable(value["text"]).strip(), value.get("wake") is True
-    if not text:
-        return None
-    encoded = text.encode()
-    if len(encoded) > MAX_NOTE_BYTES:
+            if not text:
+                return None
+    # A code point is at most 4 bytes: only a long text can be over the limit.
+    if len(text) > MAX_NOTE_BYTES // 4 and len(encoded := text.encode()) > MAX_NOTE_BYTES:
         text = encoded[:MAX_NOTE_BYTES].decode("utf-8", "ignore") + f" [note cut at {MAX_NOTE_BYTES} bytes]"
     return text, wake
 
@@ -151,15 +153,24 @@ def read_notes(path: Path, offset: int, *, until: int | None = None, max_bytes: 
             if not data:
                 break
             budget -= len(data)
+            last = data.rfind(b"\n")
+            if last == -1:
+                scanned += len(data)  # the line goes on past this read
+                continue
             position = 0
-            while len(notes) < max_notes and (end := data.find(b"\n", position)) != -1:
-                absolute = scanned + end
-                if line_start >= scanned:
-                    line = data[line_start - scanned:end]
-                else:  # the line began in an earlier read: its start, from the file
-                    line = os.pread(fd, min(absolute - line_start, READ_BYTES), line_start)
-                parsed = parse_line(line.rstrip(b"\r"))
-                line_start, position = absolute + 1, end + 1
+            if line_start < scanned:  # the line began in an earlier read: its start, from the file
+                position = data.find(b"\n") + 1
+                parsed = parse_line(os.pread(fd, min(scanned + position - 1 - line_start, READ_BYTES), line_start))
+                line_start = scanned + position
+                if parsed is not None:
+                    notes.append(Note(text=parsed[0], wake=parsed[1], offset=line_start))
+            else:
+                position = line_start - scanned
+            for line in data[position:last].split(b"\n") if position <= last else ():
+                if len(notes) >= max_notes:
+                    break
+                line_start += len(line) + 1
+                parsed = parse_line(line)
                 if parsed is not None:
                     notes.append(Note(text=parsed[0], wake=parsed[1], offset=line_start))
             scanned = line_start if len(notes) >= max_notes else scanned + len(data)

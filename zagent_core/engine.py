@@ -66,7 +66,7 @@ from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.models import ModelReply
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
-from zagent_core.notes import read_notes
+from zagent_core.notes import STOPPED, read_notes
 from zagent_core.processes import ProcessIdentity, read_json, write_json
 from zagent_core.runner import ProcessSpec, run_process
 from zagent_core.state import (
@@ -395,26 +395,35 @@ class Session:
         """Journal the complete lines a call's notify file gained since its last note.
 
         Returns how many notes were added. Safe to call from any thread, any number of
-        times: the offset is read and moved under the session's lock.
+        times: the offset is read and moved under the session's lock. One look reads only
+        what the file held when it began, so it ends however fast the tool writes.
         """
         added = 0
         with self._lock:
             call = self.state.calls.get(call_id)
-            if call is None or call.notify_file is None:
-                return 0  # closed: its tool has ended and its last lines were read before its result
-            # One transaction per read, so a flood is journaled in bounded batches.
-            while notes := read_notes(Path(call.notify_file), self.state.calls[call_id].notify_offset):
+            if call is None or call.notify_file is None or call.notify_offset == STOPPED:
+                return 0  # closed (its last lines were read before its result), or reading was stopped
+            until = None
+            while True:  # one transaction per batch, so a flood is journaled in bounded steps
+                batch = read_notes(Path(call.notify_file), self.state.calls[call_id].notify_offset, until=until,
+                                   max_bytes=self.engine.config.limits.notify_max_bytes)
+                until = batch.until
                 events: list[Event] = []
-                for note in notes:
+                for note in batch.notes:
                     events.append(NoteReceived(call_id=call_id, task_id=call.task_id, text=note.text,
                                                wake=note.wake, offset=note.offset))
                     if note.wake:
                         events.append(WakeRequested(wake_id=new_wake_id(), reason="note", text=note.text,
                                                     call_id=call_id, task_id=call.task_id))
-                crash_point("before_note_journaled")
-                self._append(events)
-                added += len(notes)
-        return added
+                if batch.stop is not None:  # said once: the offset it is journaled with ends reading
+                    events.append(NoteReceived(call_id=call_id, task_id=call.task_id, text=batch.stop,
+                                               wake=False, offset=STOPPED))
+                if events:
+                    crash_point("before_note_journaled")
+                    self._append(events)
+                    added += len(batch.notes)
+                if not batch.more:
+                    return added
 
     def answer_wakes(self, task_id: str) -> None:
         """Take a task's pending wake-ups off the list: the agent got its end another way."""
@@ -754,7 +763,7 @@ class Session:
             attach_outputs=call.attach_outputs, cwd=Path(call.cwd or self.engine.workspace),
             caps=self.engine.config.capabilities, limits=self.engine.config.limits,
         )
-        fields = result.event_fields()
+        fields = result.event_fields() | {"ended_at": tasks.ended_at(record)}
         if record.get("stopped"):
             # The kill was asked for (terminal, or the session ending): its answer says so.
             self._append([TaskKilled(task_id=task.task_id, call_id=task.call_id, **fields)])
@@ -792,7 +801,8 @@ class Session:
         task = self.poll_task(task_id)
         if task.status != "running":
             return task
-        tasks.stop(Path(task.task_dir))
+        tasks.stop(Path(task.task_dir), supervisor=ProcessIdentity(pid=task.pid, start_ticks=task.start_ticks,
+                                                                    boot_id=task.boot_id))
         task = self.wait_task(task_id, self.engine.config.limits.kill_grace_seconds + 5)
         if task.status == "running":
             with self._lock:

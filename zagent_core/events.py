@@ -8,6 +8,7 @@ so a journal written by a newer zagent is never misread by an older one.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -203,6 +204,7 @@ class TaskExited(_Result):
     type: Literal["task_exited"] = "task_exited"
     task_id: str
     call_id: str
+    ended_at: datetime | None = None  # when the tool ended (its supervisor's record), not when this was journaled
 
 
 class TaskKilled(_Result):
@@ -211,6 +213,7 @@ class TaskKilled(_Result):
     type: Literal["task_killed"] = "task_killed"
     task_id: str
     call_id: str
+    ended_at: datetime | None = None  # when the tool ended (its supervisor's record), not when this was journaled
 
 
 class TaskInterrupted(_Body):

@@ -341,7 +341,7 @@ def _task_started(s: dict[str, Any], event: TaskStarted, stored: StoredEvent) ->
 @_on(TaskExited, TaskKilled)
 def _task_ended(s: dict[str, Any], event: TaskExited | TaskKilled, stored: StoredEvent) -> None:
     _end_task(s, event.task_id, status="exited" if isinstance(event, TaskExited) else "killed",
-              ended_at=getattr(event, "ended_at", None) or stored.at, output=event.output,
+              ended_at=event.ended_at or stored.at, output=event.output,
               is_error=event.is_error, exit_code=event.exit_code, timed_out=event.timed_out,
               duration_ms=event.duration_ms, files=event.files, media=event.media)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,6 @@ def finishes(action: Callable[[], Any], seconds: float = 60.0) -> Any:
 
 def notes_of(engine: Engine, session_id: str) -> list[Any]:
     return [e.event for e in engine.journal.read(session_id) if e.event.type == "note_received"]
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
 
 
 # -- invalid Unicode ----------------------------------------------------------------------

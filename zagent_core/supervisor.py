@@ -15,7 +15,6 @@ still starting up waits for it instead of killing it before it can record anythi
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import time

@@ -23,10 +23,14 @@ from typing import Any
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.credentials import tool_environment
 from zagent_core.invocation import Invocation
+from zagent_core.logs import get_logger
 from zagent_core.processes import ProcessIdentity, open_regular, read_json, write_json
 from zagent_core.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.runner import ProcessOutcome
 from zagent_core.supervisor import EXIT_FILE, OUTPUT_FILE, STDERR_FILE, STOP_SIGNALS, SUPERVISOR_FILE, TOOL_FILE
+from zagent_core.text import storable
+
+log = get_logger(__name__)
 
 
 def launch(task_dir: Path, invocation: Invocation, *, merge_stderr: bool, kill_grace: float,
@@ -135,9 +139,13 @@ def result_of(record: dict, task_dir: Path, *, output_mode: str, timeout: float 
         duration=_seconds(record.get("duration")) or 0.0, start_error=_of_type(record, "start_error", str),
         stopped=record.get("stopped") is True,
     )
-    return build_result(outcome, output_mode=output_mode, timeout=timeout, attach_outputs=attach_outputs,
-                        paths=CallPaths(call_dir=task_dir, output_dir=task_dir / "output"), cwd=cwd, caps=caps,
-                        limits=limits)
+    try:
+        return build_result(outcome, output_mode=output_mode, timeout=timeout, attach_outputs=attach_outputs,
+                            paths=CallPaths(call_dir=task_dir, output_dir=task_dir / "output"), cwd=cwd, caps=caps,
+                            limits=limits)
+    except Exception as exc:  # noqa: BLE001 - a bug of ours must not leave the task without an end
+        log.error("task_result_failed", exc_info=True, task_dir=str(task_dir))
+        return ToolResult(output=storable(f"zagent failed while reading the task's result: {exc!r}"), is_error=True)
 
 
 def stop(task_dir: Path, *, supervisor: ProcessIdentity | None = None, wait: bool = False) -> bool:

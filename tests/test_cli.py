@@ -145,7 +145,7 @@ def test_the_installed_command_never_shows_a_traceback_for_a_users_mistake(tmp_p
     (home / "journal.db").unlink()
     (home / "journal.db").write_text("not a database")
     broken = subprocess.run([*base, "sessions", "list"], capture_output=True, text=True)
-    assert broken.returncode == 1 and "could not open the journal" in broken.stderr
+    assert broken.returncode == 1 and "cannot open the journal" in broken.stderr
     assert "Traceback" not in broken.stderr
 
 

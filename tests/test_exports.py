@@ -279,7 +279,7 @@ def test_a_real_session_and_its_fork_move_into_the_importing_home(tmp_path: Path
         with Engine(recording, journal, workspace=tmp_path).start_session("t") as session:
             session.call("fg", {})
             session.call("bg", {}, call_id="b1")
-            task = session.state.calls["b1"].task_id
+            task = next(t.task_id for t in session.state.tasks.values() if t.call_id == "b1")
             assert task is not None and session.wait_task(task, 30).status == "exited"
         fork_id = fork_session(journal, session.session_id, list(journal.read(session.session_id))[-1].seq, "fork")
         (tmp_path / "fork.jsonl").write_text("".join(f"{line}\n" for line in export_lines(journal.read(fork_id))))
@@ -330,7 +330,7 @@ def test_resuming_a_fork_leaves_the_parents_running_foreground_tool_alone(tmp_pa
                                 files_hash="f"),
             ], 0)
             fork_session(journal, "parent", stored[-1].seq, "child")
-            assert fold(journal.read("child")).calls["c1"].status == "interrupted"
+            assert fold(journal.read("child"), history=True).calls["c1"].status == "interrupted"
             Engine(home, journal, workspace=tmp_path).resume("child").end()
         assert tool.poll() is None, "the fork's resume killed the parent's tool"
     finally:

@@ -70,12 +70,13 @@ class Context:
             raise click.UsageError(problem)
         return home
 
-    def existing_journal(self) -> SQLiteJournal:
-        """The journal, for commands that only read it: never created by a mistyped --home."""
+    def existing_journal(self, *, read_only: bool = True) -> SQLiteJournal:
+        """The journal, never created by a mistyped --home; read-only unless told (so reading
+        commands work in a home nobody may write to)."""
         if not self.home.journal_path.exists():
             raise click.UsageError(f"no journal at {self.home.journal_path} (no session has run in this home yet; "
                                    "check --home or $ZAGENT_HOME)")
-        return self.journal(read_only=True)
+        return self.journal(read_only=read_only)
 
     def journal(self, *, read_only: bool = False) -> SQLiteJournal:
         from zagent_core.config import load_config
@@ -808,7 +809,7 @@ def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
     from zagent_core.exports import fork_session
     from zagent_core.ids import new_session_id
 
-    with obj.existing_journal() as journal:
+    with obj.existing_journal(read_only=False) as journal:
         try:
             say(fork_session(journal, session_id, at_seq, new_session_id()))
         except ValueError as exc:

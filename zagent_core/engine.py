@@ -166,7 +166,7 @@ def _terminal_validator() -> Any:
     return schema_dialect(terminal.PARAMETERS)(terminal.PARAMETERS)
 
 
-_DEFERRED = {signal.SIGINT, signal.SIGTERM}
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -174,18 +174,28 @@ def _interrupts_deferred() -> Iterator[None]:
     """Ctrl-C (and the CLI's SIGTERM) wait until the block is done.
 
     A KeyboardInterrupt between an append's commit and its fold would leave the session's
-    state behind its journal, and every later append would fail. Blocked signals are
-    delivered, and their handlers run, as soon as the block ends. Only the main thread
-    receives them, so only there is anything to block.
+    state behind its journal, and every later append would fail. Python runs signal
+    handlers in the main thread only, whichever thread the signal reached, so there the
+    handlers are swapped for one that only remembers; the real one runs when the block
+    ends. (Blocking the signal would not do: the kernel hands it to another thread.)
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    caught: list[tuple[int, Any]] = []
+    previous = {number: signal.signal(number, lambda n, frame: caught.append((n, frame))) for number in _DEFERRED}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            if handler is not None:  # None: set outside Python, and so not ours to restore
+                signal.signal(number, handler)
+        for number, frame in caught[:1]:
+            handler = previous[number]
+            if callable(handler):
+                handler(number, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(number)
 
 
 class SessionEndedError(RuntimeError):

@@ -104,7 +104,7 @@ def _print_header(state: SessionState, status: str) -> None:
 def print_session(state: SessionState, status: str, events: Iterable[StoredEvent] | None) -> None:
     """``zagent sessions show``: the header, tasks, pending wake-ups, calls, and the events if asked."""
     _print_header(state, status)
-    for task in state.tasks.values():
+    for task in sorted(state.tasks.values(), key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0):
         ended = f", ended {task.ended_at:%H:%M:%S}Z" if task.ended_at else ""
         code = f", exit {task.exit_code}" if task.exit_code is not None else ""
         say(f"task #{task.task_id} {task.tool}: {task.status}{code}, pid {task.pid}, "

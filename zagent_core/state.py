@@ -58,6 +58,9 @@ from zagent_core.journal import StoredEvent
 CallStatus = Literal["requested", "rejected", "running", "finished", "interrupted"]
 TaskStatus = Literal["running", "exited", "killed", "interrupted"]
 
+#: Ended tasks kept in the state (for ``terminal`` and ``sessions show``), the latest ones.
+MAX_ENDED_TASKS = 20
+
 #: Bump when the fold changes what it computes from the same events: snapshots made by
 #: another projection are then ignored (and remade), never trusted.
 PROJECTION_VERSION = 2
@@ -179,7 +182,8 @@ class SessionState(BaseModel):
     #: Notes and wake-ups journaled but not yet taken by a turn, by version / wake id.
     pending_notes: dict[int, NoteView] = {}
     pending_wakes: dict[str, WakeView] = {}
-    #: Background tasks by number ("1", "2", ...).
+    #: Background tasks by number ("1", "2", ...): the running ones, then the latest
+    #: ``MAX_ENDED_TASKS`` that ended, in the order they ended.
     tasks: dict[str, TaskView] = {}
     notes_received: int = 0
     turns: int = 0
@@ -279,10 +283,16 @@ def _close_call(s: dict[str, Any], call_id: str, **changes: Any) -> None:
 
 def _end_task(s: dict[str, Any], task_id: str, **changes: Any) -> None:
     tasks: dict[str, TaskView] = s["tasks"]
-    task = tasks[task_id] = _changed(tasks[task_id], changes)
+    task = _changed(tasks.pop(task_id), changes)
+    tasks[task_id] = task  # ended tasks follow the running ones, in the order they ended
+    if isinstance(s["calls"], _History):
+        return
     call = s["calls"].get(task.call_id)
-    if call is not None and call.status not in ("requested", "running") and not isinstance(s["calls"], _History):
+    if call is not None and call.status not in ("requested", "running"):
         del s["calls"][task.call_id]  # its notify file has nothing more to tell
+    ended = [other.task_id for other in tasks.values() if other.status != "running"]
+    for old in ended[:-MAX_ENDED_TASKS]:  # the journal keeps them; the state stays the same size
+        del tasks[old]
 
 
 @_on(SessionStarted)

@@ -190,12 +190,12 @@ def _interrupts_deferred() -> Iterator[None]:
         for number, handler in previous.items():
             if handler is not None:  # None: set outside Python, and so not ours to restore
                 signal.signal(number, handler)
-        for number, frame in caught[:1]:
-            handler = previous[number]
-            if callable(handler):
-                handler(number, frame)
-            elif handler == signal.SIG_DFL:
-                signal.raise_signal(number)
+        for received, frame in caught[:1]:
+            original = previous[signal.Signals(received)]
+            if callable(original):
+                original(received, frame)
+            elif original == signal.SIG_DFL:
+                signal.raise_signal(received)
 
 
 class SessionEndedError(RuntimeError):

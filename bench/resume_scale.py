@@ -46,9 +46,9 @@ target and prints the top functions by cumulative and by own time.
     $PY bench/resume_scale.py [--quick] [--sizes S,M,L] [--journal-events N] [-n RUNS]
         [--profile] [--dir DIR] [--keep DIR]
 
-About 6 minutes at the default sizes with ``--profile`` on the shared 2-core development
-machine (2-3 of them building the journals and their snapshots); ``--quick`` (sizes 2k,
-10k, 30k in a 40k-event journal, 3 rounds) takes 30-45 s.
+About 2.5 minutes at the default sizes on a quiet 2-core machine (a minute of it building
+the journals and their snapshots), 6 under heavy load with ``--profile``; ``--quick``
+(sizes 2k, 10k, 30k in a 40k-event journal, 3 rounds) takes 30-45 s.
 """
 
 from __future__ import annotations

@@ -34,7 +34,12 @@ mid-call. A few sessions run at the same time, so their events interleave. Every
 ``data`` body comes from a template made by zagent's own ``dump_event`` of a pydantic
 model, with ids, numbers and lists filled in by string formatting; a sample of sessions
 is then read back through ``SQLiteJournal.read`` and ``rebuild``, and every sampled body
-must round-trip ``load_event`` / ``dump_event`` unchanged. ``ANALYZE`` is not run (zagent
+must round-trip ``load_event`` / ``dump_event`` unchanged. Each session then gets its
+``heads`` row (schema 3) from the store's own statement, and each session that has not
+ended the newest snapshot the engine would have left it (end of its last turn, or every
+1,000 events), so ``sessions list`` reads what it would in a real home.
+``bench/resume_scale.py`` imports :func:`build` (with ``extra`` long sessions) and the
+snapshot helpers. ``ANALYZE`` is not run (zagent
 never runs it, so the planner has no statistics, as in a real home) unless ``--analyze``.
 
 Each query runs once as a warm-up (whose result is used to check that the zagent and
@@ -54,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
 import random
@@ -66,7 +72,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 from zagent_core.events import (
     ModelReplied,
@@ -315,11 +321,17 @@ class Clock:
         return f"{self._text}.{ms:03d}Z"
 
 
-def session_events(sid: str, t: Templates, r: random.Random, target: int) -> list[tuple]:
+ENDINGS = ("ended", "cut_turn", "idle", "cut_call")
+
+
+def session_events(sid: str, t: Templates, r: random.Random, target: int, ending: str | None = None) -> list[tuple]:
     """One session's events as ``(type, call_id, task_id, data)``, about ``target`` of them.
 
     Follows the engine's order (see ``Engine``, ``Session`` and ``Agent.turn``), so the
     session rebuilds without errors. The version of each event is its index + 1.
+    ``ending`` (one of :data:`ENDINGS`) forces how it ends: ``session_ended``, cut off
+    mid-turn, left idle after a turn (resumable), or killed mid-call; by default it is
+    drawn (75%, 5%, 16%, 4%). The random draws are the same either way.
     """
     rows: list[tuple] = []
     add = rows.append
@@ -331,6 +343,8 @@ def session_events(sid: str, t: Templates, r: random.Random, target: int) -> lis
     choices, weights, tools = t.names, t.weights, t.tools
     wake_turn = False
     cut = r.random() < 0.04  # the engine will be killed mid-call, once the session is long enough
+    if ending is not None:
+        cut = ending == "cut_call"
     while True:
         # -- a turn ----------------------------------------------------------------------
         if not wake_turn:
@@ -405,6 +419,8 @@ def session_events(sid: str, t: Templates, r: random.Random, target: int) -> lis
         if not wake_turn and len(rows) >= target:
             break
     roll = r.random()
+    if ending is not None:
+        roll = {"ended": 0.0, "cut_turn": 0.77, "idle": 0.9, "cut_call": 0.9}[ending]
     if roll < 0.75:
         add(("session_ended", None, None, t.ended))
     elif roll < 0.80:  # cut off mid-turn: a turn began and never ended
@@ -414,8 +430,15 @@ def session_events(sid: str, t: Templates, r: random.Random, target: int) -> lis
     return rows
 
 
-def build(path: Path, n_events: int, seed: int) -> dict[str, Any]:
-    """Create the journal with SQLiteJournal, then fill it with plain sqlite3."""
+def build(path: Path, n_events: int, seed: int, *, extra: Sequence[tuple[int, str]] = ()) -> dict[str, Any]:
+    """Create the journal with SQLiteJournal, then fill it with plain sqlite3.
+
+    ``extra`` sessions, as ``(events, ending)``, are written first among the sessions
+    running at the same time (so their events interleave with the others', as a long
+    session's do); their ids are ``built["extra_ids"]``. They count in ``n_events``.
+    Every session gets its ``heads`` row, as ``SQLiteJournal.append`` keeps it (see
+    :func:`fill_heads`); no snapshot is written (see :func:`snapshot_sessions`).
+    """
     SQLiteJournal(path).close()
     r = random.Random(seed)
     templates = Templates(r)
@@ -428,7 +451,7 @@ def build(path: Path, n_events: int, seed: int) -> dict[str, Any]:
     seen_ids: set[str] = set()
     made = 0  # events generated so far (queued in active sessions or written)
 
-    def new_session() -> list:
+    def new_session(target: int | None = None, ending: str | None = None) -> list:
         nonlocal made
         while True:
             sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock.ms // 1000)) + f"-{r.getrandbits(24):06x}"
@@ -436,12 +459,15 @@ def build(path: Path, n_events: int, seed: int) -> dict[str, Any]:
                 break
         seen_ids.add(sid)
         sessions.append(sid)
-        events = session_events(sid, templates, r, target=int(r.lognormvariate(4.35, 0.55)))
+        events = session_events(sid, templates, r, target=target or int(r.lognormvariate(4.35, 0.55)),
+                                ending=ending)
         made += len(events)
         return [sid, 0, events]
 
     def rows():
-        active = [new_session() for _ in range(CONCURRENT)]
+        active = [new_session(target, ending) for target, ending in extra]
+        while len(active) < CONCURRENT and made < n_events:
+            active.append(new_session())
         while active:
             i = r.randrange(len(active))
             session = active[i]
@@ -472,12 +498,74 @@ def build(path: Path, n_events: int, seed: int) -> dict[str, Any]:
         conn.executemany(INSERT, chunk)
         conn.execute("COMMIT")
         written += len(chunk)
+    fill_heads(conn)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     with SQLiteJournal(path) as journal:  # plain INSERTs skip the per-session head rows appends keep
         journal.rebuild_heads()
     return {"events": written, "sessions": len(sessions), "seconds": time.perf_counter() - start,
-            "types": types, "session_ids": sessions}
+            "types": types, "session_ids": sessions, "extra_ids": sessions[:len(extra)]}
+
+
+def fill_heads(conn: sqlite3.Connection) -> None:
+    """The ``heads`` rows (schema 3) of the sessions written around ``append``, from their events.
+
+    With the store's own statement (the one migration 3 runs), so they are exactly what
+    ``append`` would have kept.
+    """
+    from zagent_store.sqlite import _HEAD_OF_EVENTS
+
+    conn.execute("BEGIN")
+    conn.execute("DELETE FROM heads")
+    conn.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where=""))
+    conn.execute("COMMIT")
+
+
+def snapshot_version(versions_and_types: Iterable[tuple[int, str]]) -> int:
+    """The version of the newest snapshot the engine leaves of a session with these events.
+
+    ``Session`` snapshots every ``SNAPSHOT_EVERY`` events, at the end of each turn, and
+    when the session ends (0: none yet).
+    """
+    from zagent_core.engine import SNAPSHOT_EVERY
+
+    last = 0
+    for version, type_ in versions_and_types:
+        if version - last >= SNAPSHOT_EVERY or type_ in ("turn_ended", "session_ended"):
+            last = version
+    return last
+
+
+def snapshot_at(journal: SQLiteJournal, session_id: str, version: int) -> int:
+    """Save the session's state at ``version`` as its snapshot, as ``Session.snapshot`` does; its size."""
+    from zagent_core.state import projection_tag, rebuild, status_of, to_snapshot
+
+    state = rebuild(itertools.islice(journal.read(session_id), version))
+    data = to_snapshot(state)
+    journal.save_snapshot(session_id, state.version, projection_tag(), data, status_of(state))
+    return len(data)
+
+
+def snapshot_sessions(path: Path, session_ids: Iterable[str], *, open_only: bool = True) -> int:
+    """Give sessions the newest snapshot the engine would have left them (see :func:`snapshot_version`).
+
+    ``open_only`` skips the sessions that ended: what reads a snapshot (``sessions list``,
+    resume) never needs theirs, and folding them all would double the build time.
+    Returns how many events were folded.
+    """
+    folded = 0
+    with SQLiteJournal(path) as journal:
+        conn = journal._conn
+        for sid in session_ids:
+            rows = conn.execute("SELECT version, type FROM events WHERE session_id = ? ORDER BY version",
+                                (sid,)).fetchall()
+            if open_only and rows and rows[-1][1] == "session_ended":
+                continue
+            version = snapshot_version(rows)
+            if version:
+                snapshot_at(journal, sid, version)
+                folded += version
+    return folded
 
 
 def verify(path: Path, session_ids: list[str], sample: int, seed: int) -> tuple[int, int]:
@@ -699,6 +787,10 @@ def main() -> None:
         print(f"verified {n_sessions} random sessions ({n_events:,} events): rebuild() ok, every body "
               f"round-trips load_event/dump_event exactly, call_id/task_id columns as append() fills them "
               f"({time.perf_counter() - start:.1f} s)")
+        start = time.perf_counter()
+        folded = snapshot_sessions(path, built["session_ids"])
+        print(f"snapshots: sessions not ended got the newest snapshot the engine leaves (end of their last "
+              f"turn, or every 1,000 events); {folded:,} events folded ({time.perf_counter() - start:.1f} s)")
         if args.analyze:
             conn = sqlite3.connect(path)
             conn.execute("ANALYZE")

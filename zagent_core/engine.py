@@ -326,6 +326,8 @@ class Session:
         if exc_type is None:
             self.end()
             return
+        if issubclass(exc_type, JournalError):
+            return  # ending would fail the same way (disk full, damaged file): resume settles it
         try:
             self.end(reason=f"failed: {exc_type.__name__}")
         except Exception:  # noqa: BLE001 - keep the original error; resume settles the session
@@ -582,6 +584,8 @@ class Session:
                 attach_outputs=manifest.attach_outputs, paths=CallPaths(call_dir=call_dir, output_dir=output_dir),
                 cwd=invocation.cwd, caps=engine.config.capabilities, limits=limits,
             )
+        except JournalError:
+            raise  # the journal itself failed (disk full): no result can be recorded; the caller says so
         except Exception as exc:  # a bug of ours must not leave the call without a result
             log.error("tool_call_failed", exc_info=True, call_id=call_id, tool=tool.name)
             result = ToolResult(output=f"zagent failed while running the tool: {exc!r}", is_error=True)

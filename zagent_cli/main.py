@@ -79,15 +79,17 @@ class Context:
         return self.journal(read_only=read_only)
 
     def journal(self, *, read_only: bool = False) -> SQLiteJournal:
-        from zagent_core.config import load_config
         from zagent_core.journal import JournalError
-        from zagent_store import SQLiteJournal
-        from zagent_store.sqlite import JournalVersionError
+        from zagent_store.sqlite import SQLiteJournal
 
-        config, _ = load_config(self.home.config_path)
         try:
-            return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous, read_only=read_only)
-        except (JournalError, JournalVersionError, OSError) as exc:
+            if read_only:  # no write, so no durability setting: config.json is not even read
+                return SQLiteJournal(self.home.journal_path, read_only=True)
+            from zagent_core.config import load_config
+
+            config, _ = load_config(self.home.config_path)
+            return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous)
+        except (JournalError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
 
     def engine(self, journal: SQLiteJournal) -> Engine:

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from zagent_core import leases
 from zagent_core.journal import Journal, SessionSummary
-from zagent_core.logs import get_logger
 from zagent_core.state import SessionState, from_snapshot, projection_tag, rebuild, status_of
-
-log = get_logger(__name__)
-
 
 def open_state(journal: Journal, session_id: str) -> SessionState:
     """A session as its latest snapshot and the events after it tell (empty if it has none).
@@ -25,7 +21,9 @@ def open_state(journal: Journal, session_id: str) -> SessionState:
     state = from_snapshot(snapshot.data) if snapshot is not None else None
     if snapshot is not None and (state is None or state.version != snapshot.version
                                  or state.session_id != session_id):
-        log.warning("snapshot_skipped", session=session_id, version=snapshot.version,
+        from zagent_core.logs import get_logger  # only now: listing sessions does not pay for structlog
+
+        get_logger(__name__).warning("snapshot_skipped", session=session_id, version=snapshot.version,
                     why="it cannot be read; the session is rebuilt from its events")
         state = None
     return rebuild(journal.read(session_id, after_version=state.version if state else 0), state)

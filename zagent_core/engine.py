@@ -345,7 +345,9 @@ class Session:
                 stored = self.engine.journal.append(self.session_id, events, self.state.version)
                 for item in stored:
                     fold(self.state, item)
-            if self.state.version - self._snapshot_version >= SNAPSHOT_EVERY:
+            # A snapshot costs as much as the state is big: taken no more often than that, a
+            # flood of pending notes stays linear.
+            if self.state.version - self._snapshot_version >= max(SNAPSHOT_EVERY, len(self.state.pending_notes)):
                 self.snapshot()
         for item in stored:
             for listener in self._listeners:

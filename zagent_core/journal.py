@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from zagent_core.events import Event
+if TYPE_CHECKING:  # building the event models is most of a listing's start-up: only who reads events pays
+    from zagent_core.events import Event
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,13 @@ a live process drives the session.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zagent_core import leases
 from zagent_core.journal import Journal, SessionSummary
-from zagent_core.state import SessionState, from_snapshot, projection_tag, rebuild, status_of
+
+if TYPE_CHECKING:
+    from zagent_core.state import SessionState
 
 def open_state(journal: Journal, session_id: str) -> SessionState:
     """A session as its latest snapshot and the events after it tell (empty if it has none).
@@ -17,6 +21,8 @@ def open_state(journal: Journal, session_id: str) -> SessionState:
     A snapshot that cannot be read, or that another version of the projection made, is
     passed over with a warning: the events alone always give the state.
     """
+    from zagent_core.state import from_snapshot, projection_tag, rebuild
+
     snapshot = journal.load_snapshot(session_id, projection_tag())
     state = from_snapshot(snapshot.data) if snapshot is not None else None
     if snapshot is not None and (state is None or state.version != snapshot.version
@@ -32,6 +38,8 @@ def open_state(journal: Journal, session_id: str) -> SessionState:
 def session_status(journal: Journal, session_id: str, state: SessionState | None = None) -> str:
     """``ended``, ``running`` (a live process holds its lease), ``interrupted`` (cut off
     mid-turn or mid-call), ``waiting on tasks``, or ``idle``."""
+    from zagent_core.state import status_of  # the event models: only when a fold is needed
+
     state = state or open_state(journal, session_id)
     if state.status != "ended" and leases.holder_alive(journal, session_id) is not None:
         return "running"

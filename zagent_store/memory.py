@@ -12,10 +12,12 @@ import json
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zagent_core.events import Event
 from zagent_core.journal import ConcurrencyError, Lease, LeaseHeldError, SessionSummary, Snapshot, StoredEvent
+
+if TYPE_CHECKING:
+    from zagent_core.events import Event
 
 
 def _now() -> datetime:

@@ -28,7 +28,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from zagent_core.events import Event, EventSchemaError, dump_event, load_event_json
 from zagent_core.journal import (
     ConcurrencyError,
     JournalError,
@@ -42,6 +41,8 @@ from zagent_store.views import CALLS_AND_TASKS, audit_query, create_audit_views,
 
 if TYPE_CHECKING:
     import sqlite_utils
+
+    from zagent_core.events import Event
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -358,6 +359,8 @@ class SQLiteJournal:
                snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
         if not events:
             return []
+        from zagent_core.events import dump_event  # imported by who writes events, not by who lists sessions
+
         if at is None:
             now = datetime.now(timezone.utc)
             now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as stored: milliseconds
@@ -431,6 +434,8 @@ class SQLiteJournal:
 
     @staticmethod
     def _stored(session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
+        from zagent_core.events import EventSchemaError, load_event_json
+
         times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
         for seq, version, type_, at, data in rows:
             try:
@@ -581,6 +586,8 @@ class SQLiteJournal:
     def _unreadable_bodies(self, most: int = 20) -> list[str]:
         """Events whose body is not JSON, or does not load as its type, by seq."""
         found: list[str] = []
+        from zagent_core.events import EventSchemaError, load_event_json
+
         with self._lock:
             # Bytes, not text: a body that is not UTF-8 must be named, not stop the check.
             rows = self._conn.execute(

@@ -182,3 +182,26 @@ def test_notes_a_turn_took_before_a_crash_cut_off_its_request_reach_the_model_af
     Agent(engine.resume(session.session_id), model).run(None)
     (request,) = model.requests
     assert [m.content for m in request if m.role == "user"] == ["[info: halfway there]"]
+
+
+def test_an_idle_agent_never_sees_a_task_gone_without_its_wake_up(home_dir: Path, engine: Engine,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task's end and its wake-up are one step: folded between the two, a session must
+    not look idle with nothing to wait for (the run ended and the wake-up was lost)."""
+    from zagent_core import engine as engine_module
+    from zagent_core.events import TaskExited
+
+    folded = engine_module.fold
+
+    def slow_after_task_end(state, stored) -> None:  # type: ignore[no-untyped-def]
+        folded(state, stored)
+        if isinstance(stored.event, TaskExited):
+            time.sleep(0.5)  # widen the window between the task's end and its wake-up
+
+    monkeypatch.setattr(engine_module, "fold", slow_after_task_end)
+    python_tool(home_dir, "quick", "print('done quickly')", background=True)
+    session = engine.start_session("run")
+    result = Agent(session, script({"tool_calls": [{"name": "quick"}]}, {"text": "started it"},
+                                   {"text": "it is done"})).run("go")
+    assert result.reason == "idle" and result.requests == 3, result
+    assert session.state.pending_wakes == {}

@@ -258,10 +258,10 @@ class Agent:
             reason = "idle"
         deadline = time.monotonic() + wait * 60
         while reason == "idle":
-            if self.session.state.pending_wakes:
+            woken, running = self.session.outlook()
+            if woken:
                 reason = self.turn(None)
                 continue
-            running = self.session.state.running_tasks
             if not running or time.monotonic() >= deadline:
                 break
             if on_idle is not None:

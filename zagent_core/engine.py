@@ -414,6 +414,15 @@ class Session:
                 if not batch.more:
                     return added
 
+    def outlook(self) -> tuple[bool, list[TaskView]]:
+        """Whether a wake-up is pending, and the tasks still running, in one consistent look.
+
+        Under the session's lock: a task's end and its wake-up are folded in one step, so
+        an idle agent never sees the task gone and its wake-up not there yet.
+        """
+        with self._lock:
+            return bool(self.state.pending_wakes), self.state.running_tasks
+
     def answer_wakes(self, task_id: str) -> None:
         """Take a task's pending wake-ups off the list: the agent got its end another way."""
         with self._lock:

@@ -58,7 +58,8 @@ def test_any_bytes_of_a_prompt_start_a_session_that_keeps_the_text(tmp_path: Pat
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"text": "done"}]))
     argv = os.fsdecode(prompt)  # what Python makes of argv bytes (surrogateescape)
-    done = CliRunner().invoke(cli, ["--home", str(home), "run", "--model", f"scripted:{script}", argv])
+    # "--": a prompt that starts with "-" is still the prompt, as a user would write it.
+    done = CliRunner().invoke(cli, ["--home", str(home), "run", "--model", f"scripted:{script}", "--", argv])
     assert done.exit_code == 0, done.output
     with SQLiteJournal(home / "journal.db") as journal:
         latest = journal.sessions(1)[0].session_id

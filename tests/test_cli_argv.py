@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from conftest import python_tool
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from zagent_cli.main import cli
@@ -52,6 +52,7 @@ def test_tool_arguments_and_ids_with_such_bytes_are_used_or_refused_cleanly(tmp_
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=st.binary(min_size=1, max_size=40).filter(lambda b: b"\0" not in b))
+@example(prompt=b"-\x01")  # what looks like an option is still the prompt, after "--"
 def test_any_bytes_of_a_prompt_start_a_session_that_keeps_the_text(tmp_path: Path, prompt: bytes) -> None:
     home = tmp_path / "home"
     (home / "tools").mkdir(parents=True, exist_ok=True)

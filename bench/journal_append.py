@@ -248,6 +248,36 @@ def python_side_costs(tmp: Path, events: list) -> dict[str, float]:
     return costs
 
 
+def typed_read(tmp: Path, n: int, rounds: int) -> tuple[float, float]:
+    """Median ms to read an ``n``-event session: ``SQLiteJournal.read`` as typed events vs raw
+    ``SELECT`` + ``json.loads`` of the same rows (alternating, fresh cursor each time)."""
+    import json
+
+    path = tmp / "read.db"
+    with SQLiteJournal(path, synchronous="OFF") as journal:
+        events = [make_event(i) for i in range(n)]
+        for i in range(0, n, 1000):
+            journal.append("s1", events[i : i + 1000], i)
+    journal = SQLiteJournal(path)
+    conn = open_raw(path, "NORMAL")
+    query = "SELECT seq, version, type, at, data FROM events WHERE session_id = ? AND version > ? ORDER BY version"
+    spent: dict[str, list[float]] = {"zagent": [], "raw": []}
+    try:
+        for _ in range(rounds):
+            for side in ("zagent", "raw"):
+                gc.collect()
+                start = time.perf_counter()
+                if side == "zagent":
+                    list(journal.read("s1"))
+                else:
+                    [(seq, v, t, at, json.loads(data)) for seq, v, t, at, data in conn.execute(query, ("s1", 0))]
+                spent[side].append((time.perf_counter() - start) * 1000)
+    finally:
+        journal.close()
+        conn.close()
+    return statistics.median(spent["zagent"]), statistics.median(spent["raw"])
+
+
 def run(synchronous: str, rounds: int, n_single: int, n_batch: int, tmp: Path,
         raw_schema: str) -> dict[str, tuple[float, ...]]:
     """Per mode: median zagent and raw µs/event over ``rounds`` fresh pairs of files, and
@@ -309,6 +339,10 @@ def main() -> None:
                 verdict = "ok" if ratio <= TARGET else f"MISSED by {(ratio / TARGET - 1) * 100:.1f}%"
                 print(f"{synchronous:<12} {label:<24} {count:>6} {zagent:>13.1f} {raw:>10.1f} {ratio:>5.2f}x "
                       f"{low:>5.2f}-{high:.2f}x  {verdict}")
+        zagent_ms, raw_ms = typed_read(Path(tmp), 10_000, rounds)
+        print()
+        print(f"typed read of a 10,000-event session: zagent read() {zagent_ms:.1f} ms, raw SELECT + json.loads "
+              f"{raw_ms:.1f} ms: {zagent_ms / raw_ms:.2f}x (target <= 0.8x)")
         print()
         print("where zagent's extra time goes: append's Python work per event, SQLite stubbed out (best of 5):")
         for label, cost in python_side_costs(Path(tmp), [make_event(i) for i in range(2000)]).items():

@@ -162,10 +162,14 @@ def test_ctrl_c_during_tools_run_stops_the_tool_and_exits_130(tmp_path: Path) ->
     import time
 
     home = tmp_path / "home"
-    python_tool(home, "sleepy", "import time\nprint('started', flush=True)\ntime.sleep(30)")
+    started = tmp_path / "started"
+    python_tool(home, "sleepy", f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(30)")
     proc = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), "tools", "run", "sleepy"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
+    deadline = time.monotonic() + 30
+    while not started.exists():  # the tool runs: Ctrl-C now lands in the call, not in start-up
+        assert time.monotonic() < deadline and proc.poll() is None, "the tool never started"
+        time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "Traceback" not in err and "[stopped;" in err

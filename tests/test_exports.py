@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import PYTHON, python_tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zagent_cli.main import cli
+from zagent_core import Engine, Home
 from zagent_core.events import (
     ModelReplied,
     NoteReceived,
@@ -19,9 +24,19 @@ from zagent_core.events import (
     SessionStarted,
     ToolCallFinished,
     ToolCallRequested,
+    ToolCallStarted,
     UserMessage,
 )
-from zagent_core.exports import ExportError, export_lines, fork_session, import_session, parse_export
+from zagent_core.exports import (
+    SESSION_PATH_FIELDS,
+    ExportError,
+    ImportedSession,
+    export_lines,
+    fork_session,
+    import_session,
+    parse_export,
+    relocate,
+)
 from zagent_core.state import rebuild
 from zagent_store import SQLiteJournal
 
@@ -62,7 +77,7 @@ def test_export_import_export_is_the_same_file(body: list, batch: int) -> None:
         exported = list(export_lines(first.read("s1")))
         second = SQLiteJournal(Path(tmp) / "b.db")
         second.append("noise", [UserMessage(text="another session first, so seqs differ")], 0)
-        assert import_session(second, parse_export(exported)) == "s1"
+        assert import_session(second, parse_export(exported), home=Home(tmp)) == "s1"
         assert list(export_lines(second.read("s1"))) == exported
         assert [e.event for e in second.read("s1")] == stream
         first.close()
@@ -176,3 +191,148 @@ def test_a_fork_of_an_ended_session_can_go_on_and_leaves_the_parents_tasks_alone
         child = rebuild(journal.read("child"))
     assert child.status == "open" and child.tasks["1"].status == "interrupted"
     assert "stays with session parent" in child.tasks["1"].output
+
+
+# -- paths in imported events ----------------------------------------------------------------
+
+def _open_call_events(notify_file: str, output_dir: str = "/h/sessions/s1/calls/c1/output") -> ImportedSession:
+    """Session s1, cut off while call c1 ran, its folders as given."""
+    events = [
+        SessionStarted(origin="t", workspace="/w", zagent_version="0"),
+        ToolCallRequested(call_id="c1", tool="x", arguments={}),
+        ToolCallStarted(call_id="c1", tool="x", arguments={}, argv=["x"], cwd="/w", input_mode="stdin_json",
+                        output_mode="text", output_dir=output_dir, notify_file=notify_file,
+                        timeout_seconds=None, manifest_hash="m", files_hash="f"),
+    ]
+    return ImportedSession("s1", events, [datetime.now(timezone.utc)] * len(events))
+
+
+def _open_call(notify_file: str, output_dir: str = "/h/sessions/s1/calls/c1/output") -> list[str]:
+    """The export of :func:`_open_call_events`."""
+    with tempfile.TemporaryDirectory() as tmp, SQLiteJournal(Path(tmp) / "j.db") as journal:
+        journal.append("s1", _open_call_events(notify_file, output_dir).events, 0)
+        return list(export_lines(journal.read("s1")))
+
+
+def _zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                          timeout=60, cwd=home.parent)
+
+
+@pytest.mark.parametrize("notify_file", [
+    "/etc/passwd",
+    "/h/sessions/s1/calls/c1/../../../../../etc/passwd",
+    "/h/sessions/another/calls/c1/notify",
+    "sessions/s1/calls/c1/notify",
+    "/h/sessions/s1",
+])
+def test_an_export_whose_paths_leave_its_session_folder_is_refused(tmp_path: Path, notify_file: str) -> None:
+    home = tmp_path / "home"
+    export = tmp_path / "crafted.jsonl"
+    export.write_text("\n".join(_open_call(notify_file)) + "\n")
+    refused = _zagent(home, "sessions", "import", str(export))
+    assert refused.returncode == 2, refused.stderr
+    assert f"event 3 (tool_call_started): notify_file {notify_file!r}" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    listed = _zagent(home, "sessions", "list", "--json")
+    assert json.loads(listed.stdout)["sessions"] == []  # nothing imported
+
+
+def test_paths_that_agree_on_no_one_home_are_refused(tmp_path: Path) -> None:
+    imported = _open_call_events("/h/sessions/s1/calls/c1/notify", output_dir="/elsewhere/sessions/s1/calls/c1/output")
+    with pytest.raises(ExportError, match="notify_file '/h/.*': it is not in /elsewhere/sessions/s1/, where the "
+                                          "export's other paths are"):
+        relocate(imported, Home(tmp_path / "home"), "s1")
+
+
+def test_a_symlink_in_the_importing_session_folder_does_not_let_a_path_out(tmp_path: Path) -> None:
+    home = Home(tmp_path / "home")
+    (tmp_path / "outside").mkdir()
+    home.session_dir("s1").mkdir(parents=True)
+    (home.session_dir("s1") / "calls").symlink_to(tmp_path / "outside")
+    with pytest.raises(ExportError, match="leads out of .* through a symbolic link"):
+        relocate(_open_call_events("/h/sessions/s1/calls/c1/notify"), home, "s1")
+
+
+@settings(max_examples=200, deadline=None)
+@given(path=st.lists(st.sampled_from(["h", "sessions", "s1", "s2", "calls", "c1", "..", ".", "", "notify", "/"]),
+                     max_size=8).map("/".join))
+def test_an_imported_session_path_is_in_the_importing_session_folder_or_refused(path: str) -> None:
+    home = Home("/nonexistent/home")
+    try:
+        events = relocate(_open_call_events(path), home, "new")
+    except ExportError:
+        return
+    started = events[2]
+    assert isinstance(started, ToolCallStarted)
+    assert Path(started.notify_file).resolve().is_relative_to(home.session_dir("new"))
+    assert ".." not in Path(started.notify_file).parts
+
+
+def test_a_real_session_and_its_fork_move_into_the_importing_home(tmp_path: Path) -> None:
+    recording = Home(tmp_path / "a")
+    python_tool(recording.root, "bg", "import os, pathlib\n"
+                "pathlib.Path(os.environ['ZAGENT_OUTPUT_DIR'], 'r.txt').write_text('x')\n", background=True)
+    python_tool(recording.root, "fg", "import os, pathlib\n"
+                "pathlib.Path(os.environ['ZAGENT_OUTPUT_DIR'], 'f.txt').write_text('y')\nprint('y' * 50000)\n")
+    with SQLiteJournal(recording.journal_path) as journal:
+        with Engine(recording, journal, workspace=tmp_path).start_session("t") as session:
+            session.call("fg", {})
+            session.call("bg", {}, call_id="b1")
+            task = next(t.task_id for t in session.state.tasks.values() if t.call_id == "b1")
+            assert task is not None and session.wait_task(task, 30).status == "exited"
+        fork_id = fork_session(journal, session.session_id, list(journal.read(session.session_id))[-1].seq, "fork")
+        (tmp_path / "fork.jsonl").write_text("".join(f"{line}\n" for line in export_lines(journal.read(fork_id))))
+    importing = Home(tmp_path / "b")
+    done = _zagent(importing.root, "sessions", "import", str(tmp_path / "fork.jsonl"), "--as", "copy")
+    assert done.returncode == 0, done.stderr
+    with SQLiteJournal(importing.journal_path) as journal:
+        events = [stored.event for stored in journal.read("copy")]
+    values = [getattr(e, name) for e in events for name in SESSION_PATH_FIELDS.get(type(e), ())]
+    flat = [item.path if hasattr(item, "path") else item
+            for value in values for item in (value if isinstance(value, list) else [value]) if item is not None]
+    assert len(flat) >= 8  # notify files, output folders, the task folder, full output, the files made
+    assert all(path.startswith(f"{importing.session_dir('copy')}/calls/") for path in flat), flat
+
+
+def test_every_path_an_event_holds_is_either_moved_on_import_or_only_describes_the_recording() -> None:
+    from zagent_core.events import EVENT_TYPES
+
+    # Where things were on the recording machine; nothing is read from them for a recorded call.
+    descriptive = {("session_started", "workspace"), ("tool_call_started", "cwd"), ("tool_call_started", "argv")}
+    moved = {(cls.model_fields["type"].default, name) for cls, names in SESSION_PATH_FIELDS.items() for name in names}
+    path_like = re.compile(r"(path|dir|file|files|media|folder|workspace|cwd|argv)$")
+    found = {(kind, name) for kind, cls in EVENT_TYPES.items() for name in cls.model_fields if path_like.search(name)}
+    assert found == moved | descriptive
+
+
+def test_resuming_a_fork_leaves_the_parents_running_foreground_tool_alone(tmp_path: Path) -> None:
+    from zagent_core.processes import ProcessIdentity, write_json
+    from zagent_core.state import rebuild as fold
+
+    home = Home(tmp_path / "home")
+    call_dir = home.call_dir("parent", "c1")
+    call_dir.mkdir(parents=True)
+    (call_dir / "notify").write_text("")
+    # The parent's tool, still running (the parent's engine is busy with it elsewhere).
+    tool = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        who = ProcessIdentity.of(tool.pid)
+        assert who is not None
+        write_json(call_dir / "tool.json", who.model_dump())
+        with SQLiteJournal(home.journal_path) as journal:
+            stored = journal.append("parent", [
+                SessionStarted(origin="t", workspace=str(tmp_path), zagent_version="0"),
+                ToolCallRequested(call_id="c1", tool="x", arguments={}),
+                ToolCallStarted(call_id="c1", tool="x", arguments={}, argv=["x"], cwd=str(tmp_path),
+                                input_mode="stdin_json", output_mode="text", output_dir=str(call_dir / "output"),
+                                notify_file=str(call_dir / "notify"), timeout_seconds=None, manifest_hash="m",
+                                files_hash="f"),
+            ], 0)
+            fork_session(journal, "parent", stored[-1].seq, "child")
+            assert fold(journal.read("child"), history=True).calls["c1"].status == "interrupted"
+            Engine(home, journal, workspace=tmp_path).resume("child").end()
+        assert tool.poll() is None, "the fork's resume killed the parent's tool"
+    finally:
+        tool.kill()
+        tool.wait()

@@ -847,3 +847,41 @@ def test_a_corrupt_or_unwritable_cache_only_costs_time(home_dir: Path) -> None:
     (home_dir / "cache" / "checked_schemas.json").unlink()
     (home_dir / "cache" / "checked_schemas.json").mkdir()  # cannot be written as a file
     assert list(load(home_dir).tools) == ["t"]
+
+
+# --- what the OS or the journal could not take ---------------------------------------------
+
+
+@pytest.mark.parametrize(("env", "reason"), [
+    ({"BAD=NAME": "x"}, 'variable name "BAD=NAME" holds "=", which a name cannot hold'),
+    ({"": "x"}, "a variable name is empty; give every variable a name"),
+    ({"A\0B": "x"}, 'variable name "A\\u0000B" holds a NUL character, which a name cannot hold'),
+    ({"GOOD": "a\0b"}, 'the value of "GOOD" holds a NUL character, which a value cannot hold'),
+])
+def test_env_the_os_cannot_set_is_refused_at_load(home_dir: Path, env: dict[str, str], reason: str) -> None:
+    message = only_error(load_one(home_dir, minimal(env=env)))
+    assert message.startswith(f'tools/t: not loaded: "env": {reason} (got ')
+
+
+def test_a_nul_in_command_is_refused_at_load(home_dir: Path) -> None:
+    message = only_error(load_one(home_dir, minimal(command=[PYTHON, "a\0b"])))
+    assert message.startswith('tools/t: not loaded: "command": an argument holds a NUL character')
+
+
+@pytest.mark.parametrize("program", ["{dir}/lib", "lib", "/usr"])
+def test_a_command_naming_a_folder_is_refused_at_load(home_dir: Path, program: str) -> None:
+    (home_dir / "tools" / "t" / "lib").mkdir(parents=True)
+    message = only_error(load_one(home_dir, minimal(command=[program])))
+    assert message.startswith('tools/t: not loaded: program "') and message.endswith(
+        '" is a folder; "command" must start with a program to run')
+
+
+def test_lone_surrogates_in_a_manifest_are_mended_so_sessions_can_record_it(home_dir: Path) -> None:
+    write_tool(home_dir, "t", '{"description": "half a pair \\ud800", "command": ["' + PYTHON + '"]}')
+    toolset = load(home_dir)
+    assert toolset.tools["t"].description == "half a pair \ufffd"
+
+
+def test_a_folder_name_that_is_not_utf8_is_reported_not_loaded(home_dir: Path) -> None:
+    os.mkdir(os.path.join(os.fsencode(home_dir / "tools"), b"caf\xe9"))
+    assert lines(load(home_dir)) == ["tools/caf\ufffd: not loaded: the folder name is not valid UTF-8; rename the folder"]

@@ -34,19 +34,19 @@ def test_a_line_is_plain_text_or_a_json_note(line: bytes, expected) -> None:
 def test_only_complete_lines_are_read_and_offsets_point_past_them(tmp_path: Path) -> None:
     notify = tmp_path / "notify"
     notify.write_bytes(b"one\n\ntwo\nthree, still being writ")
-    notes = read_notes(notify, 0)
+    notes = read_notes(notify, 0).notes
     assert [(n.text, n.offset) for n in notes] == [("one", 4), ("two", 9)]
     with notify.open("ab") as handle:
         handle.write(b"ten\n")
-    assert [(n.text, n.offset) for n in read_notes(notify, 9)] == [("three, still being written", 36)]
-    assert read_notes(notify, 36) == []
-    assert read_notes(tmp_path / "missing", 0) == []
+    assert [(n.text, n.offset) for n in read_notes(notify, 9).notes] == [("three, still being written", 36)]
+    assert read_notes(notify, 36).notes == []
+    assert read_notes(tmp_path / "missing", 0).notes == []
 
 
 def test_an_overlong_line_is_cut_and_marked(tmp_path: Path) -> None:
     notify = tmp_path / "notify"
     notify.write_bytes(b"x" * (MAX_NOTE_BYTES * 3) + b"\nnext\n")
-    notes = read_notes(notify, 0)
+    notes = read_notes(notify, 0).notes
     assert notes[0].text.endswith(f"[note cut at {MAX_NOTE_BYTES} bytes]")
     assert notes[1].text == "next"
 
@@ -104,14 +104,13 @@ def test_more_notes_than_one_read_are_all_journaled(home_dir: Path, engine: Engi
 def test_a_line_longer_than_a_read_is_one_cut_note(tmp_path: Path) -> None:
     notify = tmp_path / "notify"
     notify.write_bytes(b"y" * 600_000 + b"\nafter\n")
-    first = read_notes(notify, 0)
-    assert len(first) == 1 and first[0].text.endswith(f"[note cut at {MAX_NOTE_BYTES} bytes]")
-    assert first[0].offset == 600_001
-    assert [n.text for n in read_notes(notify, first[0].offset)] == ["after"]
+    first, after = read_notes(notify, 0).notes
+    assert first.text == "y" * MAX_NOTE_BYTES + f" [note cut at {MAX_NOTE_BYTES} bytes]"
+    assert (first.offset, after.text, after.offset) == (600_001, "after", 600_007)
 
 
 def test_a_long_json_note_keeps_its_wake(tmp_path: Path) -> None:
     notify = tmp_path / "notify"
     notify.write_text(json.dumps({"text": "z" * (MAX_NOTE_BYTES * 2), "wake": True}) + "\n")
-    (note,) = read_notes(notify, 0)
+    (note,) = read_notes(notify, 0).notes
     assert note.wake and note.text.endswith(f"[note cut at {MAX_NOTE_BYTES} bytes]")

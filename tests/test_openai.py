@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +19,7 @@ from conftest import EXAMPLES, PYTHON
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent
 from zagent_core.config import Config, ModelConfig
+from zagent_core.events import ModelReplied, ToolCallFinished
 from zagent_core.models import Message, ModelError, ToolSpec
 from zagent_core.models.openai import OpenAIModel
 from zagent_store import SQLiteJournal
@@ -172,3 +176,76 @@ def test_a_background_report_wakes_the_idle_agent_over_the_wire(server: FakeServ
     assert woken[-1]["role"] == "user"
     assert woken[-1]["content"].splitlines()[:2] == ["[info: wire: 1/1 s of work done]",
                                                       "[info: task #1 (slow_report) finished:"]
+
+
+def test_a_key_the_server_echoes_is_redacted_from_errors_and_replies(server: FakeServer) -> None:
+    key = "sk-echo-0123456789"
+    model = OpenAIModel("m", base_url=server.url, api_key=key, backoff=0.01, max_retries=1)
+    server.reply(400, "x" * 280 + f" your key {key} is not valid here")
+    with pytest.raises(ModelError) as refused:
+        model.reply([], [])
+    assert key not in str(refused.value) and key[:10] not in str(refused.value)
+    for _ in range(2):
+        server.reply(503, {"error": f"overloaded, {key}"})
+    with pytest.raises(ModelError, match=r"overloaded, \[redacted\].*after 2 attempts") as busy:
+        model.reply([], [])
+    assert key not in str(busy.value)
+    server.reply(body=completion(f"it is {key}", [("c1", "t", json.dumps({"path": f"/k/{key}"}))], "tool_calls"))
+    reply = model.reply([], [])
+    assert reply.text == "it is [redacted]" and reply.tool_calls[0].arguments == {"path": "/k/[redacted]"}
+
+
+def _echo_tool(home: Path) -> None:
+    tool = home / "tools" / "echo_stdin"
+    shutil.copytree(EXAMPLES / "tools" / "echo_stdin", tool)
+    manifest = tool / "echo_stdin.json"
+    manifest.write_text(manifest.read_text().replace('"python"', json.dumps(PYTHON)))
+
+
+@pytest.mark.parametrize("provider", ["openai", "scripted"])
+def test_a_reply_with_a_lone_surrogate_is_journaled_as_u_fffd(server: FakeServer, tmp_path: Path,
+                                                             provider: str) -> None:
+    home = tmp_path / "home"
+    _echo_tool(home)
+    # Valid JSON that Python decodes to lone surrogates, in the text and in the arguments.
+    arguments = json.dumps('{"name": "a\\ud800b"}')
+    server.reply(body='{"model": "m", "choices": [{"message": {"content": "x\\ud800y", "tool_calls": '
+                      '[{"id": "c\\ud800", "function": {"name": "echo_stdin", "arguments": ' + arguments + '}}]}, '
+                      '"finish_reason": "tool_calls"}]}')
+    server.reply(body=completion("done \ud800"))
+    script = tmp_path / "script.json"
+    script.write_text('[{"text": "x\\ud800y", "tool_calls": [{"name": "echo_stdin", '
+                      '"arguments": {"name": "a\\ud800b"}}]}, {"text": "done \\udfff"}]')
+    spec = "openai:m" if provider == "openai" else f"scripted:{script}"
+    done = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", spec, "go"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "OPENAI_BASE_URL": server.url})
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    with SQLiteJournal(home / "journal.db") as journal:
+        (summary,) = journal.sessions()
+        events = [stored.event for stored in journal.read(summary.session_id)]
+    first, last = [e for e in events if isinstance(e, ModelReplied)]
+    assert first.text == "x\ufffdy" and first.tool_calls[0].arguments == {"name": "a\ufffdb"}
+    assert last.text == "done \ufffd"
+    assert any(isinstance(e, ToolCallFinished) and "a\ufffdb" in e.output for e in events)
+
+
+def test_an_answer_cut_short_is_retried_and_then_a_clear_error() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:  # promises 1000 bytes, sends 10, hangs up: http.client.IncompleteRead
+        for _ in range(2):
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{\"choices\"")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    model = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff=0.01)
+    with pytest.raises(ModelError, match=r"cannot reach .*IncompleteRead.*\(after 2 attempts\)"):
+        model.reply([], [])
+    thread.join(10)
+    listener.close()

@@ -467,3 +467,25 @@ def test_scripts_cwd_and_args_survive_a_json_roundtrip(home_dir: Path, engine: E
     argv = json.loads(result.output)
     assert argv[:4] == ["$HOME", "*", "a;b", "`id`"]
     assert json.loads(argv[4]) == {"q": "$(rm -rf /) && echo pwned"}
+
+
+def test_the_timeout_holds_while_on_tick_is_busy(tmp_path: Path) -> None:
+    # on_tick journals notes; a tool flooding them must not hold off its own timeout.
+    from zagent_core.runner import ProcessSpec, run_process
+
+    started: list[int] = []
+    died_during_tick: list[bool] = []
+
+    def busy_tick() -> bool:
+        if started and not died_during_tick:
+            deadline = time.monotonic() + 10
+            while running(started[0]) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            died_during_tick.append(not running(started[0]))
+        return False
+
+    spec = ProcessSpec(argv=SLEEPER, cwd=tmp_path, env={}, stdin=None, merge_stderr=True, timeout=0.5,
+                       kill_grace=0.3, capture_limit=1024)
+    outcome = run_process(spec, on_tick=busy_tick, on_start=started.append)
+    assert died_during_tick == [True]
+    assert outcome.timed_out

@@ -97,3 +97,37 @@ def test_each_turn_ends_with_a_snapshot_that_sessions_list_reads_its_status_from
     assert snapshot is not None and snapshot.version == engine.journal.head(session.session_id)
     (summary,) = engine.journal.sessions()
     assert summary.status == "idle" and summary.status_version == snapshot.version
+
+
+def test_the_state_keeps_the_latest_ended_tasks_so_snapshots_stay_small(tmp_path: Path) -> None:
+    from zagent_core import Home
+    from zagent_core.events import TaskExited, TaskStarted, ToolCallFinished, ToolCallRequested, ToolCallStarted
+    from zagent_core.state import MAX_ENDED_TASKS
+    from zagent_store import MemoryJournal
+
+    (tmp_path / "tools").mkdir()
+    engine = Engine(Home(tmp_path), MemoryJournal(), workspace=tmp_path)
+    session = engine.start_session("test")
+    sizes = []
+    for n in range(1, 2 * MAX_ENDED_TASKS + 6):
+        call, task = f"c{n}", str(n)
+        session._append([
+            ToolCallRequested(call_id=call, tool="bg", arguments={}),
+            ToolCallStarted(call_id=call, task_id=task, tool="bg", arguments={}, argv=["x"], cwd="/",
+                            input_mode="stdin_json", output_mode="text", output_dir="/o", notify_file="/n",
+                            timeout_seconds=None, manifest_hash="m", files_hash="f"),
+            TaskStarted(task_id=task, call_id=call, tool="bg", pid=1, start_ticks=1, boot_id="b", task_dir="/t"),
+            ToolCallFinished(call_id=call, output="started", is_error=False, exit_code=None, duration_ms=0),
+            TaskExited(task_id=task, call_id=call, output="x" * 1000, is_error=False, exit_code=0, duration_ms=1),
+        ])
+        sizes.append(len(to_snapshot(session.state)))
+    assert len(session.state.tasks) == MAX_ENDED_TASKS and session.state.tasks_numbered == 2 * MAX_ENDED_TASKS + 5
+    assert sizes[-1] < sizes[MAX_ENDED_TASKS + 1] * 1.01  # flat once the window is full
+    assert session.state == rebuild(engine.journal.read(session.session_id))
+    listing = session.call("terminal", {"action": "list"}).output
+    assert listing.splitlines()[-1] == f"({MAX_ENDED_TASKS + 5} older tasks ended earlier; their results were " \
+                                       "delivered when they ended)"
+    old = session.call("terminal", {"action": "wait", "task": 1})
+    assert old.is_error and "task #1 ended earlier in this session" in old.output
+    shown = rebuild(engine.journal.read(session.session_id), history=True)
+    assert len(shown.tasks) == 2 * MAX_ENDED_TASKS + 5  # sessions show lists them all

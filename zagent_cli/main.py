@@ -7,40 +7,78 @@ for failed (a tool's result is an error, doctor found problems), 2 a usage error
 
 from __future__ import annotations
 
-import contextlib
-import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
+from zagent_cli.output import JSON_ESCAPES, emit_json, say, terminal_safe
+
 if TYPE_CHECKING:
-    from zagent_core import Engine, Home, Problem, Session, SessionState, StoredEvent
+    from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
+    from zagent_core.engine import Session
     from zagent_store import SQLiteJournal
 
 
-@dataclass
-class Context:
-    home_arg: str | None
-    workspace: str | None
-    verbosity: int
+class StorableText(click.ParamType):
+    """A text argument, made storable: an argv byte like ``\\xff`` reaches Python as a lone
+    surrogate, which SQLite and JSON cannot encode, so it becomes U+FFFD as other bad bytes do.
+    (Paths stay as given: the OS needs their exact bytes.)"""
 
-    @property
-    def home(self) -> Home:
-        from zagent_core import Home
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from zagent_core.text import storable
+
+        return storable(str(value))
+
+
+TEXT = StorableText()
+
+
+def home_problem(root: Path) -> str | None:
+    """Why ``root`` cannot be an agent home (a file, or under one), if it cannot."""
+    for path in (root, *root.parents):
+        if path.exists():
+            if path.is_dir():
+                return None
+            where = "is a file" if path == root else f"cannot be made: {path} is a file"
+            return f"the home {root} {where}, not a folder; give a folder with --home or $ZAGENT_HOME"
+    return None
+
+
+class Context:
+    """What the global options chose; the home, journal and engine are made on demand."""
+
+    def __init__(self, home_arg: str | None, workspace: str | None, verbosity: int) -> None:
+        self.home_arg = home_arg
+        self.workspace = workspace
+        self.verbosity = verbosity
+
+    def locate_home(self) -> Home:
+        """The home, even one that cannot be used (doctor reports why)."""
+        from zagent_core.home import Home
 
         return Home.locate(self.home_arg)
 
-    def existing_journal(self) -> SQLiteJournal:
-        """The journal, for commands that only read it: never created by a mistyped --home."""
+    @property
+    def home(self) -> Home:
+        home = self.locate_home()
+        problem = home_problem(home.root)
+        if problem:
+            raise click.UsageError(problem)
+        return home
+
+    def existing_journal(self, *, read_only: bool = True) -> SQLiteJournal:
+        """The journal, never created by a mistyped --home; read-only unless told (so reading
+        commands work in a home nobody may write to)."""
         if not self.home.journal_path.exists():
             raise click.UsageError(f"no journal at {self.home.journal_path} (no session has run in this home yet; "
                                    "check --home or $ZAGENT_HOME)")
-        return self.journal()
+        return self.journal(read_only=read_only)
 
-    def journal(self) -> SQLiteJournal:
+    def journal(self, *, read_only: bool = False) -> SQLiteJournal:
         from zagent_core.config import load_config
         from zagent_core.journal import JournalError
         from zagent_store import SQLiteJournal
@@ -48,37 +86,87 @@ class Context:
 
         config, _ = load_config(self.home.config_path)
         try:
-            return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous)
+            return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous, read_only=read_only)
         except (JournalError, JournalVersionError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
 
     def engine(self, journal: SQLiteJournal) -> Engine:
         """The engine, with its logs set up (only commands that run tools pay for them)."""
-        from zagent_core import Engine
-
+        from zagent_core.engine import Engine
         from zagent_core.logs import configure
 
         configure(self.verbosity)
+        _engine_logs_shown(self.verbosity)
         workspace = Path(self.workspace) if self.workspace else Path.cwd()
         if not workspace.is_dir():
             raise click.UsageError(f"workspace {workspace} is not a folder")
         command = click.get_current_context().command_path.partition(" ")[2]
-        return Engine(self.home, journal, workspace=workspace, command=command)
+        engine = Engine(self.home, journal, workspace=workspace, command=command)
+        _withhold_model_key(engine.config.model.api_key_env)
+        return engine
+
+
+def _withhold_model_key(api_key_env: str) -> None:
+    """Take the model's key out of every environment a tool could read, before any tool runs.
+
+    Kept in this process's memory for a provider built later; see zagent_core.credentials.
+    """
+    from zagent_core.credentials import take_model_key
+
+    take_model_key(api_key_env)
+
+
+def _engine_logs_shown(verbosity: int) -> None:
+    """Engine log lines as the terminal gets them: control characters shown (a log may quote
+    what a tool wrote), and at the default verbosity an error is one line, what failed and
+    why; -v adds the traceback (a full disk would otherwise print several before the error)."""
+    import logging
+
+    def shown(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        event, sep, trace = text.partition("\nTraceback (most recent call last):")
+        if sep and verbosity == 0:
+            lines = [line for line in trace.splitlines() if line.strip()]
+            text = f"{event.rstrip()}: {lines[-1] if lines else '?'} (-v shows the traceback)"
+        record.msg, record.args = terminal_safe(text), ()
+        return True
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(shown)
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (use a number or null)")
 
 
-def _emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
-
-
 def _problem_lines(problems: list[Problem]) -> list[str]:
     return [f"  {p.severity}: {p}" for p in problems]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class ZagentGroup(click.Group):
+    """The top-level group: errors that reach the user are one clean line, shown safely."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            # Messages quote tool names, session ids, export files: nothing may drive the terminal.
+            # (click declares the attribute Final; the exception is ours to amend before it is shown.)
+            setattr(exc, "message", terminal_safe(exc.message))  # noqa: B010
+            raise
+        except Exception as exc:
+            # Imported only now: --help and tools list do not pay for the journal's modules.
+            from zagent_core.events import EventSchemaError
+            from zagent_core.journal import JournalError
+            from zagent_core.state import InconsistentJournalError
+
+            if not isinstance(exc, (JournalError, EventSchemaError, InconsistentJournalError)):
+                raise
+            # The journal went bad under a command (locked too long, corrupt, disk full): say so.
+            raise click.ClickException(terminal_safe(str(exc))) from None
+
+
+@click.group(cls=ZagentGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", metavar="DIR", help="Agent home (default: $ZAGENT_HOME, else ~/.zagent).")
 @click.option("--workspace", metavar="DIR", help="Folder tools work in (default: the current folder).")
 @click.option("-v", "--verbose", count=True, help="Log the engine's own steps to stderr (-vv: debug).")
@@ -110,7 +198,7 @@ def tools_list(obj: Context, as_json: bool) -> None:
     toolset = load_tools(home, config)
     problems = config_problems + toolset.problems
     if as_json:
-        _emit_json({
+        emit_json({
             "home": str(home.root),
             "tools": [
                 {"name": t.name, "description": t.description, "folder": str(t.folder),
@@ -122,21 +210,85 @@ def tools_list(obj: Context, as_json: bool) -> None:
         })
         return
     if not toolset.tools:
-        click.echo(f"no tools loaded from {home.tools_dir}")
+        say(f"no tools loaded from {home.tools_dir}")
     width = max((len(name) for name in toolset.tools), default=0)
     for name, tool in sorted(toolset.tools.items()):
         status = " (disabled)" if name in toolset.disabled else ""
-        summary = tool.description.splitlines()[0]
+        summary = tool.description.splitlines()[0] if tool.description else ""
         summary = summary if len(summary) <= 72 else summary[:69] + "..."
-        click.echo(f"{name:<{width}}  {summary}{status}  [tools/{tool.folder.name}]")
+        say(f"{name:<{width}}  {summary}{status}  [tools/{tool.folder.name}]")
     if problems:
-        click.echo("\nproblems:")
-        click.echo("\n".join(_problem_lines(problems)))
+        say("\nproblems:")
+        say("\n".join(_problem_lines(problems)))
+
+
+def _arguments_object(args_text: str) -> dict[str, Any]:
+    """``--args``, parsed: one JSON object, its strings storable."""
+    import json
+
+    from zagent_core.text import storable_json
+
+    try:
+        arguments = json.loads(args_text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise click.UsageError(f"--args is not valid JSON: {exc}; give one object, e.g. --args '{{\"text\": \"hi\"}}'")
+    if not isinstance(arguments, dict):
+        raise click.UsageError(f"--args must be a JSON object like '{{\"text\": \"hi\"}}', not {args_text!r}")
+    return storable_json(arguments)  # type: ignore[no-any-return]
+
+
+def _loaded_tool(engine: Engine, name: str) -> ToolSet:
+    """The home's tools, once ``name`` is known to be one of them (or the built-in terminal)."""
+    toolset = engine.load_tools()
+    if name not in toolset.tools and name != "terminal":
+        from zagent_core.problems import did_you_mean
+
+        reasons = [str(p) for p in toolset.broken if p.source == f"tools/{name}"]
+        if reasons:
+            raise click.UsageError(f'tool "{name}" is not loaded:\n' + "\n".join(reasons))
+        known = ", ".join(sorted(toolset.tools)) or "none"
+        raise click.UsageError(f'unknown tool "{name}"{did_you_mean(name, toolset.tools)}; loaded tools: {known}')
+    for problem in engine.config_problems + toolset.problems:
+        say(f"{problem.severity}: {problem}", err=True)
+    return toolset
+
+
+def _background_result(session: Session, task_id: str, started: ToolResult, as_json: bool) -> ToolResult:
+    """A background call lived as the agent would: its notes, then its wake-up, as one result."""
+    if not as_json:
+        say(started.output)
+    task = session.wait_task(task_id, None)
+    # Shown, not delivered: no agent turn took them, so they stay pending in the journal.
+    wake_ups = [w.text for w in session.state.pending_wakes.values() if w.reason != "note"]
+    if not as_json:
+        for text in wake_ups:
+            say(f"[info: {text}]")
+    return started.model_copy(update={
+        "output": "\n".join(wake_ups) or task.output or "", "is_error": bool(task.is_error),
+        "duration_ms": task.duration_ms or 0, "files": task.files, "media": task.media})
+
+
+def _call_once(session: Session, name: str, arguments: dict[str, Any], as_json: bool) -> tuple[ToolResult, str]:
+    """Run the call in ``session`` (Ctrl-C ends it as interrupted, exit 130): its result and call id."""
+    try:
+        result = session.call(name, arguments)
+    except KeyboardInterrupt:
+        # The tool was stopped with us and its call journaled as interrupted.
+        session.end("interrupted")
+        say(f"\n[stopped; the call is journaled in session {session.session_id}]", err=True)
+        sys.exit(130)
+    call_id = session.state.last_call_id or ""
+    task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
+    if task_id is not None and not result.is_error:
+        return _background_result(session, task_id, result, as_json), call_id
+    if not as_json:
+        say(result.output)
+    return result, call_id
 
 
 @tools.command("run")
-@click.argument("name")
-@click.option("--args", "args_text", default="{}", metavar="JSON", show_default=True,
+@click.argument("name", type=TEXT)
+@click.option("--args", "args_text", type=TEXT, default="{}", metavar="JSON", show_default=True,
               help="The arguments, as one JSON object.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the result text.")
 @click.pass_obj
@@ -146,109 +298,36 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
     Prints what the model receives. Exit 0 when the call succeeded, 1 when its result
     is an error, 2 for a usage error.
     """
-    try:
-        arguments = json.loads(args_text, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:
-        raise click.UsageError(f"--args is not valid JSON: {exc}; give one object, e.g. --args '{{\"text\": \"hi\"}}'")
-    if not isinstance(arguments, dict):
-        raise click.UsageError(f"--args must be a JSON object like '{{\"text\": \"hi\"}}', not {args_text!r}")
+    arguments = _arguments_object(args_text)
+    notes: list[str] = []
+
+    from zagent_core.events import NoteReceived
+
+    def show_note(stored: StoredEvent) -> None:
+        # Printed as they arrive, the way the agent's next request would carry them.
+        if isinstance(stored.event, NoteReceived):
+            notes.append(stored.event.text)
+            if not as_json:
+                say(f"[info: {stored.event.text}]")
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
-        toolset = engine.load_tools()
-        if name not in toolset.tools and name != "terminal":
-            from zagent_core.problems import did_you_mean
-
-            reasons = [str(p) for p in toolset.broken if p.source == f"tools/{name}"]
-            if reasons:
-                raise click.UsageError(f'tool "{name}" is not loaded:\n' + "\n".join(reasons))
-            known = ", ".join(sorted(toolset.tools)) or "none"
-            raise click.UsageError(f'unknown tool "{name}"{did_you_mean(name, toolset.tools)}; loaded tools: {known}')
-        for problem in engine.config_problems + toolset.problems:
-            click.echo(f"{problem.severity}: {problem}", err=True)
-        notes: list[str] = []
-
-        def show_note(stored: StoredEvent) -> None:
-            # Printed as they arrive, the way the agent's next request would carry them.
-            if stored.event.type == "note_received":
-                notes.append(stored.event.text)
-                if not as_json:
-                    click.echo(f"[info: {stored.event.text}]")
-
+        toolset = _loaded_tool(engine, name)
         with engine.start_session(origin="tools run", tools=toolset) as session:
             session.subscribe(show_note)
-            try:
-                result = session.call(name, arguments)
-            except KeyboardInterrupt:
-                # The tool was stopped with us and its call journaled as interrupted.
-                session.end("interrupted")
-                click.echo(f"\n[stopped; the call is journaled in session {session.session_id}]", err=True)
-                sys.exit(130)
-            call_id = session.state.last_call_id or ""
-            task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
-            if task_id is not None and not result.is_error:
-                # A background tool: show it as the agent would live it, notes, then the wake-up.
-                if not as_json:
-                    click.echo(result.output)
-                task = session.wait_task(task_id, None)
-                # Shown, not delivered: no agent turn took them, so they stay pending in the journal.
-                wake_ups = [w.text for w in session.state.pending_wakes.values() if w.reason != "note"]
-                if not as_json:
-                    for text in wake_ups:
-                        click.echo(f"[info: {text}]")
-                result = result.model_copy(update={
-                    "output": "\n".join(wake_ups) or task.output or "", "is_error": bool(task.is_error),
-                    "duration_ms": task.duration_ms or 0, "files": task.files, "media": task.media})
-                shown = True
-            else:
-                shown = False
+            result, call_id = _call_once(session, name, arguments, as_json)
     if as_json:
-        _emit_json({
-            "output": result.output,
-            "is_error": result.is_error,
-            "media": [m.model_dump() for m in result.media],
-            "files": [f.model_dump() for f in result.files],
-            "session_id": session.session_id,
-            "call_id": call_id,
-            "notes": notes,
-        })
+        emit_json({"output": result.output, "is_error": result.is_error,
+                   "media": [m.model_dump() for m in result.media], "files": [f.model_dump() for f in result.files],
+                   "session_id": session.session_id, "call_id": call_id, "notes": notes})
     else:
-        if not shown:
-            click.echo(result.output)
         status = "error" if result.is_error else "ok"
-        click.echo(f"[{status} in {result.duration_ms} ms; journaled as session {session.session_id}, "
-                   f"call {call_id}]", err=True)
+        say(f"[{status} in {result.duration_ms} ms; journaled as session {session.session_id}, call {call_id}]",
+            err=True)
     sys.exit(1 if result.is_error else 0)
 
 
 # -- run and resume ----------------------------------------------------------------------
-
-
-def _show_event(stored: StoredEvent) -> None:
-    """Print the conversation as it happens: what the user, the model and the tools said."""
-    event = stored.event
-    kind = event.type
-    if kind == "user_message":
-        click.echo(f"user: {event.text}")
-    elif kind == "model_replied":
-        if event.text:
-            click.echo(f"assistant: {event.text}")
-    elif kind == "tool_call_requested":
-        click.echo(f"  -> {event.tool} {_head(json.dumps(event.arguments, ensure_ascii=False), 100)}")
-    elif kind == "tool_call_finished":
-        click.echo(f"  <- {'error' if event.is_error else 'ok'}: {_head(event.output, 100)}")
-    elif kind in ("tool_call_rejected", "tool_call_interrupted"):
-        click.echo(f"  <- error: {_head(event.message, 100)}")
-    elif kind == "note_received":
-        click.echo(f"  [info: {event.text}]")
-    elif kind in ("task_exited", "task_killed"):
-        click.echo(f"  task #{event.task_id} {kind.removeprefix('task_')}: {_head(event.output, 100)}")
-    elif kind == "task_interrupted":
-        click.echo(f"  task #{event.task_id} interrupted: {_head(event.message, 100)}")
-    elif kind == "turn_started" and event.reason == "wake":
-        click.echo("(woken)")
-    elif kind == "turn_ended" and event.reason != "idle":
-        click.echo(f"(turn stopped: {event.reason})")
 
 
 def _model_choice(engine: Engine, model_spec: str | None,
@@ -256,9 +335,6 @@ def _model_choice(engine: Engine, model_spec: str | None,
     """The model spec to run with and its endpoint: ``--model``, else what the session
     journaled, else config (``(None, None)``: a session that never had a model)."""
     if model_spec is not None:
-        kind, _, path = model_spec.partition(":")
-        if kind == "scripted" and path:  # journaled as found from anywhere
-            model_spec = f"scripted:{Path(path).resolve()}"
         return model_spec, None
     if state is not None and state.model:
         return state.model, state.model_base_url
@@ -267,14 +343,20 @@ def _model_choice(engine: Engine, model_spec: str | None,
     return engine.config.agent.model, None
 
 
+def _journaled(spec: str) -> str:
+    """The spec as journaled for ``resume``: a script's path made absolute, so it is found from anywhere."""
+    kind, _, path = spec.partition(":")
+    return f"scripted:{Path(path).resolve()}" if kind == "scripted" and path else spec
+
+
 def _settle_only(session: Session) -> str:
     """A session no model drives (``tools run`` cut off): settled, its tasks waited for, then ended."""
     for task in session.state.running_tasks:
-        click.echo(f"[waiting for task #{task.task_id} ({task.tool})]", err=True)
+        say(f"[waiting for task #{task.task_id} ({task.tool})]", err=True)
         session.wait_task(task.task_id, None)
     for wake in session.state.pending_wakes.values():
         if wake.reason != "note":
-            click.echo(f"[info: {wake.text}]")
+            say(f"[info: {wake.text}]")
     session.end()
     return "ended"
 
@@ -287,6 +369,7 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     from zagent_core.engine import SessionEndedError, UnknownSessionError
     from zagent_core.leases import SessionBusyError
     from zagent_core.models import Model, load_model
+    from zagent_cli.show import show_event
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
@@ -307,12 +390,12 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
         try:
             if session_id is None:
                 for problem in engine.config_problems + engine.load_tools().problems:
-                    click.echo(f"{problem.severity}: {problem}", err=True)
+                    say(f"{problem.severity}: {problem}", err=True)
                 session = engine.start_session(origin="run")
-                session.subscribe(_show_event)
+                session.subscribe(show_event)
             else:
-                click.echo(f"[resuming {session_id}]", err=True)
-                session = engine.resume(session_id, listener=_show_event, state=state)
+                say(f"[resuming {session_id}]", err=True)
+                session = engine.resume(session_id, listener=show_event, state=state)
         except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
             raise click.UsageError(str(exc)) from None
         # SIGTERM stops a run the way Ctrl-C does: tools killed, the journal told.
@@ -321,24 +404,24 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
             if model is None:
                 reason, requests = _settle_only(session), 0
             else:
-                click.echo(f"[session {session.session_id}, model {model.name}]", err=True)
-                result = Agent(session, model, spec=spec).run(prompt)
+                say(f"[session {session.session_id}, model {model.name}]", err=True)
+                result = Agent(session, model, spec=_journaled(spec) if spec else None).run(prompt)
                 reason, requests = result.reason, result.requests
         except KeyboardInterrupt:
-            click.echo(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)
+            say(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)
             sys.exit(130)
         finally:
             session.release()
     waiting = len(session.state.running_tasks)
     tail = f"; {waiting} background task(s) still running" if waiting else ""
-    click.echo(f"[{reason} after {requests} model request(s){tail}; session {session.session_id}]", err=True)
+    say(f"[{reason} after {requests} model request(s){tail}; session {session.session_id}]", err=True)
     sys.exit(0 if reason in ("idle", "ended") else 1)
 
 
 @cli.command()
-@click.argument("prompt")
+@click.argument("prompt", type=TEXT)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
-@click.option("--session", "session_id", metavar="ID", help="Continue this session instead of starting one.")
+@click.option("--session", "session_id", type=TEXT, metavar="ID", help="Continue this session instead of starting one.")
 @click.pass_obj
 def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None) -> None:
     """Run the agent on PROMPT, headless, printing the conversation as it happens.
@@ -351,8 +434,8 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
 
 
 @cli.command()
-@click.argument("session_id")
-@click.argument("prompt", required=False)
+@click.argument("session_id", type=TEXT)
+@click.argument("prompt", type=TEXT, required=False)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
 @click.pass_obj
 def resume(obj: Context, session_id: str, prompt: str | None, model_spec: str | None) -> None:
@@ -364,6 +447,45 @@ def resume(obj: Context, session_id: str, prompt: str | None, model_spec: str | 
 # -- doctor ----------------------------------------------------------------------------
 
 
+def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
+    """Doctor's look at the journal: where it is, whether it exists, its problems and counts."""
+    report: dict[str, Any] = {"path": str(home.journal_path), "exists": home.journal_path.exists(), "problems": []}
+    if report["exists"]:
+        try:
+            # Where it may, doctor opens the journal as every command does (upgrading its schema).
+            import os
+
+            with obj.journal(read_only=not os.access(home.root, os.W_OK)) as journal:
+                report["problems"] = journal.check()
+                report.update(journal.stats())
+        except click.ClickException as exc:
+            report["problems"] = [exc.message]
+    return report
+
+
+def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[Problem], journal: dict[str, Any]) -> None:
+    from zagent_core.engine import zagent_version
+
+    limits = config.limits
+    say(f"zagent {zagent_version()}, home {home.root}")
+    not_loaded = len({p.source for p in toolset.broken})
+    say(f"tools: {len(toolset.tools)} loaded, {not_loaded} not loaded, "
+        f"{len(toolset.disabled & toolset.tools.keys())} disabled")
+    if problems:
+        say("\n".join(_problem_lines(problems)))
+    say(f"limits: default timeout {limits.default_timeout_seconds:g} s, output cap "
+        f"{limits.output_cap_bytes} bytes, kill grace {limits.kill_grace_seconds:g} s, "
+        f"media up to {limits.media_max_bytes} bytes")
+    say(f"capabilities: {config.capabilities.as_env()}")
+    if not journal["exists"]:
+        say(f"journal: {home.journal_path} (not created yet)")
+    elif journal["problems"]:
+        say(f"journal: {home.journal_path}: {'; '.join(journal['problems'])}")
+    else:
+        say(f"journal: {home.journal_path}: ok ({journal['events']} events, "
+            f"{journal['sessions']} sessions, schema {journal['schema_version']})")
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
@@ -372,28 +494,29 @@ def doctor(obj: Context, as_json: bool) -> None:
 
     Exits 1 when anything is broken.
     """
+    import os
+
     from zagent_core.config import load_config
     from zagent_core.engine import zagent_version
     from zagent_core.manifest import load_tools
+    from zagent_core.problems import Problem
 
-    home = obj.home
+    home = obj.locate_home()
+    unusable = home_problem(home.root)
     config, config_problems = load_config(home.config_path)
     toolset = load_tools(home, config)
     problems = config_problems + toolset.problems
-    journal_report: dict[str, Any] = {"path": str(home.journal_path), "exists": home.journal_path.exists()}
-    if home.journal_path.exists():
-        try:
-            with obj.journal() as journal:
-                journal_report["problems"] = journal.check()
-                journal_report.update(journal.stats())
-        except click.ClickException as exc:
-            journal_report["problems"] = [exc.message]
-    else:
-        journal_report["problems"] = []
-    broken = any(p.severity == "error" for p in problems) or bool(journal_report["problems"])
-
+    if unusable:
+        problems.insert(0, Problem(source="home", message=unusable))
+    elif home.root.is_dir() and not os.access(home.root, os.W_OK):
+        problems.insert(0, Problem(source="home", severity="warning", message=(
+            f"the home {home.root} is read-only: nothing can run here (tools run, run and resume write the "
+            "journal and the sessions folder)")))
+    journal = _journal_report(obj, home) if not unusable else {
+        "path": str(home.journal_path), "exists": False, "problems": []}
+    broken = any(p.severity == "error" for p in problems) or bool(journal["problems"])
     if as_json:
-        _emit_json({
+        emit_json({
             "ok": not broken,
             "zagent_version": zagent_version(),
             "home": str(home.root),
@@ -401,29 +524,11 @@ def doctor(obj: Context, as_json: bool) -> None:
             "problems": [p.model_dump() for p in problems],
             "limits": config.limits.model_dump(),
             "capabilities": config.capabilities.model_dump(),
-            "journal": journal_report,
+            "journal": journal,
         })
     else:
-        limits = config.limits
-        click.echo(f"zagent {zagent_version()}, home {home.root}")
-        not_loaded = len({p.source for p in toolset.broken})
-        click.echo(f"tools: {len(toolset.tools)} loaded, {not_loaded} not loaded, "
-                   f"{len(toolset.disabled & toolset.tools.keys())} disabled")
-        if problems:
-            click.echo("\n".join(_problem_lines(problems)))
-        click.echo(f"limits: default timeout {limits.default_timeout_seconds:g} s, output cap "
-                   f"{limits.output_cap_bytes} bytes, kill grace {limits.kill_grace_seconds:g} s, "
-                   f"media up to {limits.media_max_bytes} bytes")
-        click.echo(f"capabilities: {config.capabilities.as_env()}")
-        if not journal_report["exists"]:
-            click.echo(f"journal: {home.journal_path} (not created yet)")
-        else:
-            if journal_report["problems"]:
-                click.echo(f"journal: {home.journal_path}: {'; '.join(journal_report['problems'])}")
-            else:
-                click.echo(f"journal: {home.journal_path}: ok ({journal_report['events']} events, "
-                           f"{journal_report['sessions']} sessions, schema {journal_report['schema_version']})")
-        click.echo("broken: see the problems above" if broken else "all good")
+        _print_doctor(home, config, toolset, problems, journal)
+        say("broken: see the problems above" if broken else "all good")
     sys.exit(1 if broken else 0)
 
 
@@ -432,6 +537,7 @@ def doctor(obj: Context, as_json: bool) -> None:
 
 def _is_journal(path: Path) -> bool:
     """Whether ``path`` is a zagent journal: looked at read-only, so nothing is written to it."""
+    import contextlib
     import sqlite3
 
     try:
@@ -456,7 +562,7 @@ def _rule(text: str) -> tuple[str, str]:
 
 
 @cli.command()
-@click.argument("session_id", required=False)
+@click.argument("session_id", type=TEXT, required=False)
 @click.option("--tools", type=click.Choice(["recorded", "rerun"]), default="recorded", show_default=True,
               help="recorded: serve tool results from the journal (does the host decide the same?); "
                    "rerun: run the tools again in a copy of the workspace (do they give the same results?).")
@@ -470,25 +576,27 @@ def _rule(text: str) -> tuple[str, str]:
               help="Replace what REGEX matches before outputs are compared (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
-def replay(obj: Context, session_id: str | None, tools: str, export_file: str | None, journal_path: str | None,
+def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rerun"], export_file: str | None, journal_path: str | None,
            replay_all: bool, allow_unsafe: bool, rules: list[tuple[str, str]], as_json: bool) -> None:
     """Drive a recorded session again and report, step by step, what differs.
 
     Model replies always come from the recording. Exit 0 when everything matches, 1 on
     a divergence, 2 on a usage error.
     """
-    import tempfile
-
     from zagent_core.config import load_config
     from zagent_core.exports import ExportError, import_session, parse_export
+    from zagent_core.home import Home
     from zagent_core.replay import replay as replay_session
+    from zagent_core.replay import replay_folder
     from zagent_store import SQLiteJournal
 
     if bool(session_id) + bool(export_file) + replay_all != 1:
         raise click.UsageError("name one SESSION_ID, or give --file EXPORT, or --all")
     config, _ = load_config(obj.home.config_path)
+    if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
+        _withhold_model_key(config.model.api_key_env)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
-    with tempfile.TemporaryDirectory(prefix="zagent-replay-") as tmp:
+    with replay_folder(obj.home) as tmp:
         if export_file:
             try:
                 with open(export_file, encoding="utf-8") as handle:
@@ -496,7 +604,10 @@ def replay(obj: Context, session_id: str | None, tools: str, export_file: str | 
             except (ExportError, UnicodeDecodeError) as exc:
                 raise click.UsageError(str(exc)) from None
             source = SQLiteJournal(Path(tmp) / "recorded.db")
-            session_id = import_session(source, imported)
+            try:
+                session_id = import_session(source, imported, home=Home(tmp))
+            except ExportError as exc:
+                raise click.UsageError(str(exc)) from None
         elif journal_path:
             if not _is_journal(Path(journal_path)):
                 raise click.UsageError(f"{journal_path} is not a zagent journal (no events table)")
@@ -504,7 +615,7 @@ def replay(obj: Context, session_id: str | None, tools: str, export_file: str | 
         else:
             source = obj.existing_journal()
         with source:
-            ids = [s.session_id for s in source.sessions()][::-1] if replay_all else [session_id]
+            ids = [s.session_id for s in source.sessions()][::-1] if replay_all else [session_id or ""]
             reports = []
             for number, sid in enumerate(ids, start=1):
                 workdir = Path(tmp) / f"replay-{number}"
@@ -517,17 +628,16 @@ def replay(obj: Context, session_id: str | None, tools: str, export_file: str | 
                     raise click.UsageError(str(exc)) from None
                 reports.append(report)
                 if replay_all and not as_json:
-                    click.echo(f"[{number}/{len(ids)}] {sid}: {'matches' if report.matched else 'DIVERGES'}",
-                               err=True)
+                    say(f"[{number}/{len(ids)}] {sid}: {'matches' if report.matched else 'DIVERGES'}", err=True)
     if as_json:
-        _emit_json({"matched": all(r.matched for r in reports), "replays": [r.to_dict() for r in reports]})
+        emit_json({"matched": all(r.matched for r in reports), "replays": [r.to_dict() for r in reports]})
     else:
         for report in reports:
             if not replay_all or not report.matched:
-                click.echo(report.text())
+                say(report.text())
         if replay_all:
             diverged = sum(not r.matched for r in reports)
-            click.echo(f"{len(reports) - diverged} of {len(reports)} sessions match")
+            say(f"{len(reports) - diverged} of {len(reports)} sessions match")
     sys.exit(0 if all(r.matched for r in reports) else 1)
 
 
@@ -555,9 +665,9 @@ def _since(text: str) -> str:
 
 
 @cli.command()
-@click.option("--session", "session_id", metavar="ID", help="Only this session's calls.")
-@click.option("--tool", metavar="NAME", help="Only calls of this tool.")
-@click.option("--since", metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
+@click.option("--session", "session_id", type=TEXT, metavar="ID", help="Only this session's calls.")
+@click.option("--tool", type=TEXT, metavar="NAME", help="Only calls of this tool.")
+@click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
 @click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
 @click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
 @click.option("--limit", metavar="N", type=click.IntRange(min=0), default=100, show_default=True,
@@ -571,19 +681,41 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
         rows = journal.audit(session=session_id, tool=tool, since=_since(since) if since else None, errors=errors,
                              slowest=slowest, limit=limit or None)
     if as_json:
-        _emit_json({"calls": rows})
+        emit_json({"calls": rows})
         return
-    if not rows:
-        click.echo("no calls match")
-        return
-    for row in rows:
-        took = f"{row['duration_ms']} ms" if row["duration_ms"] is not None else "-"
-        outcome = row["status"] if row["status"] != "finished" else ("error" if row["is_error"] else "ok")
-        if row["exit_code"] not in (None, 0):
-            outcome += f" ({row['exit_code']})"
-        click.echo(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11} {took:>9}  "
-                   f"{_head(json.dumps(row['arguments'], ensure_ascii=False), 50)}")
-        click.echo(f"    {_head(row['output_head'], 110)}")
+    from zagent_cli.show import print_audit
+
+    print_audit(rows)
+
+
+# -- journal ---------------------------------------------------------------------------
+
+
+@cli.group("journal")
+def journal_group() -> None:
+    """The journal file itself."""
+
+
+@journal_group.command("recover")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("target", type=click.Path(dir_okay=False, path_type=Path))
+def journal_recover(source: Path, target: Path) -> None:
+    """Copy every readable event of the damaged journal SOURCE into a new journal TARGET.
+
+    Sessions keep their ids, versions and times; what cannot be read is listed. TARGET
+    must not exist. Then use TARGET as the home's journal.db.
+    """
+    from zagent_store.recover import recover_journal
+
+    if target.exists():
+        raise click.BadParameter(f"{target} already exists: name a new file", param_hint="TARGET")
+    report = recover_journal(source, target)  # a RecoverError is a JournalError: main() prints it, exit 1
+    for line in report.skipped[:50]:
+        click.echo(f"skipped: {line}")
+    if len(report.skipped) > 50:
+        click.echo(f"skipped: ... and {len(report.skipped) - 50} more")
+    click.echo(f"recovered {report.events} events of {report.sessions} sessions into {target}; "
+               f"{report.unreadable} unreadable, {report.after_gaps} left out after a gap")
 
 
 # -- sessions --------------------------------------------------------------------------
@@ -605,22 +737,22 @@ def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
         summaries = journal.sessions(limit or None)
         engine = obj.engine(journal)
         # An ended session needs no rebuild to know its status.
-        statuses = {s.session_id: "ended" if s.ended else engine.status(s.session_id) for s in summaries}
+        statuses = {s.session_id: engine.listed_status(s) for s in summaries}
     if as_json:
-        _emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id]}
+        emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id]}
                                  for s in summaries]})
         return
     if not summaries:
-        click.echo("no sessions yet")
+        say("no sessions yet")
         return
-    click.echo(f"{'SESSION':<22}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  STATUS")
+    say(f"{'SESSION':<22}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  STATUS")
     for s in summaries:
-        click.echo(f"{s.session_id:<22}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
-                   f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]}")
+        say(f"{s.session_id:<22}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
+            f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]}")
 
 
 @sessions.command("export")
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True,
               help="One event per line.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write here, not to stdout.")
@@ -636,14 +768,15 @@ def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None)
     text = "\n".join(lines) + "\n"
     if output:
         Path(output).write_text(text, encoding="utf-8")
-        click.echo(f"{len(lines)} events written to {output}", err=True)
+        say(f"{len(lines)} events written to {output}", err=True)
     else:
-        click.echo(text, nl=False)
+        # JSON Lines: C0 is escaped already; DEL and C1 get the \\u form (the same string).
+        click.echo(text.translate(JSON_ESCAPES), nl=False)
 
 
 @sessions.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--as", "as_id", metavar="ID", help="Store it under this session id.")
+@click.option("--as", "as_id", type=TEXT, metavar="ID", help="Store it under this session id.")
 @click.pass_obj
 def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
     """Add the session of an export FILE to this home's journal."""
@@ -657,17 +790,17 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
         raise click.UsageError(str(exc)) from None
     with obj.journal() as journal:
         try:
-            session_id = import_session(journal, imported, as_id=as_id)
+            session_id = import_session(journal, imported, home=obj.home, as_id=as_id)
         except ExportError as exc:
             raise click.UsageError(str(exc).replace("the session id", "--as")) from None
         except ConcurrencyError:
             raise click.UsageError(f"the journal already has a session {as_id or imported.session_id}; "
                                    "import it under another id with --as") from None
-    click.echo(session_id)
+    say(session_id)
 
 
 @sessions.command("fork")
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.option("--at", "at_seq", type=int, required=True, metavar="SEQ",
               help="Copy the events up to this global position (the #N of sessions show --events).")
 @click.pass_obj
@@ -676,20 +809,15 @@ def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
     from zagent_core.exports import fork_session
     from zagent_core.ids import new_session_id
 
-    with obj.existing_journal() as journal:
+    with obj.existing_journal(read_only=False) as journal:
         try:
-            click.echo(fork_session(journal, session_id, at_seq, new_session_id()))
+            say(fork_session(journal, session_id, at_seq, new_session_id()))
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
 
 
-def _head(text: str | None, width: int = 80) -> str:
-    line = " ".join((text or "").split())
-    return line if len(line) <= width else line[: width - 3] + "..."
-
-
 @sessions.command("show")
-@click.argument("session_id", required=False)
+@click.argument("session_id", type=TEXT, required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the session state as one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
 @click.pass_obj
@@ -713,66 +841,16 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     if state.version == 0:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
     if as_json:
-        dumped = state.model_dump(mode="json") | {"status_detail": status}
-        if show_events:
-            dumped["events"] = [e.to_dict() for e in events]
-        _emit_json(dumped)
+        emit_json(state.model_dump(mode="json") | {"status_detail": status}
+                  | ({"events": [e.to_dict() for e in events]} if show_events else {}))
         return
-    started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
-    click.echo(f"session {state.session_id} ({status}), {state.origin}, started {started}")
-    if state.model_replies:
-        click.echo(f"model: {state.model_replies} replies in {state.turns} turns, {state.input_tokens} tokens in, "
-                   f"{state.output_tokens} out")
-    click.echo(f"workspace: {state.workspace}")
-    if state.forked_from:
-        click.echo(f"forked from: {state.forked_from}")
-    click.echo(f"tools offered: {', '.join(t.name for t in state.tools) or 'none'}")
-    for warning in state.warnings:
-        click.echo(f"warning: {warning}")
-    for task in state.tasks.values():
-        ended = f", ended {task.ended_at:%H:%M:%S}Z" if task.ended_at else ""
-        code = f", exit {task.exit_code}" if task.exit_code is not None else ""
-        click.echo(f"task #{task.task_id} {task.tool}: {task.status}{code}, pid {task.pid}, "
-                   f"started {task.started_at:%H:%M:%S}Z{ended}")
-    for wake in state.pending_wakes.values():
-        click.echo(f"pending wake-up: {_head(wake.text)}")
-    for call in state.calls.values():
-        if call.status == "finished":
-            status = f"{'error' if call.is_error else 'ok'}, {call.duration_ms} ms"
-            if call.exit_code is not None:
-                status += f", exit {call.exit_code}"
-            if call.timed_out:
-                status += ", timed out"
-        else:
-            status = call.status
-        arguments = json.dumps(call.arguments, ensure_ascii=False)
-        click.echo(f"\n{call.requested_at:%H:%M:%S.%f}"[:-3] + f"  {call.call_id}  {call.tool}  {_head(arguments, 60)}")
-        click.echo(f"    {status}: {_head(call.output)}" if call.output else f"    {status}")
-        for item in call.files:
-            click.echo(f"    file: {item.path}")
-    if show_events:
-        from zagent_core.events import dump_event
+    from zagent_cli.show import print_session
 
-        click.echo("\nevents:")
-        for stored in events:
-            click.echo(f"  #{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
-                       + f" {stored.event.type} {dump_event(stored.event)}")
+    print_session(state, status, events if show_events else None)
 
 
 def main() -> None:
-    try:
-        cli(prog_name="zagent")
-    except Exception as exc:
-        # Imported only now: --help and tools list do not pay for the journal's modules.
-        from zagent_core.events import EventSchemaError
-        from zagent_core.journal import JournalError
-        from zagent_core.state import InconsistentJournalError
-
-        if not isinstance(exc, (JournalError, EventSchemaError, InconsistentJournalError)):
-            raise
-        # The journal went bad under a command (locked too long, corrupt): say so, no traceback.
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(1)
+    cli(prog_name="zagent")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Ini options: ``zagent_home`` (relative to the rootdir; default ``$ZAGENT_HOME`` 
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,16 +39,16 @@ def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_u
     """Replay the session of an export file against ``home``'s tools."""
     from zagent_core.config import load_config
     from zagent_core.exports import import_session, parse_export
-    from zagent_core.replay import replay
+    from zagent_core.replay import replay, replay_folder
     from zagent_store import SQLiteJournal
 
     config, _ = load_config(home.config_path)
     rules = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(normalize or [])
-    with tempfile.TemporaryDirectory(prefix="zagent-replay-") as tmp:
+    with replay_folder(home) as tmp:
         with open(path, encoding="utf-8") as handle:
             imported = parse_export(handle, source=str(path))
         with SQLiteJournal(Path(tmp) / "recorded.db") as recorded, SQLiteJournal(Path(tmp) / "replay.db") as into:
-            session_id = import_session(recorded, imported)
+            session_id = import_session(recorded, imported, home=Home(tmp))
             return replay(recorded, session_id, home, into, tools=tools,  # type: ignore[arg-type]
                           allow_unsafe=allow_unsafe, normalisers=rules, config=config, workdir=Path(tmp) / "work")
 

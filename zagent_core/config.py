@@ -35,6 +35,11 @@ class LimitsConfig(BaseModel):
     kill_grace_seconds: float = Field(2.0, ge=0, allow_inf_nan=False)
     #: Larger media files are listed but not attached.
     media_max_bytes: int = Field(5 * 1024 * 1024, ge=0)
+    #: Files attached to one result, at most, and their total size; the others are listed, not attached.
+    max_attachments: int = Field(10, ge=0)
+    attachments_max_bytes: int = Field(20 * 1024 * 1024, ge=0)
+    #: A notify file is read up to this size; a note says where reading stopped.
+    notify_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
 
 
 class CapabilitiesConfig(BaseModel):
@@ -120,11 +125,11 @@ def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
     """Remove the value at ``loc`` so the default is used; False if it is not there."""
     node: Any = raw
     for part in loc[:-1]:
-        if not isinstance(node, (dict, list)):
-            return False
-        try:
+        if isinstance(node, dict) and part in node:
             node = node[part]
-        except (KeyError, IndexError, TypeError):
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            node = node[part]
+        else:
             return False
     if isinstance(node, dict) and loc[-1] in node:
         del node[loc[-1]]

@@ -15,10 +15,11 @@ import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -59,13 +60,13 @@ from zagent_core.ids import new_call_id, new_session_id, new_wake_id
 from zagent_core import leases, tasks, terminal
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
-from zagent_core.journal import Journal, JournalError, StoredEvent
+from zagent_core.journal import Journal, JournalError, SessionSummary, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.models import ModelReply
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
-from zagent_core.notes import read_notes
+from zagent_core.notes import STOPPED, read_notes
 from zagent_core.processes import ProcessIdentity, read_json, write_json
 from zagent_core.runner import ProcessSpec, run_process
 from zagent_core.state import (
@@ -163,6 +164,38 @@ def _terminal_validator() -> Any:
     from zagent_core.manifest import schema_dialect
 
     return schema_dialect(terminal.PARAMETERS)(terminal.PARAMETERS)
+
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (and the CLI's SIGTERM) wait until the block is done.
+
+    A KeyboardInterrupt between an append's commit and its fold would leave the session's
+    state behind its journal, and every later append would fail. Python runs signal
+    handlers in the main thread only, whichever thread the signal reached, so there the
+    handlers are swapped for one that only remembers; the real one runs when the block
+    ends. (Blocking the signal would not do: the kernel hands it to another thread.)
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    previous = {number: signal.signal(number, lambda n, frame: caught.append((n, frame))) for number in _DEFERRED}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            if handler is not None:  # None: set outside Python, and so not ours to restore
+                signal.signal(number, handler)
+        for number, frame in caught[:1]:
+            handler = previous[number]
+            if callable(handler):
+                handler(number, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(number)
 
 
 class SessionEndedError(RuntimeError):
@@ -265,6 +298,17 @@ class Engine:
             return "running"
         return status_of(state)
 
+    def listed_status(self, summary: SessionSummary) -> str:
+        """:meth:`status` for a line of ``journal.sessions()``: from the newest snapshot when
+        it is of the session's last event, so listing sessions folds nothing."""
+        if summary.ended:
+            return "ended"
+        if summary.status is not None and summary.status_version == summary.events:
+            if leases.holder_alive(self.journal, summary.session_id) is not None:
+                return "running"
+            return summary.status
+        return self.status(summary.session_id)
+
     def session_state(self, session_id: str) -> SessionState:
         """A session as its latest snapshot and the events after it tell (empty if it has none).
 
@@ -320,9 +364,10 @@ class Session:
         with self._lock:
             if self.state.status == "ended":
                 raise SessionEndedError(f"session {self.session_id} has ended; start a new session")
-            stored = self.engine.journal.append(self.session_id, events, self.state.version)
-            for item in stored:
-                fold(self.state, item)
+            with _interrupts_deferred():  # committed and folded, or neither: never one without the other
+                stored = self.engine.journal.append(self.session_id, events, self.state.version)
+                for item in stored:
+                    fold(self.state, item)
             if self.state.version - self._snapshot_version >= SNAPSHOT_EVERY:
                 self.snapshot()
         for item in stored:
@@ -360,26 +405,35 @@ class Session:
         """Journal the complete lines a call's notify file gained since its last note.
 
         Returns how many notes were added. Safe to call from any thread, any number of
-        times: the offset is read and moved under the session's lock.
+        times: the offset is read and moved under the session's lock. One look reads only
+        what the file held when it began, so it ends however fast the tool writes.
         """
         added = 0
         with self._lock:
             call = self.state.calls.get(call_id)
-            if call is None or call.notify_file is None:
-                return 0  # closed: its tool has ended and its last lines were read before its result
-            # One transaction per read, so a flood is journaled in bounded batches.
-            while notes := read_notes(Path(call.notify_file), self.state.calls[call_id].notify_offset):
+            if call is None or call.notify_file is None or call.notify_offset == STOPPED:
+                return 0  # closed (its last lines were read before its result), or reading was stopped
+            until = None
+            while True:  # one transaction per batch, so a flood is journaled in bounded steps
+                batch = read_notes(Path(call.notify_file), self.state.calls[call_id].notify_offset, until=until,
+                                   max_bytes=self.engine.config.limits.notify_max_bytes)
+                until = batch.until
                 events: list[Event] = []
-                for note in notes:
+                for note in batch.notes:
                     events.append(NoteReceived(call_id=call_id, task_id=call.task_id, text=note.text,
                                                wake=note.wake, offset=note.offset))
                     if note.wake:
                         events.append(WakeRequested(wake_id=new_wake_id(), reason="note", text=note.text,
                                                     call_id=call_id, task_id=call.task_id))
-                crash_point("before_note_journaled")
-                self._append(events)
-                added += len(notes)
-        return added
+                if batch.stop is not None:  # said once: the offset it is journaled with ends reading
+                    events.append(NoteReceived(call_id=call_id, task_id=call.task_id, text=batch.stop,
+                                               wake=False, offset=STOPPED))
+                if events:
+                    crash_point("before_note_journaled")
+                    self._append(events)
+                    added += len(batch.notes)
+                if not batch.more:
+                    return added
 
     def answer_wakes(self, task_id: str) -> None:
         """Take a task's pending wake-ups off the list: the agent got its end another way."""
@@ -442,7 +496,7 @@ class Session:
         if not CALL_ID.fullmatch(call_id):
             raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
                              "(it names the call's folder)")
-        if self._call_id_used(call_id):
+        if self.has_call(call_id):
             raise ValueError(f"call id {call_id!r} is already used in session {self.session_id}")
         requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments)
         unrecordable = _unrecordable(requested)
@@ -570,7 +624,8 @@ class Session:
 
     # -- the conversation (the agent loop journals through these) --------------------
 
-    def _call_id_used(self, call_id: str) -> bool:
+    def has_call(self, call_id: str) -> bool:
+        """Whether the session has requested a call with this id (open or closed)."""
         # Finished calls are not in the state: the journal knows every id the session used.
         return call_id in self.state.calls or self.engine.journal.has_call(self.session_id, call_id)
 
@@ -583,7 +638,7 @@ class Session:
             taken = set(self.state.unrequested)
             calls = []
             for call in reply.tool_calls:
-                call_id = _journal_call_id(call.id, lambda c: c in taken or self._call_id_used(c))
+                call_id = _journal_call_id(call.id, lambda c: c in taken or self.has_call(c))
                 taken.add(call_id)
                 calls.append(RepliedCall(id=call.id, call_id=call_id, name=call.name, arguments=call.arguments))
             self._append([ModelReplied(
@@ -718,7 +773,7 @@ class Session:
             attach_outputs=call.attach_outputs, cwd=Path(call.cwd or self.engine.workspace),
             caps=self.engine.config.capabilities, limits=self.engine.config.limits,
         )
-        fields = result.event_fields()
+        fields = result.event_fields() | {"ended_at": tasks.ended_at(record)}
         if record.get("stopped"):
             # The kill was asked for (terminal, or the session ending): its answer says so.
             self._append([TaskKilled(task_id=task.task_id, call_id=task.call_id, **fields)])
@@ -756,7 +811,8 @@ class Session:
         task = self.poll_task(task_id)
         if task.status != "running":
             return task
-        tasks.stop(Path(task.task_dir))
+        tasks.stop(Path(task.task_dir), supervisor=ProcessIdentity(pid=task.pid, start_ticks=task.start_ticks,
+                                                                    boot_id=task.boot_id))
         task = self.wait_task(task_id, self.engine.config.limits.kill_grace_seconds + 5)
         if task.status == "running":
             with self._lock:

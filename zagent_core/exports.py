@@ -4,6 +4,12 @@ An export is what a replay test commits as its fixture. Each line holds one even
 ``{"session_id", "version", "at", "type", "data"}``, where ``data`` is the event body as
 the journal stores it (with its schema version ``v``); global ``seq`` numbers are the
 journal's own business and are not exported.
+
+Exports are shared, so an import trusts none of the paths in them: the engine reads
+notify files and task folders, and signals the processes a task folder names, by the
+paths its events hold. Every such path must be in the recorded session's folder
+(``<home>/sessions/<id>/...`` of the home that recorded it) and is moved to the same
+place in the importing home's folder for the session; anything else is refused.
 """
 
 from __future__ import annotations
@@ -13,9 +19,29 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import PurePosixPath
 from typing import Any
 
-from zagent_core.events import Event, EventSchemaError, SessionForked, TaskInterrupted, dump_event, load_event
+from zagent_core.events import (
+    Event,
+    EventSchemaError,
+    Media,
+    OutputFile,
+    SessionForked,
+    TaskExited,
+    TaskInterrupted,
+    TaskKilled,
+    TaskStarted,
+    ToolCallFinished,
+    ToolCallInterrupted,
+    ToolCallRequested,
+    ToolCallStarted,
+    WakeAnswered,
+    WakeRequested,
+    dump_event,
+    load_event,
+)
+from zagent_core.home import Home
 from zagent_core.journal import Journal, StoredEvent
 from zagent_core.state import InconsistentJournalError, rebuild
 
@@ -86,6 +112,16 @@ def _check_consistent(session_id: str, events: list[Event], times: list[datetime
     """The events must fold into a session: a file cannot smuggle in a broken one."""
     if events[0].type != "session_started":
         raise ExportError(f"{source}: the first event is {events[0].type}, not session_started")
+    # The fold keeps only open calls, so it cannot tell a result for a call never requested:
+    # checked here, where a file from elsewhere comes in.
+    requested: set[str] = set()
+    for number, event in enumerate(events, start=1):
+        call_id = event.__dict__.get("call_id")
+        if isinstance(event, ToolCallRequested):
+            requested.add(event.call_id)
+        elif call_id is not None and call_id not in requested and not isinstance(event, (WakeRequested, WakeAnswered)):
+            raise ExportError(f"{source}: event {number} ({event.type}) refers to {call_id!r}, which the session "
+                              "never had (no tool_call_requested before it): the file was edited or damaged")
     try:
         rebuild(StoredEvent(0, session_id, n, when, event)
                 for n, (event, when) in enumerate(zip(events, times), start=1))
@@ -93,14 +129,105 @@ def _check_consistent(session_id: str, events: list[Event], times: list[datetime
         raise ExportError(f"{source}: {exc}") from None
 
 
-def import_session(journal: Journal, imported: ImportedSession, *, as_id: str | None = None) -> str:
-    """Write an imported session into ``journal`` (under ``as_id`` if given); returns its id.
+#: The fields that name files and folders of the session's own, by event type: what the
+#: engine reads (notify files, task folders), signals (the processes a task folder
+#: records) or shows as the session's files. Other paths in events (the workspace, a
+#: call's ``cwd`` and ``argv``, a tool's folder) say where things were on the recording
+#: machine and are kept as they are: nothing is read from them for a recorded call.
+SESSION_PATH_FIELDS: dict[type, tuple[str, ...]] = {
+    ToolCallStarted: ("output_dir", "notify_file"),
+    ToolCallFinished: ("full_output_path", "media", "files"),
+    TaskExited: ("full_output_path", "media", "files"),
+    TaskKilled: ("full_output_path", "media", "files"),
+    TaskStarted: ("task_dir",),
+    TaskInterrupted: ("output_path",),
+}
 
-    Refuses (ConcurrencyError) a session id the journal already has, so nothing is mixed.
+
+class _Relocation:
+    """Moves paths from the recording home's session folder to the importing home's.
+
+    A path must read ``ROOT/sessions/ID/REST``: ``ROOT`` the same for the whole export
+    (the recording home), ``ID`` the session's own id or, for a fork, that of a session
+    it was forked from (a fork's first events are its parent's, paths and all), and
+    ``REST`` a relative path without ``.`` or ``..``. It becomes
+    ``<home>/sessions/<imported id>/REST``, which must still be in that folder once
+    symlinks are followed.
+    """
+
+    def __init__(self, home: Home, session_id: str, recorded_ids: set[str]) -> None:
+        self.folder = home.session_dir(session_id)
+        self.recorded_ids = recorded_ids
+        self.root: PurePosixPath | None = None
+
+    def move(self, path: str) -> str:
+        """``path`` in the importing home; raises ValueError saying why it cannot be."""
+        pure = PurePosixPath(path)
+        if not pure.is_absolute() or "\0" in path or any(part in (".", "..") for part in path.split("/")):
+            raise ValueError("it is not an absolute path without . and ..")
+        parts = pure.parts
+        splits = [(PurePosixPath(*parts[:index]), parts[index + 2:]) for index in range(1, len(parts) - 2)
+                  if parts[index] == "sessions" and parts[index + 1] in self.recorded_ids]
+        chosen = next((split for split in splits if self.root is None or split[0] == self.root), None)
+        if chosen is None:
+            ids = " or ".join(sorted(self.recorded_ids))
+            if self.root is None:
+                raise ValueError(f"it is not in the folder of session {ids} (HOME/sessions/{ids}/...)")
+            raise ValueError(f"it is not in {self.root}/sessions/{ids}/, where the export's other paths are")
+        self.root, rest = chosen
+        moved = self.folder.joinpath(*rest)
+        if not moved.resolve().is_relative_to(self.folder.resolve()):
+            raise ValueError(f"{moved} leads out of {self.folder} through a symbolic link")
+        return str(moved)
+
+    def event(self, event: Event) -> Event:
+        update: dict[str, Any] = {}
+        for name in SESSION_PATH_FIELDS.get(type(event), ()):
+            value = getattr(event, name)
+            if isinstance(value, str):
+                update[name] = self._field(name, value)
+            elif isinstance(value, list):
+                update[name] = [self._part(name, part) for part in value]
+        return event.model_copy(update=update) if update else event
+
+    def _part(self, name: str, part: Media | OutputFile) -> Media | OutputFile:
+        return part.model_copy(update={"path": self._field(f"{name} path", part.path)})
+
+    def _field(self, name: str, value: str) -> str:
+        try:
+            return self.move(value)
+        except ValueError as exc:
+            raise ValueError(f"{name} {value!r}: {exc}") from None
+
+
+def relocate(imported: ImportedSession, home: Home, session_id: str) -> list[Event]:
+    """The imported events with their session paths moved into ``home``'s folder for
+    ``session_id``; raises :class:`ExportError` naming the first event with a path that is
+    not in the recorded session's folder."""
+    recorded_ids = {imported.session_id, *(e.parent_session_id for e in imported.events
+                                          if isinstance(e, SessionForked))}
+    relocation = _Relocation(home, session_id, recorded_ids)
+    events = []
+    for number, event in enumerate(imported.events, start=1):
+        try:
+            events.append(relocation.event(event))
+        except ValueError as exc:
+            raise ExportError(f"event {number} ({event.type}): {exc}; an export may only hold paths in its "
+                              "session's folder") from None
+    return events
+
+
+def import_session(journal: Journal, imported: ImportedSession, *, home: Home, as_id: str | None = None) -> str:
+    """Write an imported session into ``journal``, the journal of ``home`` (under ``as_id``
+    if given); returns its id.
+
+    The session's paths are moved into ``home`` (:func:`relocate`); an export with a path
+    outside its session's folder is refused (:class:`ExportError`). Refuses
+    (ConcurrencyError) a session id the journal already has, so nothing is mixed.
     """
     session_id = as_id or imported.session_id
     check_session_id(session_id, "the session id")  # it names a folder under the home
-    journal.append(session_id, imported.events, 0, at=imported.times)
+    journal.append(session_id, relocate(imported, home, session_id), 0, at=imported.times)
     return session_id
 
 
@@ -115,12 +242,16 @@ def fork_session(journal: Journal, session_id: str, at_seq: int, new_id: str) ->
     if not prefix:
         raise ValueError(f"session {session_id} has no event at or before #{at_seq}")
     state = rebuild(prefix)
-    # Tasks still running at the fork point belong to the parent: the fork must not
-    # watch, reap or kill them.
-    closing = [TaskInterrupted(task_id=t.task_id, call_id=t.call_id,
-                               message=f"task #{t.task_id} ({t.tool}) stays with session {session_id}, "
-                                       "which this session was forked from")
-               for t in state.running_tasks]
+    # Calls and tasks still running at the fork point belong to the parent: the fork
+    # must not watch, reap or kill them (its calls' folders are the parent's).
+    closing: list[Event] = [
+        ToolCallInterrupted(call_id=c.call_id, message=f"{c.tool} was running in session {session_id} when this "
+                                                       "session was forked from it; the call stays with that session")
+        for c in state.calls.values() if c.status == "running"]
+    closing += [TaskInterrupted(task_id=t.task_id, call_id=t.call_id,
+                                message=f"task #{t.task_id} ({t.tool}) stays with session {session_id}, "
+                                        "which this session was forked from")
+                for t in state.running_tasks]
     link = SessionForked(parent_session_id=session_id, parent_seq=prefix[-1].seq)
     now = datetime.now(timezone.utc)
     # One transaction: a crash never leaves a copy without its parent link.

@@ -35,6 +35,12 @@ class Home:
     def journal_path(self) -> Path:
         return self.root / "journal.db"
 
+    @property
+    def tmp_dir(self) -> Path:
+        """Folders a command needs while it runs (a replay's copy of the workspace), each
+        removed when it is done, or by the next such command if its process was killed."""
+        return self.root / "tmp"
+
     def session_dir(self, session_id: str) -> Path:
         return self.root / "sessions" / session_id
 

@@ -3,19 +3,20 @@
 This is where the manifest's ``command``, ``input``, ``cwd``, ``env`` and
 ``timeout_seconds`` meet one call: per-call placeholders are expanded, arguments are
 delivered (stdin JSON, last argument, or environment), and the environment is built
-from the machine's minus every ``ZAGENT_*`` variable the engine itself holds.
+from the machine's minus every ``ZAGENT_*`` variable the engine itself holds and every
+variable the model's key was taken from (:func:`zagent_core.credentials.tool_environment`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zagent_core.credentials import tool_environment
 from zagent_core.manifest import Tool, expand
 
 #: Variables that describe the call to the tool; the seed's table.
@@ -86,9 +87,7 @@ def build_invocation(
     argv = [expand(arg, placeholders) for arg in tool.argv_template]
     arguments_json = json.dumps(arguments, ensure_ascii=False)
 
-    # Engine-owned credentials (ZAGENT_API_KEY...) never reach a tool.
-    environ = os.environ if environ is None else environ
-    env = {key: value for key, value in environ.items() if not key.startswith("ZAGENT_")}
+    env = tool_environment(environ)
     added = {key: expand(value, placeholders) for key, value in manifest.env.items()}
     added.update({
         "ZAGENT_WORKSPACE": str(context.workspace),

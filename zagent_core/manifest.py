@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from zagent_core.config import Config
 from zagent_core.problems import Problem, describe_errors, did_you_mean
 from zagent_core.processes import read_json, write_json
+from zagent_core.text import storable, storable_json
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -88,6 +89,22 @@ class Manifest(BaseModel):
     def _command_has_no_empty_argument(cls, value: list[str]) -> list[str]:
         if not value[0].strip():
             raise ValueError("the program (first element) is empty")
+        if any("\0" in argument for argument in value):
+            raise ValueError("an argument holds a NUL character, which no program can receive; remove it")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_can_be_set(cls, value: dict[str, str]) -> dict[str, str]:
+        # What the OS refuses would otherwise fail every call, long after the tool loaded.
+        for name, setting in value.items():
+            if not name:
+                raise ValueError("a variable name is empty; give every variable a name")
+            if "=" in name or "\0" in name:
+                what = '"="' if "=" in name else "a NUL character"
+                raise ValueError(f"variable name {json.dumps(name)} holds {what}, which a name cannot hold")
+            if "\0" in setting:
+                raise ValueError(f"the value of {json.dumps(name)} holds a NUL character, which a value cannot hold")
         return value
 
     @field_validator("timeout_seconds")
@@ -273,6 +290,8 @@ def _resolve_program(program: str, folder: Path) -> str:
     candidate = (folder / program).resolve()
     if not os.path.isabs(program) and candidate.is_file() and candidate.is_relative_to(folder):
         return str(candidate)
+    if candidate.is_dir() and candidate.is_relative_to(folder) or os.path.isdir(program):
+        raise ValueError(f'program "{program}" is a folder; "command" must start with a program to run')
     if os.path.isabs(program):
         if not os.path.exists(program):
             raise ValueError(f'program "{program}" does not exist')
@@ -308,7 +327,8 @@ def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None,
         return None, [Problem(source=source, message=f"not loaded: no manifest (expected {folder.name}.json in it)")]
     try:
         raw_bytes = manifest_path.read_bytes()
-        raw = json.loads(raw_bytes)
+        # A "\ud800" escape is valid JSON that no journal can store: mended here, once.
+        raw = storable_json(json.loads(raw_bytes))
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(source=source, message=f"not loaded: cannot read {manifest_path.name}: {exc}")]
     except json.JSONDecodeError as exc:
@@ -393,6 +413,10 @@ def load_tools(home: Home, config: Config | None = None) -> ToolSet:
             if p.is_dir() and not p.name.startswith(".") and p.name not in _IGNORED_FOLDERS
         )
         for folder in folders:
+            if storable(folder.name) != folder.name:
+                problems.append(Problem(source=f"tools/{storable(folder.name)}",
+                                        message="not loaded: the folder name is not valid UTF-8; rename the folder"))
+                continue
             try:
                 tool, found = _load_one(folder, home, checked)
             except (OSError, ValueError) as exc:  # a path the OS refuses (too long, NUL, no access)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict
 
@@ -66,20 +68,59 @@ def write_json(path: Path, value: Any, *, durable: bool = False) -> None:
     """Readers see the old file or the whole new one, never half of it.
 
     ``durable`` also survives a power cut (an fsync); without it, a crash of the
-    engine alone never loses the file.
+    engine alone never loses the file. The temporary file gets a name nobody can
+    guess, so a tool cannot plant a FIFO there to hang the writer.
     """
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with temporary.open("w") as handle:
-        json.dump(value, handle)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(value, handle)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+#: Larger records are no records of ours.
+_READ_LIMIT = 1 << 20
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def create_fresh(path: Path) -> BinaryIO:
+    """A new, empty ``path`` to write, whatever was there (a FIFO a tool planted would block an open)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0), 0o644)
+    return os.fdopen(fd, "wb")
+
+
+def open_regular(path: Path) -> BinaryIO | None:
+    """``path`` opened for reading if it is a regular file, else None (missing, a FIFO, a device...).
+
+    For files where a tool can reach: a FIFO or a device in their place must not hang
+    the reader (it is opened without blocking, then looked at).
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def read_json(path: Path) -> Any | None:
-    """The file's JSON, or None when it is missing or unreadable."""
+    """The file's JSON, or None when it is missing, unreadable, not a regular file, or huge."""
+    handle = open_regular(path)
+    if handle is None:
+        return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        with handle:
+            data = handle.read(_READ_LIMIT + 1)
+        return json.loads(data) if len(data) <= _READ_LIMIT else None
+    except (OSError, ValueError, RecursionError):
         return None

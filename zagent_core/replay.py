@@ -16,9 +16,10 @@ import difflib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,21 +29,30 @@ from zagent_core.agent import Agent
 from zagent_core.config import AgentConfig, Config
 from zagent_core.engine import Engine, Session
 from zagent_core.events import (
+    Event,
     ModelReplied,
     NoteReceived,
     RepliedCall,
     SessionStarted,
+    ToolCallFinished,
+    ToolCallInterrupted,
+    ToolCallRejected,
     ToolCallRequested,
+    TurnEnded,
+    TurnStarted,
+    UserMessage,
     WakeRequested,
 )
 from zagent_core.home import Home
 from zagent_core.ids import new_wake_id
 from zagent_core.journal import Journal, StoredEvent
 from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.processes import ProcessIdentity, boot_id
 from zagent_core.validation import validate_arguments
 
 ToolsMode = Literal["recorded", "rerun"]
-_RESULT_TYPES = ("tool_call_finished", "tool_call_rejected", "tool_call_interrupted")
+#: What answers a call in a recording.
+CallResult = ToolCallFinished | ToolCallRejected | ToolCallInterrupted
 
 #: What legitimately differs between a recording and its replay.
 BUILTIN_NORMALISERS: list[tuple[str, str]] = [
@@ -147,19 +157,27 @@ class ReplayModel:
         )
 
 
+def _results(events: Iterable[StoredEvent]) -> dict[str, CallResult]:
+    """Each call's result, by call id."""
+    return {stored.event.call_id: stored.event for stored in events
+            if isinstance(stored.event, (ToolCallFinished, ToolCallRejected, ToolCallInterrupted))}
+
+
 def _steps(events: Iterable[StoredEvent]) -> list[Step]:
     events = list(events)
-    results = {e.event.call_id: e.event for e in events if e.event.type in _RESULT_TYPES}
+    results = _results(events)
     steps = []
     for stored in events:
-        if stored.event.type != "model_replied":
+        if not isinstance(stored.event, ModelReplied):
             continue
         for call in stored.event.tool_calls:
-            result = results.get(call.call_id)
-            output = getattr(result, "output", None) or getattr(result, "message", "") or ""
-            steps.append(Step(tool=call.name, arguments=call.arguments,
-                              is_error=None if result is None else (getattr(result, "is_error", True)),
-                              exit_code=getattr(result, "exit_code", None), output=output))
+            step = Step(tool=call.name, arguments=call.arguments)
+            match results.get(call.call_id):
+                case ToolCallFinished() as result:
+                    step = Step(call.name, call.arguments, result.is_error, result.exit_code, result.output)
+                case ToolCallRejected(message=message) | ToolCallInterrupted(message=message):
+                    step = Step(call.name, call.arguments, True, None, message)
+            steps.append(step)
     return steps
 
 
@@ -206,30 +224,192 @@ def compare(expected: list[Step], actual: list[Step], tools: ToolsMode, normalis
 #: A workspace larger than this is not copied for a rerun (the replay says so).
 MAX_WORKSPACE_BYTES = 200 * 1024 * 1024
 _SKIP = {".git", ".venv", "venv", "node_modules", "__pycache__"}
+#: How many of the things a copy left out the report names.
+_NAMED_SKIPS = 10
 
 
-def _workspace_copy(recorded: str | None, into: Path) -> tuple[Path, str | None]:
-    """A fresh copy of the recorded workspace for a rerun; (path, why it is empty) otherwise."""
+class _TooLarge(Exception):
+    pass
+
+
+class _WorkspaceCopy:
+    """A copy of a workspace for a rerun, that reads nothing outside it and writes nothing
+    through it: folders and regular files are copied (with their modes and times), a link
+    is copied as a link when it leads to something inside the workspace (and then leads
+    to the same thing inside the copy), and everything else is left out with the reason.
+    The size counted is that of what is copied, so no link can smuggle ``/usr`` in.
+    """
+
+    def __init__(self, source: Path, excluded: set[Path]) -> None:
+        self.source = source
+        self.excluded = excluded
+        self.folders: list[Path] = []
+        self.files: list[Path] = []
+        self.links: list[tuple[Path, str]] = []
+        self.left_out: list[str] = []
+
+    def plan(self) -> None:
+        """Walk the workspace, never following a link; raises _TooLarge."""
+        size = 0
+        pending = [Path()]
+        while pending:
+            folder = pending.pop()
+            try:
+                entries = sorted(os.scandir(self.source / folder), key=lambda entry: entry.name)
+            except OSError as exc:
+                self.left_out.append(f"{folder} ({exc.strerror})")
+                continue
+            for entry in entries:
+                relative = folder / entry.name
+                if entry.is_symlink():
+                    self._plan_link(relative)
+                elif entry.is_dir(follow_symlinks=False):
+                    if entry.name not in _SKIP and self.source / relative not in self.excluded:
+                        self.folders.append(relative)
+                        pending.append(relative)
+                elif entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(OSError):
+                        size += entry.stat(follow_symlinks=False).st_size
+                    if size > MAX_WORKSPACE_BYTES:
+                        raise _TooLarge
+                    self.files.append(relative)
+                else:
+                    self.left_out.append(f"{relative} (not a file, folder or link: a FIFO, socket or device)")
+
+    def _plan_link(self, relative: Path) -> None:
+        link = self.source / relative
+        leads_to = Path(os.path.realpath(link))
+        if leads_to.is_relative_to(self.source):
+            # Relative to the link's real folder, through real folders only: the same
+            # place in the copy.
+            self.links.append((relative, os.path.relpath(leads_to, link.parent)))
+        else:
+            with contextlib.suppress(OSError):
+                leads_to = Path(os.readlink(link))
+            self.left_out.append(f"{relative} (a link to {leads_to}, outside the workspace)")
+
+    def make(self, target: Path) -> None:
+        """Copy what the plan holds into ``target``; raises _TooLarge if files grew past the limit."""
+        for folder in self.folders:  # parents come before their children
+            (target / folder).mkdir()
+        room = MAX_WORKSPACE_BYTES
+        for relative in self.files:
+            try:
+                room -= _copy_file(self.source / relative, target / relative, room)
+            except _NotRegular:
+                self.left_out.append(f"{relative} (no longer a regular file)")
+            except OSError as exc:
+                self.left_out.append(f"{relative} ({exc.strerror})")
+        for relative, leads_to in self.links:
+            os.symlink(leads_to, target / relative)
+        for folder in reversed(self.folders):  # children first: a read-only folder is filled already
+            with contextlib.suppress(OSError):
+                shutil.copystat(self.source / folder, target / folder, follow_symlinks=False)
+
+    def note(self) -> str | None:
+        if not self.left_out:
+            return None
+        named = ", ".join(self.left_out[:_NAMED_SKIPS])
+        more = len(self.left_out) - _NAMED_SKIPS
+        return (f"left out of the copy of the workspace {self.source}: {named}"
+                + (f" and {more} more" if more > 0 else ""))
+
+
+class _NotRegular(OSError):
+    pass
+
+
+def _copy_file(source: Path, target: Path, room: int) -> int:
+    """Copy one regular file (never through a link, never blocking on a FIFO put in its
+    place); returns its size. Raises _TooLarge past ``room`` bytes."""
+    descriptor = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with open(descriptor, "rb") as reader:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise _NotRegular
+        copied = 0
+        with open(target, "xb") as writer:
+            while chunk := reader.read(1 << 20):
+                copied += len(chunk)
+                if copied > room:
+                    raise _TooLarge
+                writer.write(chunk)
+    shutil.copystat(source, target, follow_symlinks=False)
+    return copied
+
+
+def _workspace_copy(recorded: str | None, into: Path, home: Home) -> tuple[Path, str | None]:
+    """A fresh copy of the recorded workspace for a rerun, and what the report should say
+    about it (what was left out, or why nothing was copied)."""
     target = into / "workspace"
     target.mkdir(parents=True, exist_ok=True)
-    source = Path(recorded).resolve() if recorded else None
-    if source is None or not source.is_dir():
-        return target, None if source is None else f"the recorded workspace {source} no longer exists"
-    if into.resolve().is_relative_to(source) or source == Path("/"):
-        return target, f"the recorded workspace {source} holds the replay's own folder; not copied"
-    total = 0
-    for root, dirs, names in os.walk(source):
-        dirs[:] = [d for d in dirs if d not in _SKIP]
-        for name in names:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-        if total > MAX_WORKSPACE_BYTES:
-            return target, f"the recorded workspace {source} is over {MAX_WORKSPACE_BYTES} bytes; not copied"
-    # Links are copied as what they point to (inside the copy): a rerun must never write
-    # through a link into the real files.
-    shutil.copytree(source, target, symlinks=False, ignore_dangling_symlinks=True, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns(*_SKIP))
-    return target, None
+    if recorded is None:
+        return target, None
+    source = Path(recorded).resolve()
+    if not source.is_dir():
+        return target, f"the recorded workspace {source} no longer exists"
+    if source == Path("/"):
+        return target, "the recorded workspace is /; not copied"
+    # zagent's own folders are not the workspace's content, even when they are in it.
+    copy = _WorkspaceCopy(source, excluded={home.root, into.resolve()})
+    try:
+        copy.plan()
+        copy.make(target)
+    except _TooLarge:
+        _remove(target)
+        target.mkdir()
+        return target, f"the recorded workspace {source} is over {MAX_WORKSPACE_BYTES} bytes; not copied"
+    return target, copy.note()
+
+
+# -- the replay's own folder ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def replay_folder(home: Home) -> Iterator[Path]:
+    """A new folder ``<home>/tmp/replay-PID-TICKS-XXXX`` for one replay, removed when done.
+
+    A replay that was killed cannot remove its folder: the next one does, for every
+    folder whose process (pid and start time in its name) is gone.
+    """
+    home.tmp_dir.mkdir(parents=True, exist_ok=True)
+    for folder in home.tmp_dir.glob("replay-*"):
+        if not _owner_alive(folder.name):
+            _remove(folder)
+    me = ProcessIdentity.of(os.getpid())
+    path = Path(tempfile.mkdtemp(prefix=f"replay-{os.getpid()}-{me.start_ticks if me else 0}-", dir=home.tmp_dir))
+    try:
+        yield path
+    finally:
+        _remove(path)
+
+
+def _owner_alive(name: str) -> bool:
+    """Whether the replay that named its folder ``name`` still runs (unknown names: yes)."""
+    try:
+        _, pid, ticks, _ = name.split("-", 3)
+        owner = ProcessIdentity(pid=int(pid), start_ticks=int(ticks), boot_id=boot_id())
+    except ValueError:
+        return True  # not a replay's folder: leave it
+    if ProcessIdentity.of(os.getpid()) is None:  # no /proc: the pid is all there is
+        try:
+            os.kill(owner.pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
+    return owner.alive()
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder a rerun's tools may have made read-only in places."""
+    for folder, _, _ in os.walk(path):
+        with contextlib.suppress(OSError):
+            os.chmod(folder, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# -- replay ---------------------------------------------------------------------------------
 
 
 def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tools: ToolsMode = "recorded",
@@ -239,79 +419,53 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tool
 
     ``home`` provides the tools (as they are now: that is what a regression test checks).
     ``workdir`` holds the replay's scratch home and, for ``rerun``, the fresh copy of the
-    recorded workspace (a temporary folder by default).
+    recorded workspace (by default a :func:`replay_folder` of ``home``, removed after).
     """
     if tools not in ("recorded", "rerun"):
         raise ValueError(f'tools must be "recorded" or "rerun", not {tools!r}')
     recorded = list(journal.read(session_id))
     if not recorded:
         raise LookupError(f'no session "{session_id}" to replay')
+    if workdir is None:
+        with replay_folder(home) as folder:
+            return _replay(recorded, home, into, tools, allow_unsafe, normalisers, config or Config(), folder,
+                           wait_seconds)
+    return _replay(recorded, home, into, tools, allow_unsafe, normalisers, config or Config(), workdir, wait_seconds)
+
+
+def _replay_config(config: Config, recorded: list[StoredEvent], replies: int) -> Config:
+    """The user's config, with room for the recorded number of requests and the recorded system prompt."""
+    prompt = next((e.event.system_prompt for e in recorded
+                   if isinstance(e.event, TurnStarted) and e.event.system_prompt is not None), None)
+    agent = AgentConfig.model_validate({**config.agent.model_dump(), "max_turns": max(replies + 1, 1),
+                                        **({"system_prompt": prompt} if prompt is not None else {})})
+    return config.model_copy(update={"agent": agent})
+
+
+def _replay(recorded: list[StoredEvent], home: Home, into: Journal, tools: ToolsMode, allow_unsafe: bool,
+            normalisers: Iterable[tuple[str, str]], config: Config, workdir: Path, wait: float) -> ReplayReport:
+    session_id = recorded[0].session_id
     started = recorded[0].event
     workspace_then = started.workspace if isinstance(started, SessionStarted) else None
     expected = _steps(recorded)
-    replies = [e.event for e in recorded if e.event.type == "model_replied"]
-    results = {e.event.call_id: e.event for e in recorded if e.event.type in _RESULT_TYPES}
+    replies = [e.event for e in recorded if isinstance(e.event, ModelReplied)]
     report = ReplayReport(session_id=session_id, tools=tools, expected=expected, actual=[])
 
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="zagent-replay-"))
     scratch_home = workdir / "home"
     scratch_home.mkdir(parents=True, exist_ok=True)
     if home.tools_dir.is_dir() and not (scratch_home / "tools").exists():
         (scratch_home / "tools").symlink_to(home.tools_dir, target_is_directory=True)
-    workspace, not_copied = _workspace_copy(workspace_then if tools == "rerun" else None, workdir)
-    if not_copied:
-        report.notes.append(not_copied)
-    config = config or Config()
-    recorded_prompt = next((e.event.system_prompt for e in recorded
-                            if e.event.type == "turn_started" and e.event.system_prompt is not None), None)
-    config = config.model_copy(update={"agent": AgentConfig(**{
-        **config.agent.model_dump(), "max_turns": max(len(replies) + 1, 1),
-        **({"system_prompt": recorded_prompt} if recorded_prompt is not None else {})})})
-    engine = Engine(Home(scratch_home), into, workspace=workspace, config=config)
+    workspace, copy_note = _workspace_copy(workspace_then if tools == "rerun" else None, workdir, home)
+    if copy_note:
+        report.notes.append(copy_note)
+    engine = Engine(Home(scratch_home), into, workspace=workspace, config=_replay_config(config, recorded,
+                                                                                          len(replies)))
     session = engine.start_session(origin=f"replay of {session_id} (tools {tools})")
     report.replay_session_id = session.session_id
-
-    decisions: list[Difference] = []
-
-    def serve(call: RepliedCall) -> None:
-        """Answer a call with the recorded result, without running anything; but check that
-        validation still decides the same (refused then, refused now)."""
-        result = results.get(call.call_id)
-        tool = session.tools.tools.get(call.name)
-        step = sum(1 for e in into.read(session.session_id) if e.event.type == "tool_call_requested")
-        unknown_then = result is not None and result.type == "tool_call_rejected" and result.reason == "unknown_tool"
-        if tool is None and call.name != terminal.NAME and not unknown_then:
-            decisions.append(Difference(step, "tool", f"{call.name} (offered)", f"{call.name} (no such tool now)"))
-        ran_then = result is not None and result.type != "tool_call_interrupted"
-        if tool is not None and result is not None and ran_then:
-            refused_then = result.type == "tool_call_rejected" and result.reason == "invalid_arguments"
-            refused_now = not validate_arguments(tool.validator, call.arguments).ok
-            if refused_then != refused_now:
-                decisions.append(Difference(step, "validation", "refused" if refused_then else "accepted",
-                                            "refused" if refused_now else "accepted"))
-        requested = ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments)
-        if result is None:
-            from zagent_core.events import ToolCallRejected
-
-            session._append([requested, ToolCallRejected(
-                call_id=call.call_id, reason="invalid_arguments",
-                message=f"replay: the recording has no result for call {call.call_id}")])
-            return
-        session._append([requested, result])
-
-    def run_call(call: RepliedCall) -> None:
-        tool = session.tools.tools.get(call.name)
-        if tools == "recorded":
-            serve(call)
-        elif tool is not None and tool.manifest.replay == "unsafe" and not allow_unsafe:
-            report.not_rerun.append(f"{call.name} ({call.call_id})")
-            serve(call)
-        else:
-            session.call(call.name, call.arguments, call_id=call.call_id)
-
-    agent = Agent(session, ReplayModel(replies), run_call=run_call)
+    calls = _Calls(session, into, _results(recorded), tools, allow_unsafe)
+    agent = Agent(session, ReplayModel(replies), run_call=calls.run)
     try:
-        _drive(agent, session, recorded, tools, wait_seconds)
+        _drive(agent, session, recorded, tools, wait)
     except ModelError as exc:
         report.error = str(exc)
     finally:
@@ -319,13 +473,62 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tool
             session.kill_task(task.task_id)
         if session.state.status == "open":
             session.end()
+    report.not_rerun = calls.not_rerun
     report.actual = _steps(into.read(session.session_id))
     normalise = Normaliser(normalisers, workspaces=[w for w in (workspace_then, str(workspace)) if w])
-    report.differences = decisions + compare(expected, report.actual, tools, normalise)
-    recorded_end = next((e.event.reason for e in reversed(recorded) if e.event.type == "turn_ended"), None)
-    if report.error is None and session.state.last_turn_end not in (None, "idle", recorded_end):
-        report.error = f"the replayed turn ended with {session.state.last_turn_end}, the recorded one with {recorded_end}"
+    report.differences = calls.decisions + compare(expected, report.actual, tools, normalise)
+    recorded_end = next((e.event.reason for e in reversed(recorded) if isinstance(e.event, TurnEnded)), None)
+    ended = session.state.last_turn_end
+    if report.error is None and ended not in (None, "idle", recorded_end):
+        report.error = f"the replayed turn ended with {ended}, the recorded one with {recorded_end}"
     return report
+
+
+class _Calls:
+    """How the replay answers each call: run it again, or serve the recorded result."""
+
+    def __init__(self, session: Session, into: Journal, results: dict[str, CallResult], tools: ToolsMode,
+                 allow_unsafe: bool) -> None:
+        self.session = session
+        self.into = into
+        self.results = results
+        self.tools = tools
+        self.allow_unsafe = allow_unsafe
+        self.decisions: list[Difference] = []
+        #: Calls served from the recording in rerun mode (replay: unsafe, no allow_unsafe).
+        self.not_rerun: list[str] = []
+
+    def run(self, call: RepliedCall) -> None:
+        tool = self.session.tools.tools.get(call.name)
+        if self.tools == "recorded":
+            self.serve(call)
+        elif tool is not None and tool.manifest.replay == "unsafe" and not self.allow_unsafe:
+            self.not_rerun.append(f"{call.name} ({call.call_id})")
+            self.serve(call)
+        else:
+            self.session.call(call.name, call.arguments, call_id=call.call_id)
+
+    def serve(self, call: RepliedCall) -> None:
+        """Answer a call with the recorded result, without running anything; but check that
+        validation still decides the same (refused then, refused now)."""
+        result = self.results.get(call.call_id)
+        tool = self.session.tools.tools.get(call.name)
+        step = sum(1 for e in self.into.read(self.session.session_id) if isinstance(e.event, ToolCallRequested))
+        unknown_then = isinstance(result, ToolCallRejected) and result.reason == "unknown_tool"
+        if tool is None and call.name != terminal.NAME and not unknown_then:
+            self.decisions.append(Difference(step, "tool", f"{call.name} (offered)",
+                                             f"{call.name} (no such tool now)"))
+        if tool is not None and result is not None and not isinstance(result, ToolCallInterrupted):
+            refused_then = isinstance(result, ToolCallRejected) and result.reason == "invalid_arguments"
+            refused_now = not validate_arguments(tool.validator, call.arguments).ok
+            if refused_then != refused_now:
+                self.decisions.append(Difference(step, "validation", "refused" if refused_then else "accepted",
+                                                 "refused" if refused_now else "accepted"))
+        requested = ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments)
+        if result is None:
+            result = ToolCallRejected(call_id=call.call_id, reason="invalid_arguments",
+                                      message=f"replay: the recording has no result for call {call.call_id}")
+        self.session._append([requested, result])
 
 
 def _drive(agent: Agent, session: Session, recorded: list[StoredEvent], tools: ToolsMode, wait: float) -> None:
@@ -335,22 +538,27 @@ def _drive(agent: Agent, session: Session, recorded: list[StoredEvent], tools: T
     budgets = _turn_budgets(recorded)
     last_user: str | None = None
     for stored in recorded:
-        event = stored.event
         budget, ended = budgets.get(stored.version, (None, "interrupted"))
-        if event.type == "user_message":
-            last_user = event.text
-        elif event.type == "turn_started" and event.reason == "user":
-            agent.turn(last_user, max_requests=budget, stop_reason=ended)
-        elif event.type == "turn_started" and event.reason in ("wake", "resume"):
-            if tools == "rerun" and event.wakes:
-                deadline = time.monotonic() + wait
-                while not session.state.pending_wakes and time.monotonic() < deadline:
-                    for task in session.state.running_tasks:
-                        session.poll_task(task.task_id)
-                    time.sleep(0.05)
-            else:
-                _recreate_delivery(session, event, by_version)
-            agent.turn(None, resumed=event.reason == "resume", max_requests=budget, stop_reason=ended)
+        match stored.event:
+            case UserMessage(text=text):
+                last_user = text
+            case TurnStarted(reason="user"):
+                agent.turn(last_user, max_requests=budget, stop_reason=ended)
+            case TurnStarted(reason="wake" | "resume" as reason) as turn:
+                if tools == "rerun" and turn.wakes:
+                    _wait_for_wakes(session, wait)
+                else:
+                    _recreate_delivery(session, turn, by_version)
+                agent.turn(None, resumed=reason == "resume", max_requests=budget, stop_reason=ended)
+
+
+def _wait_for_wakes(session: Session, wait: float) -> None:
+    """Until the rerun tasks wake the agent (or ``wait`` seconds pass)."""
+    deadline = time.monotonic() + wait
+    while not session.state.pending_wakes and time.monotonic() < deadline:
+        for task in session.state.running_tasks:
+            session.poll_task(task.task_id)
+        time.sleep(0.05)
 
 
 def _turn_budgets(recorded: list[StoredEvent]) -> dict[int, tuple[int | None, str]]:
@@ -361,31 +569,30 @@ def _turn_budgets(recorded: list[StoredEvent]) -> dict[int, tuple[int | None, st
     current: int | None = None
     replies = 0
     for stored in recorded:
-        kind = stored.event.type
-        if kind == "turn_started" and stored.event.reason != "delivery":
-            if current is not None:  # cut off with no turn_ended (the recording stopped)
-                budgets[current] = (replies, "interrupted")
-            current, replies = stored.version, 0
-        elif kind == "model_replied" and current is not None:
-            replies += 1
-        elif kind == "turn_ended" and current is not None:
-            reason = stored.event.reason
-            budgets[current] = (None if reason == "idle" else replies, reason)
-            current = None
+        match stored.event:
+            case TurnStarted(reason=reason) if reason != "delivery":
+                if current is not None:  # cut off with no turn_ended (the recording stopped)
+                    budgets[current] = (replies, "interrupted")
+                current, replies = stored.version, 0
+            case ModelReplied() if current is not None:
+                replies += 1
+            case TurnEnded(reason=reason) if current is not None:
+                budgets[current] = (None if reason == "idle" else replies, reason)
+                current = None
     if current is not None:
         budgets[current] = (replies, "interrupted")
     return budgets
 
 
-def _recreate_delivery(session: Session, turn: Any, by_version: dict[int, Any]) -> None:
+def _recreate_delivery(session: Session, turn: TurnStarted, by_version: dict[int, Event]) -> None:
     """Put what the recorded turn delivered (its notes and wake-ups) in front of the agent again."""
-    events: list[Any] = []
+    events: list[Event] = []
     for version in turn.notes:
         note = by_version.get(version)
-        if isinstance(note, NoteReceived) and note.call_id in session.state.calls:
+        if isinstance(note, NoteReceived) and session.has_call(note.call_id):
             events.append(note)
-    for stored in by_version.values():
-        if isinstance(stored, WakeRequested) and stored.wake_id in turn.wakes and stored.reason != "note":
-            events.append(stored.model_copy(update={"wake_id": new_wake_id()}))
+    for event in by_version.values():
+        if isinstance(event, WakeRequested) and event.wake_id in turn.wakes and event.reason != "note":
+            events.append(event.model_copy(update={"wake_id": new_wake_id()}))
     if events:
         session._append(events)

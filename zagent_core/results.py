@@ -10,8 +10,11 @@ and where the whole of it is, and every file of the output folder is listed.
 from __future__ import annotations
 
 import json
+import math
 import mimetypes
+import os
 import signal as signals
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +23,18 @@ from pydantic import BaseModel, ConfigDict
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.events import Media, OutputFile
+from zagent_core.processes import create_fresh
 from zagent_core.runner import ProcessOutcome
+from zagent_core.text import storable
 
 #: JSON tools may print more than the model's cap (the cap applies to their ``output``).
 JSON_STDOUT_LIMIT = 8 * 1024 * 1024
 FULL_OUTPUT_NAME = "full_output.txt"
 _QUOTE = 400
+#: Files a result records in full (the rest of the output folder is counted); also media entries checked.
+MAX_RECORDED_FILES = 1000
+#: Problems with media entries reported one by one; the rest are counted.
+_MAX_PROBLEMS = 10
 #: How far into the kept tail a cut may move to start at a whole line.
 _LINE_SNAP = 256
 
@@ -104,7 +113,8 @@ def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | No
     if len(data) <= cap:
         return text, 0, None
     full = paths.call_dir / FULL_OUTPUT_NAME
-    full.write_bytes(data)
+    with create_fresh(full) as handle:
+        handle.write(data)
     marked, dropped = _marked_tail(data[-cap:], len(data), full)
     return marked, dropped, str(full)
 
@@ -128,6 +138,26 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _not_a_number(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is too large for a JSON number")
+    return number
+
+
+def _quoted(value: Any) -> str:
+    """A short JSON rendering of what a tool printed, for a message about it."""
+    try:
+        text = json.dumps(value)
+    except (ValueError, RecursionError):
+        text = f"<a {type(value).__name__} nested too deeply>"
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
 def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], str | None]:
     """``(output, is_error, media entries, problem)`` from a JSON tool's stdout."""
     stdout = _decode(outcome.stdout).strip()
@@ -139,16 +169,22 @@ def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], s
         if outcome.exit_code == 0 and not outcome.timed_out:
             return stderr, True, [], "the tool printed nothing; a JSON tool must print one object like {\"output\": \"...\"}"
         return stderr, True, [], None
+    quoted = stdout if len(stdout) <= _QUOTE else stdout[:_QUOTE] + "..."
     try:
-        value = json.loads(stdout)
+        value = json.loads(stdout, parse_constant=_not_a_number, parse_float=_finite)
+        output = value.get("output", "") if isinstance(value, dict) else ""
+        if not isinstance(output, str):
+            output = json.dumps(output, ensure_ascii=False)
     except json.JSONDecodeError as exc:
-        quoted = stdout if len(stdout) <= _QUOTE else stdout[:_QUOTE] + "..."
         return stderr, True, [], f"the tool printed invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): {quoted}"
+    except ValueError as exc:  # NaN, Infinity, 1e999: what json.loads takes but JSON has no value for
+        return stderr, True, [], (f"the tool printed JSON with {exc}; print finite numbers (or the value as a "
+                                  f"string): {quoted}")
+    except RecursionError:
+        return stderr, True, [], f"the tool printed JSON nested too deeply to read; print a flatter object: {quoted[:80]}"
     if not isinstance(value, dict):
-        return stderr, True, [], f'the tool printed JSON that is not an object ({stdout[:_QUOTE]}); expected {{"output": "..."}}'
-    output = value.get("output", "")
-    if not isinstance(output, str):
-        output = json.dumps(output, ensure_ascii=False)
+        return stderr, True, [], f'the tool printed JSON that is not an object ({quoted}); expected {{"output": "..."}}'
+    output = storable(output)
     if outcome.returncode != 0 and stderr:
         # It printed a result but failed: what it said on stderr is likely why.
         output = f"{output}\n{stderr}" if output else stderr
@@ -157,65 +193,136 @@ def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], s
         return output, True, [], '"media" must be a list of {"path": ..., "mime": ...}'
     is_error = value.get("is_error", False)
     if not isinstance(is_error, bool):
-        return output, True, media, f'"is_error" must be true or false, not {json.dumps(is_error)[:40]}'
+        return output, True, media, f'"is_error" must be true or false, not {storable(_quoted(is_error))[:40]}'
     return output, is_error, media, None
 
 
-def _collect_files(output_dir: Path, attach: bool, caps: CapabilitiesConfig,
-                   limits: LimitsConfig) -> list[OutputFile]:
-    files: list[OutputFile] = []
+def _walk(folder: Path) -> Iterator[os.DirEntry[str]]:
+    """The files under ``folder``, in path order, without following links to folders."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(Path(entry.path))
+            elif entry.is_file():
+                yield entry
+        except OSError:
+            continue  # gone since the listing
+
+
+def _output_file(path: Path, size: int, mime: str | None, attach: bool, caps: CapabilitiesConfig,
+                 limits: LimitsConfig) -> OutputFile:
+    """A file as the result records it; one whose name is not UTF-8 is listed (its name mended), never attached."""
+    name = storable(str(path))
+    attached, note = False, None
+    if name != str(path):
+        note = "not attached: its name is not valid UTF-8"
+    elif attach:
+        attached, note = _attachable(mime, size, caps, limits)
+    return OutputFile(path=name, size=size, mime=None if mime is None else storable(mime), attached=attached,
+                      note=note)
+
+
+@dataclass
+class _Files:
+    """The files of a result: the first ``MAX_RECORDED_FILES`` in full, the rest counted."""
+
+    items: list[OutputFile]
+    more: int = 0
+    more_bytes: int = 0
+
+
+def _collect_files(output_dir: Path, attach: bool, caps: CapabilitiesConfig, limits: LimitsConfig) -> _Files:
+    files = _Files([])
     if not output_dir.is_dir():
         return files
     root = output_dir.resolve()
-    for path in sorted(output_dir.rglob("*")):
+    for entry in _walk(output_dir):
         try:
-            if not path.is_file():
+            size = entry.stat().st_size
+            if len(files.items) >= MAX_RECORDED_FILES:
+                files.more, files.more_bytes = files.more + 1, files.more_bytes + size
                 continue
-            size = path.stat().st_size
+            path = Path(entry.path)
             inside = path.resolve().is_relative_to(root)
-        except OSError:
+        except (OSError, ValueError):
             continue  # gone since the listing, or a name the OS refuses
         mime = _guess_mime(path)
-        attached, note = (False, None)
         if not inside:
-            note = "not attached: a link to a file outside the output folder"
-        elif attach and _capability(mime or ""):
-            attached, note = _attachable(mime, size, caps, limits)
-        files.append(OutputFile(path=str(path), size=size, mime=mime, attached=attached, note=note))
+            files.items.append(OutputFile(path=storable(str(path)), size=size, mime=mime,
+                                          note="not attached: a link to a file outside the output folder"))
+        else:
+            files.items.append(_output_file(path, size, mime, attach and _capability(mime or "") is not None,
+                                            caps, limits))
     return files
 
 
 def _media_from_json(entries: list[Any], workdir: Path, roots: tuple[Path, ...], caps: CapabilitiesConfig,
                      limits: LimitsConfig) -> tuple[list[OutputFile], list[str]]:
-    """Check the media a JSON tool named; returns them as files plus problems.
+    """Check the media a JSON tool named; returns them as files plus problems (the first few, then a count).
 
     Only files inside ``roots`` (the output folder, the working folder) are attached: a
     tool cannot send the model an arbitrary file of the machine by naming it.
     """
     found: list[OutputFile] = []
     problems: list[str] = []
+    dropped = 0
+    resolved_roots = [root.resolve() for root in roots]
     for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-            problems.append(f"media entry {json.dumps(entry)[:80]} is not {{\"path\": ..., \"mime\": ...}}; ignored")
-            continue
-        path = Path(entry["path"])
-        path = path if path.is_absolute() else workdir / path
-        try:
-            if not path.is_file():
-                problems.append(f"media file {path} does not exist; not attached")
-                continue
-            size = path.stat().st_size
-            resolved = path.resolve()
-        except (OSError, ValueError) as exc:
-            problems.append(f"media file {str(path)[:200]} cannot be read ({exc.__class__.__name__}); not attached")
-            continue
-        if not any(resolved.is_relative_to(root.resolve()) for root in roots):
-            problems.append(f"media file {path} is outside the output folder and the working folder; not attached")
-            continue
-        mime = entry.get("mime") if isinstance(entry.get("mime"), str) else _guess_mime(path)
-        attached, note = _attachable(mime, size, caps, limits)
-        found.append(OutputFile(path=str(path), size=size, mime=mime, attached=attached, note=note))
+        problem, item = _media_entry(entry, workdir, resolved_roots, caps, limits)
+        if item is not None and len(found) < MAX_RECORDED_FILES:
+            found.append(item)
+        elif item is not None or len(problems) >= _MAX_PROBLEMS:
+            dropped += 1
+        elif problem is not None:
+            problems.append(storable(problem))
+    if dropped:
+        problems.append(f"[{dropped} more media entries not checked or listed: at most {_MAX_PROBLEMS} problems "
+                        f"and {MAX_RECORDED_FILES} files are reported]")
     return found, problems
+
+
+def _media_entry(entry: Any, workdir: Path, roots: list[Path], caps: CapabilitiesConfig,
+                 limits: LimitsConfig) -> tuple[str | None, OutputFile | None]:
+    """One media entry of a JSON result: ``(problem, None)`` or ``(None, file)``."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        return f"media entry {_quoted(entry)} is not {{\"path\": ..., \"mime\": ...}}; ignored", None
+    path = Path(entry["path"])
+    path = path if path.is_absolute() else workdir / path
+    shown = storable(str(path))[:200]
+    try:
+        if not path.is_file():
+            return f"media file {shown} does not exist; not attached", None
+        size = path.stat().st_size
+        resolved = path.resolve()
+    except (OSError, ValueError) as exc:
+        return f"media file {shown} cannot be read ({exc.__class__.__name__}); not attached", None
+    if not any(resolved.is_relative_to(root) for root in roots):
+        return f"media file {shown} is outside the output folder and the working folder; not attached", None
+    mime = entry.get("mime") if isinstance(entry.get("mime"), str) else _guess_mime(path)
+    return None, _output_file(path, size, mime, True, caps, limits)
+
+
+def _limit_attachments(files: list[OutputFile], limits: LimitsConfig) -> list[OutputFile]:
+    """Attach files in order while the count and total size allow; list the rest as not attached."""
+    count = total = 0
+    kept: list[OutputFile] = []
+    for item in files:
+        if item.attached:
+            if count >= limits.max_attachments:
+                item = item.model_copy(update={"attached": False, "note": (
+                    f"not attached: a result attaches at most {limits.max_attachments} files")})
+            elif total + item.size > limits.attachments_max_bytes:
+                item = item.model_copy(update={"attached": False, "note": (
+                    f"not attached: the attachments of a result total at most {limits.attachments_max_bytes} bytes")})
+            else:
+                count, total = count + 1, total + item.size
+        kept.append(item)
+    return kept
 
 
 def _describe_file(item: OutputFile) -> str:
@@ -225,6 +332,39 @@ def _describe_file(item: OutputFile) -> str:
     elif item.note:
         details.append(item.note)
     return f"- {item.path} ({', '.join(details)})"
+
+
+def _fit(lines: list[str], budget: int, summary: Callable[[int], str]) -> list[str]:
+    """As many of ``lines`` as fit in ``budget`` bytes, then ``summary(how many were left out)``."""
+    kept: list[str] = []
+    used = 0
+    for index, line in enumerate(lines):
+        size = len(line.encode()) + 1
+        if used + size > budget:
+            return kept + [summary(len(lines) - index)]
+        kept.append(line)
+        used += size
+    return kept
+
+
+def _additions(problems: list[str], endings: list[str], files: _Files, output_dir: Path, budget: int) -> list[str]:
+    """What zagent adds below the tool's text, within ``budget`` bytes: the problems with its
+    result (the first ones, then a count), how it ended (always), and its files (the first
+    ones, then a count)."""
+    lines = _fit(problems, budget // 2, lambda left: f"[{left} more problems not shown]") + endings
+    if not files.items:
+        return lines
+    folder = storable(str(output_dir))
+
+    def summary(left: int) -> str:
+        size = sum(f.size for f in files.items[len(files.items) - left:]) + files.more_bytes
+        return f"- ... and {left + files.more} more files ({size} bytes in all) in {folder}"
+
+    used = sum(len(line.encode()) + 1 for line in lines) + len("Files:\n")
+    listing = _fit([_describe_file(f) for f in files.items], max(0, budget - used), summary)
+    if files.more and len(listing) == len(files.items):
+        listing.append(summary(0))
+    return lines + ["Files:"] + listing
 
 
 def build_result(
@@ -238,18 +378,23 @@ def build_result(
     caps: CapabilitiesConfig,
     limits: LimitsConfig,
 ) -> ToolResult:
-    """The result of a call, from its finished process."""
-    if outcome.start_error is not None:
-        return ToolResult(output=outcome.start_error, is_error=True, duration_ms=round(outcome.duration * 1000))
+    """The result of a call, from its finished process.
 
-    notes: list[str] = []
+    What zagent adds to the tool's text (problems with its result, how it ended, its
+    files) is kept within half the output cap, and the text within the rest.
+    """
+    if outcome.start_error is not None:
+        return ToolResult(output=storable(outcome.start_error), is_error=True,
+                          duration_ms=round(outcome.duration * 1000))
+
+    problems: list[str] = []
+    endings: list[str] = []
     named: list[OutputFile] = []
     if output_mode == "json":
         text, is_error, media_entries, problem = _parse_json_result(outcome)
-        named, media_problems = _media_from_json(media_entries, cwd, (paths.output_dir, cwd), caps, limits)
-        notes += media_problems
+        named, problems = _media_from_json(media_entries, cwd, (paths.output_dir, cwd), caps, limits)
         if problem:
-            notes.append(f"[{problem}]")
+            endings.append(f"[{problem}]")
             is_error = True
     else:
         text = _decode(outcome.stdout)
@@ -257,30 +402,31 @@ def build_result(
     exit_note = _exit_note(outcome, timeout)
     if exit_note:
         is_error = True
-        notes.append(exit_note)
-
-    # Text tools were captured at the cap already; the spill file is their full output.
-    if output_mode == "text" and outcome.spilled is not None:
-        text, dropped = _marked_tail(outcome.stdout, outcome.stdout_total, outcome.spilled)
-        full_path: str | None = str(outcome.spilled)
-    else:
-        text, dropped, full_path = _cap_text(text, limits.output_cap_bytes, paths)
+        endings.append(exit_note)
 
     # A file the JSON result names is attached even without attach_outputs.
     named_by_path = {f.path: f for f in named}
-    files = [named_by_path.pop(f.path, f) for f in _collect_files(paths.output_dir, attach_outputs, caps, limits)]
-    files += named_by_path.values()
-    media = [Media(path=f.path, mime=f.mime or "application/octet-stream", size=f.size) for f in files if f.attached]
+    found = _collect_files(paths.output_dir, attach_outputs, caps, limits)
+    listed = [named_by_path.pop(f.path, f) for f in found.items] + list(named_by_path.values())
+    files = _Files(_limit_attachments(listed, limits), found.more, found.more_bytes)
+    media = [Media(path=f.path, mime=f.mime or "application/octet-stream", size=f.size) for f in files.items
+             if f.attached]
 
-    if not text.strip() and not notes and not files:
+    cap = limits.output_cap_bytes
+    added = _additions(problems, endings, files, paths.output_dir, cap // 2)
+    room = cap - sum(len(line.encode()) + 1 for line in added)
+    # Text tools were captured at the cap already; the spill file is their full output.
+    if output_mode == "text" and outcome.spilled is not None:
+        text, dropped = _marked_tail(outcome.stdout[-room:], outcome.stdout_total, outcome.spilled)
+        full_path: str | None = str(outcome.spilled)
+    else:
+        text, dropped, full_path = _cap_text(text, room, paths)
+
+    if not text.strip() and not added:
         text = "(the tool printed nothing)"
     parts = [text.rstrip("\n")] if text.strip() else []
-    parts += notes
-    if files:
-        parts.append("Files:")
-        parts += [_describe_file(f) for f in files]
     return ToolResult(
-        output="\n".join(parts),
+        output="\n".join(parts + added),
         is_error=is_error,
         pid=outcome.pid,
         exit_code=outcome.exit_code,
@@ -289,5 +435,5 @@ def build_result(
         truncated_bytes=dropped,
         full_output_path=full_path,
         media=media,
-        files=files,
+        files=files.items,
     )

@@ -16,13 +16,14 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import IO, Any, BinaryIO, Callable
 
 from zagent_core.logs import get_logger
-from zagent_core.processes import stat_fields
+from zagent_core.processes import create_fresh, stat_fields
 
 
 log = get_logger(__name__)
@@ -36,6 +37,8 @@ TICK_SECONDS = 0.1
 #: After SIGKILL, how long to wait for the group to vanish (an init that does not reap
 #: zombies would otherwise keep it "alive" forever).
 _UNREAPED_SECONDS = 1.0
+#: How late the loop may be to notice a deadline before a watchdog thread stops the tool.
+_LATE_SECONDS = 0.5
 #: Without pidfd (macOS), how often to look for the exit.
 _POLL_SECONDS = 0.02
 
@@ -107,7 +110,7 @@ class _Capture:
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
         if self._spill is None and self.spill_path is not None and self.total > self.limit:
-            self._spill = self.spill_path.open("wb")
+            self._spill = create_fresh(self.spill_path)
             self._spill.write(self.tail)
         if self._spill is not None:
             self._spill.write(chunk)
@@ -213,16 +216,16 @@ class _Run:
             except OSError:
                 self.pidfd = None
 
-    def _register(self, stream: BinaryIO, capture: _Capture) -> None:
+    def _register(self, stream: IO[bytes], capture: _Capture) -> None:
         os.set_blocking(stream.fileno(), False)
         self.selector.register(stream, selectors.EVENT_READ, capture)
 
-    def _close(self, fileobj: object) -> None:
+    def _close(self, fileobj: Any) -> None:  # a pipe or the pidfd, as the selector hands them back
         self.selector.unregister(fileobj)
         if isinstance(fileobj, int):
             os.close(fileobj)
         else:
-            fileobj.close()  # type: ignore[attr-defined]
+            fileobj.close()
 
     def _pipes_open(self) -> bool:
         return any(key.data != "exit" for key in self.selector.get_map().values())
@@ -300,7 +303,24 @@ class _Run:
         self._escalate(now)  # left behind: stop it
         return False
 
+    def _watchdog(self, deadline: float, done: threading.Event) -> None:
+        """Stop the tool at its deadline even while ``on_tick`` holds the loop (a flood of notes).
+
+        It steps in only when the loop is late, so the loop's own escalation stays the rule.
+        """
+        if done.wait(max(0.0, deadline + _LATE_SECONDS - time.monotonic())) or self.timed_out:
+            return
+        self.timed_out = True
+        log.info("tool_timed_out", pid=self.proc.pid, timeout=self.spec.timeout, loop_busy=True)
+        self._signal(signal.SIGTERM)
+        if not done.wait(self.spec.kill_grace):
+            self._signal(signal.SIGKILL)
+
     def run(self) -> ProcessOutcome:
+        done = threading.Event()
+        if self.on_tick is not None and self.spec.timeout is not None:
+            threading.Thread(target=self._watchdog, args=(self.started + self.spec.timeout, done), daemon=True,
+                             name=f"zagent-deadline-{self.proc.pid}").start()
         try:
             self._loop()
         except BaseException:
@@ -310,6 +330,7 @@ class _Run:
                 self.proc.wait(timeout=1)
             raise
         finally:
+            done.set()
             for key in list(self.selector.get_map().values()):
                 self._close(key.fileobj)
             self.selector.close()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from zagent_core import tasks
 from zagent_core.results import ToolResult
+from zagent_core.state import MAX_ENDED_TASKS
 
 if TYPE_CHECKING:
     from zagent_core.engine import Session
@@ -63,15 +64,23 @@ def run(session: Session, arguments: dict[str, Any]) -> ToolResult:
     """Carry out one validated terminal call."""
     action = arguments["action"]
     state = session.state
+    at_hand = sorted(state.tasks.values(), key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0)
+    older = state.tasks_numbered - len(at_hand)
     if action == "list":
-        if not state.tasks:
+        if not at_hand:
             return ToolResult(output="no background tasks in this session", is_error=False)
-        return ToolResult(output="\n".join(_describe(t) for t in state.tasks.values()), is_error=False)
+        lines = [_describe(t) for t in at_hand]
+        if older > 0:
+            lines.append(f"({older} older tasks ended earlier; their results were delivered when they ended)")
+        return ToolResult(output="\n".join(lines), is_error=False)
     if "task" not in arguments:
         return ToolResult(output=f'"{action}" needs "task": the task number', is_error=True)
     task_id = str(arguments["task"])
     if task_id not in state.tasks:
-        known = ", ".join(f"#{n}" for n in state.tasks) or "none"
+        if task_id.isdigit() and 1 <= int(task_id) <= state.tasks_numbered:
+            return ToolResult(output=f"task #{task_id} ended earlier in this session and its result was delivered "
+                              f"then; only the latest {MAX_ENDED_TASKS} ended tasks are kept at hand", is_error=True)
+        known = ", ".join(f"#{t.task_id}" for t in at_hand) or "none"
         return ToolResult(output=f"there is no task #{task_id} (tasks: {known})", is_error=True)
     if action == "read":
         limit = session.engine.config.limits.output_cap_bytes

@@ -14,7 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from zagent_core.events import Coercion
 
@@ -122,7 +122,9 @@ def _describe(error: ValidationError) -> list[str]:
     # Names come from the model: quoted as JSON strings, a newline cannot split a problem.
     subject = f"argument {_json(where)}" if where else "the arguments"
     prefix = f"{where}." if where else ""
-    kind, expected, instance, schema = error.validator, error.validator_value, error.instance, error.schema
+    # jsonschema types these as possibly unset; a raised error always has them.
+    kind, expected, instance = error.validator, cast(Any, error.validator_value), error.instance
+    schema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
 
     if kind == "additionalProperties" and isinstance(instance, dict):
         allowed = sorted(schema.get("properties", {}))

@@ -16,10 +16,13 @@ that row at the expected version is the optimistic concurrency check, and what m
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
+import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,7 +49,7 @@ _VERSION_CONFLICT = "zagent: version conflict"
 
 
 def _create_events(db: sqlite_utils.Database) -> None:
-    db["events"].create(
+    db.table("events").create(
         {
             "seq": int,
             "session_id": str,
@@ -60,10 +63,10 @@ def _create_events(db: sqlite_utils.Database) -> None:
         pk="seq",
         not_null={"session_id", "version", "type", "at", "data"},
     )
-    db["events"].create_index(["session_id", "version"], unique=True, index_name="events_session_version")
+    db.table("events").create_index(["session_id", "version"], unique=True, index_name="events_session_version")
     # Ids repeat across sessions (a model numbers its calls), so lookups pair them with the session.
-    db["events"].create_index(["call_id", "session_id"], index_name="events_call_id")
-    db["events"].create_index(["task_id", "session_id"], index_name="events_task_id")
+    db.table("events").create_index(["call_id", "session_id"], index_name="events_call_id")
+    db.table("events").create_index(["task_id", "session_id"], index_name="events_task_id")
     db.execute(
         f"""CREATE TRIGGER events_version_follows BEFORE INSERT ON events
         WHEN NEW.version != 1 + coalesce(
@@ -164,12 +167,77 @@ def _canonical(owner: dict[str, Any]) -> str:
 
 
 _DAMAGED = "run `zagent journal recover {path} NEW_FILE` to copy what can be read into a new journal"
+_DAMAGE_SIGNS = ("malformed", "not a database", "corrupt", "decode", "codec")
 
 
 def _damage(path: Path, doing: str, exc: BaseException) -> JournalError:
-    """The error for a journal SQLite cannot read: what failed, and what to do."""
-    return JournalError(f"could not {doing} the journal {path}: {exc}; if the file is damaged, "
-                        + _DAMAGED.format(path=path))
+    """The error for a journal SQLite cannot use: what failed, and what to do."""
+    text = str(exc)
+    doing = "cannot open" if doing == "open" else f"could not {doing}"
+    if isinstance(exc, UnicodeDecodeError) or any(sign in text for sign in _DAMAGE_SIGNS):
+        return JournalError(f"{doing} the journal {path}: {text}: the file is damaged; "
+                            + _DAMAGED.format(path=path))
+    if "locked" in text or "busy" in text:
+        return JournalError(f"{doing} the journal {path}: {text} (another process held it longer "
+                            "than the busy timeout); try again")
+    return JournalError(f"{doing} the journal {path}: {text}")
+
+
+class _WriterLock:
+    """One writer at a time across processes, taken before SQLite's own write lock.
+
+    SQLite's busy handler sleeps with growing back-off while another connection writes,
+    so under steady contention a writer can lose the race for seconds and then fail
+    with "database is locked" (bench/journal_writers.py: 8 writers, one failed after
+    5 s). zagent's writers first wait for an ``flock`` on ``<journal>-lock``, which the
+    kernel hands over the moment it is released (and releases when its holder dies),
+    so they take turns; SQLite's lock is then free but for raw writers, whom the busy
+    timeout still covers. Only SQLite calls run under it. A home where the file cannot
+    be made falls back to SQLite's busy handler alone.
+    """
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self.fd: int | None = os.open(f"{path}-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            self.fd = None
+
+    def __enter__(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that writes nothing, not even WAL's shared-memory file when it cannot.
+
+    ``mode=ro`` reads a WAL journal when its ``-shm`` file exists or can be made. In a
+    folder nobody may write to, a journal closed cleanly has neither ``-wal`` nor
+    ``-shm``; it is then read as ``immutable``. With a ``-wal`` left and no way to read it,
+    that would silently skip committed events, so it is refused instead.
+    """
+    if not path.is_file():
+        raise sqlite3.OperationalError(f"no journal file at {path}")
+    location = f"file:{urllib.parse.quote(str(path))}"
+    conn = sqlite3.connect(f"{location}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if Path(f"{path}-wal").exists():
+            raise sqlite3.OperationalError(
+                "its write-ahead log cannot be read here (the folder is read-only and the journal was not closed "
+                "cleanly): open it once where it can be written") from None
+    return sqlite3.connect(f"{location}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
 
 
 @contextlib.contextmanager
@@ -197,19 +265,28 @@ class SQLiteJournal:
     back the last appends, after a tool they announced has started.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout_ms: int = 5000,
+                 read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        #: Opened for reading only (``mode=ro``): appends, snapshots and leases fail; nothing
+        #: is created, migrated or changed, so it works in a home nobody may write to.
+        self.read_only = read_only
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
+            if read_only:
+                conn = _connect_read_only(self.path)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             raise _damage(self.path, "open", exc) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={synchronous}")
+            if not read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn = conn
             self._lock = threading.Lock()
+            self._writer = _WriterLock(self.path)
             self._migrate()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             conn.close()
@@ -236,7 +313,7 @@ class SQLiteJournal:
         ``sqlite3`` errors leave as :class:`JournalError`; a unique violation is left to
         the caller (see :meth:`_is_unique_violation`), as is any non-SQLite exception.
         """
-        with self._lock:
+        with self._lock, self._writer:
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -257,8 +334,12 @@ class SQLiteJournal:
     # -- schema -----------------------------------------------------------------
 
     def _migrate(self) -> None:
-        if self._conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+        current = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if current == len(MIGRATIONS):
             return  # the common case: no write lock just to open
+        if self.read_only and current < len(MIGRATIONS):
+            raise JournalError(f"{self.path} has journal schema {current} and this zagent writes {len(MIGRATIONS)}: "
+                               "run a command that writes (zagent doctor) where the home is writable to upgrade it")
         with self._transaction("migrate") as conn:
             current = conn.execute("PRAGMA user_version").fetchone()[0]
             if current > len(MIGRATIONS):
@@ -293,7 +374,7 @@ class SQLiteJournal:
                                              events, stamps)
         ]
         version = expected_version + len(rows)
-        kinds = [row[2] for row in rows]
+        kinds: list[str] = [row[2] for row in rows]
         counts = {column: kinds.count(kind) for kind, column in _COUNTED.items()}
         ended = "session_ended" in kinds
         try:
@@ -348,13 +429,18 @@ class SQLiteJournal:
         with self._lock, _reported(self.path, "read"):
             return self._version(self._conn, session_id)
 
-    def _stored(self, session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
+    @staticmethod
+    def _stored(session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
+        times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
         for seq, version, type_, at, data in rows:
             try:
                 event = load_event_json(type_, data)
             except EventSchemaError as exc:
                 raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
-            yield StoredEvent(seq, session_id, version, _parse_time(at), event)
+            when = times.get(at)
+            if when is None:
+                when = times[at] = _parse_time(at)
+            yield StoredEvent(seq, session_id, version, when, event)
 
     def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
         with self._lock, _reported(self.path, "read"):
@@ -434,6 +520,17 @@ class SQLiteJournal:
             row = self._conn.execute("SELECT owner, since FROM leases WHERE session_id = ?", (session_id,)).fetchone()
         return None if row is None else Lease(session_id, json.loads(row[0]), _parse_time(row[1]))
 
+    def rebuild_heads(self) -> int:
+        """Rebuild every session's head row from its events; returns the number of sessions.
+
+        Appends keep the rows; only a journal filled around zagent (a bulk load with
+        plain ``INSERT``s, as ``bench/journal_scale.py`` does) needs this once, after.
+        """
+        with self._transaction("rebuild the heads of") as conn:
+            conn.execute("DELETE FROM heads")
+            conn.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where=""))
+            return int(conn.execute("SELECT count(*) FROM heads").fetchone()[0])
+
     # -- audit and health -------------------------------------------------------------
 
     def audit(self, **filters: Any) -> list[dict[str, Any]]:
@@ -458,10 +555,19 @@ class SQLiteJournal:
                 gaps = self._conn.execute(
                     "SELECT session_id FROM events GROUP BY session_id HAVING count(*) != max(version) LIMIT 20"
                 ).fetchall()
-            if mode.lower() != "wal":
+                behind = self._conn.execute(
+                    """SELECT e.session_id FROM (SELECT session_id, max(version) AS version FROM events
+                                                 GROUP BY session_id) AS e
+                       LEFT JOIN heads h ON h.session_id = e.session_id
+                       WHERE h.version IS NOT e.version LIMIT 20"""
+                ).fetchall()
+            if mode.lower() != "wal" and not self.read_only:  # read as immutable, a WAL journal says "delete"
                 problems.append(f"journal_mode is {mode}, expected wal")
             problems += [f"session {sid} has a gap in its versions (events were written around zagent)"
                          for (sid,) in gaps]
+            problems += [f"session {sid}: its row in heads is behind its events (events were written around "
+                         "zagent), so sessions list shows it as it was; SQLiteJournal.rebuild_heads() fixes it"
+                         for (sid,) in behind]
             problems += self._unreadable_bodies()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             return [f"cannot be checked ({exc}): " + _DAMAGED.format(path=self.path)]
@@ -471,13 +577,16 @@ class SQLiteJournal:
         """Events whose body is not JSON, or does not load as its type, by seq."""
         found: list[str] = []
         with self._lock:
-            rows = self._conn.execute("SELECT seq, type, json_valid(data), data FROM events ORDER BY seq")
+            # Bytes, not text: a body that is not UTF-8 must be named, not stop the check.
+            rows = self._conn.execute(
+                "SELECT seq, CAST(type AS BLOB), json_valid(data), CAST(data AS BLOB) FROM events ORDER BY seq")
             for seq, type_, valid, data in rows:
+                kind = type_.decode(errors="replace")
                 if not valid:
-                    found.append(f"event #{seq} ({type_}) has a body that is not valid JSON")
+                    found.append(f"event #{seq} ({kind}) has a body that is not valid JSON")
                 else:
                     try:
-                        load_event_json(type_, data)
+                        load_event_json(kind, data)
                     except EventSchemaError as exc:
                         found.append(f"event #{seq}: {exc}")
                 if len(found) >= most:
@@ -499,6 +608,7 @@ class SQLiteJournal:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            self._writer.close()
 
     def __enter__(self) -> SQLiteJournal:
         return self

@@ -8,7 +8,7 @@ calls of one tool, events by type and time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -89,8 +89,8 @@ def create_audit_views(db: sqlite_utils.Database) -> None:
     """Migration 2: the audit views and the indexes that keep them (and listings) fast."""
     # Each index gives both the filter and the order audit wants (newest first), so a
     # query for a rare tool or one session reads only its own rows (bench/journal_scale.py).
-    db["events"].create_index(["session_id", "type", "at"], index_name="events_session_type")
-    db["events"].create_index(["type", "at"], index_name="events_type_at")
+    db.table("events").create_index(["session_id", "type", "at"], index_name="events_session_type")
+    db.table("events").create_index(["type", "at"], index_name="events_type_at")
     db.execute("CREATE INDEX events_tool ON events (json_extract(data, '$.tool'), at)"
                " WHERE type = 'tool_call_requested'")
     db.execute("CREATE INDEX events_duration ON events (type, json_extract(data, '$.duration_ms'))"
@@ -100,9 +100,10 @@ def create_audit_views(db: sqlite_utils.Database) -> None:
 
 
 def audit_query(*, session: str | None = None, tool: str | None = None, since: str | None = None,
-                errors: bool = False, slowest: int | None = None, limit: int | None = None) -> tuple[str, list]:
+                errors: bool = False, slowest: int | None = None, limit: int | None = None) -> tuple[str, list[Any]]:
     """SQL (and its parameters) over ``tool_calls`` for ``zagent audit``'s filters."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if session:
         where.append("session_id = ?")
         params.append(session)

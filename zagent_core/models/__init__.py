@@ -9,7 +9,6 @@ OpenAI-compatible Chat Completions endpoint).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -98,8 +97,7 @@ def load_model(spec: str, config: ModelConfig | None = None) -> Model:
         from zagent_core.models.openai import OpenAIModel
 
         config = config or ModelConfig()
-        key = os.environ.get(config.api_key_env) or os.environ.get("ZAGENT_API_KEY")
-        return OpenAIModel(rest, base_url=config.base_url, api_key=key, timeout=config.timeout_seconds,
-                           max_retries=config.max_retries)
+        return OpenAIModel(rest, base_url=config.base_url, api_key_env=config.api_key_env,
+                           timeout=config.timeout_seconds, max_retries=config.max_retries)
     raise ValueError(f'model "{spec}" is not one zagent knows; use scripted:PATH (replies from a JSON file) or '
                      "openai:MODEL (an OpenAI-compatible endpoint)")

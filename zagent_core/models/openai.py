@@ -2,10 +2,16 @@
 
 Standard library HTTP (no client dependency), a timeout per request, and retries with
 backoff on 429 and 5xx (honouring ``Retry-After``) and on connection failures.
+
+The key is taken from the environment once (:mod:`zagent_core.credentials`), and
+everything the server sends back is cleaned before zagent keeps or shows it: a server
+that echoes the key gets ``[redacted]`` in the error text and in the reply, and text no
+UTF-8 can hold (a lone surrogate from a ``"\\ud800"`` escape) becomes U+FFFD.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -13,9 +19,14 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from zagent_core import credentials
 from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.text import storable_json
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+REDACTED = "[redacted]"
+#: How much of an HTTP error's body is read (to redact it whole) and how much is shown.
+_ERROR_READ, _ERROR_SHOWN = 65536, 300
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refused"}
 
 
@@ -44,17 +55,29 @@ def _arguments(text: Any) -> Any:
 
 
 class OpenAIModel:
-    """``openai:MODEL``: base URL and key from the arguments, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``."""
+    """``openai:MODEL``: base URL and key from the arguments, else ``OPENAI_BASE_URL`` and the
+    first of the variables ``api_key_env``, ``ZAGENT_API_KEY``, ``OPENAI_API_KEY`` that is set
+    (all three are then taken out of the environment: see :mod:`zagent_core.credentials`)."""
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, max_retries: int = 3, backoff: float = 0.5) -> None:
+                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0, max_retries: int = 3,
+                 backoff: float = 0.5) -> None:
         self.model = model
         self.name = f"openai:{model}"
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        if api_key is None:
+            api_key = credentials.take_model_key(api_key_env)
+        self.api_key = api_key or ""
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
+
+    def _clean(self, value: Any) -> Any:
+        """A JSON value from the server, fit to journal and show: storable, the key redacted."""
+        return credentials.redact(storable_json(value), self.api_key, REDACTED)
+
+    def _error(self, problem: str) -> ModelError:
+        return ModelError(self._clean(problem))
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps(body).encode()
@@ -70,32 +93,32 @@ class OpenAIModel:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
                     return json.loads(response.read())
             except urllib.error.HTTPError as exc:
-                detail = exc.read()[:300].decode("utf-8", "replace")
+                detail = self._clean(exc.read(_ERROR_READ).decode("utf-8", "replace"))[:_ERROR_SHOWN]
                 problem = f"HTTP {exc.code} from {url}: {detail}"
                 if exc.code != 429 and exc.code < 500:
-                    raise ModelError(problem) from None
+                    raise self._error(problem) from None
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
                 if retry_after and retry_after.replace(".", "", 1).isdigit():
                     delay = min(float(retry_after), 60.0)
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as exc:
                 problem = f"cannot reach {url}: {getattr(exc, 'reason', exc)}"
             except ValueError as exc:
-                raise ModelError(f"{url} answered with something that is not JSON: {exc}") from None
+                raise self._error(f"{url} answered with something that is not JSON: {exc}") from None
             if attempt < self.max_retries:
                 time.sleep(delay)
-        raise ModelError(f"{problem} (after {self.max_retries + 1} attempts)")
+        raise self._error(f"{problem} (after {self.max_retries + 1} attempts)")
 
     def reply(self, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
         body: dict[str, Any] = {"model": self.model, "messages": [_wire_message(m) for m in messages]}
         if tools:
             body["tools"] = [{"type": "function", "function": spec.model_dump()} for spec in tools]
-        answer = self._post(body)
+        answer = self._clean(self._post(body))
         try:
             choice = answer["choices"][0]
             message = choice["message"]
             calls = [
                 ToolCallRequest(id=call.get("id") or f"call_{index}", name=call["function"]["name"],
-                                arguments=_arguments(call["function"].get("arguments")))
+                                arguments=self._clean(_arguments(call["function"].get("arguments"))))
                 for index, call in enumerate(message.get("tool_calls") or [])
             ]
             usage = answer.get("usage") or {}
@@ -108,4 +131,4 @@ class OpenAIModel:
                 model=answer.get("model") or self.model,
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise ModelError(f"the reply of {self.base_url} is not a chat completion: {exc!r}") from None
+            raise self._error(f"the reply of {self.base_url} is not a chat completion: {exc!r}") from None

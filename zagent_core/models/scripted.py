@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.text import storable_json
 
 
 class _ScriptedCall(BaseModel):
@@ -44,7 +45,7 @@ class ScriptedModel:
         """Read a script; raises ValueError naming the file and the problem."""
         path = Path(path)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = storable_json(json.loads(path.read_text(encoding="utf-8")))
             if not isinstance(raw, list):
                 raise ValueError("it must be a JSON list of replies")
             parsed = [_ScriptedReply.model_validate(item) for item in raw]

@@ -734,10 +734,10 @@ def sessions() -> None:
 def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first, with their status."""
     with obj.existing_journal() as journal:
+        from zagent_core.status import listed_status
+
         summaries = journal.sessions(limit or None)
-        engine = obj.engine(journal)
-        # An ended session needs no rebuild to know its status.
-        statuses = {s.session_id: engine.listed_status(s) for s in summaries}
+        statuses = {s.session_id: listed_status(journal, s) for s in summaries}
     if as_json:
         emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id]}
                                  for s in summaries]})
@@ -825,10 +825,11 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     """The timeline of SESSION_ID (default: the most recent session)."""
     from zagent_core import rebuild
     from zagent_core.events import EventSchemaError
+    from zagent_core.status import session_status
 
     with obj.existing_journal() as journal:
         if session_id is None:
-            summaries = journal.sessions()
+            summaries = journal.sessions(1)
             if not summaries:
                 raise click.UsageError("the journal has no sessions yet")
             session_id = summaries[0].session_id
@@ -837,7 +838,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
         except EventSchemaError as exc:
             raise click.ClickException(str(exc)) from None
         state = rebuild(events, history=True)
-        status = obj.engine(journal).status(session_id, state)
+        status = session_status(journal, session_id, state)
     if state.version == 0:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
     if as_json:

@@ -55,6 +55,10 @@ class Conversation:
     ``[info: ...]`` lines, at the end of the request; they never touch the system prompt.
     """
 
+    #: The event types a conversation is made of: reading only these skips half a session.
+    TYPES = frozenset({"user_message", "model_replied", "tool_call_finished", "tool_call_rejected",
+                       "tool_call_interrupted", "note_received", "wake_requested", "turn_started", "notes_delivered"})
+
     def __init__(self, system_prompt: str, events: Iterable[StoredEvent] = ()) -> None:
         self.system_prompt = system_prompt
         self._messages: list[Message] = []
@@ -148,7 +152,8 @@ class Agent:
 
     def _messages(self) -> list[Message]:
         """The next request's messages: the conversation so far, plus what was committed since."""
-        for stored in self.session.engine.journal.read(self.session.session_id, after_version=self._read_to):
+        journal = self.session.engine.journal
+        for stored in journal.read(self.session.session_id, after_version=self._read_to, types=Conversation.TYPES):
             self._conversation.add(stored)
             self._read_to = stored.version
         return self._conversation.messages()

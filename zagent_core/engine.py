@@ -60,7 +60,7 @@ from zagent_core.ids import new_call_id, new_session_id, new_wake_id
 from zagent_core import leases, tasks, terminal
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
-from zagent_core.journal import Journal, JournalError, SessionSummary, StoredEvent
+from zagent_core.journal import Journal, JournalError, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.models import ModelReply
@@ -76,12 +76,12 @@ from zagent_core.state import (
     TaskView,
     WakeView,
     fold,
-    from_snapshot,
     projection_tag,
     rebuild,
     status_of,
     to_snapshot,
 )
+from zagent_core.status import open_state, session_status
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
@@ -190,12 +190,12 @@ def _interrupts_deferred() -> Iterator[None]:
         for number, handler in previous.items():
             if handler is not None:  # None: set outside Python, and so not ours to restore
                 signal.signal(number, handler)
-        for number, frame in caught[:1]:
-            handler = previous[number]
-            if callable(handler):
-                handler(number, frame)
-            elif handler == signal.SIG_DFL:
-                signal.raise_signal(number)
+        for received, frame in caught[:1]:
+            original = previous[signal.Signals(received)]
+            if callable(original):
+                original(received, frame)
+            elif original == signal.SIG_DFL:
+                signal.raise_signal(received)
 
 
 class SessionEndedError(RuntimeError):
@@ -292,37 +292,12 @@ class Engine:
 
     def status(self, session_id: str, state: SessionState | None = None) -> str:
         """``ended``, ``running`` (a live process drives it), ``interrupted`` (cut off mid-turn
-        or mid-call), ``waiting on tasks``, or ``idle``."""
-        state = state or self.session_state(session_id)
-        if state.status != "ended" and leases.holder_alive(self.journal, session_id) is not None:
-            return "running"
-        return status_of(state)
-
-    def listed_status(self, summary: SessionSummary) -> str:
-        """:meth:`status` for a line of ``journal.sessions()``: from the newest snapshot when
-        it is of the session's last event, so listing sessions folds nothing."""
-        if summary.ended:
-            return "ended"
-        if summary.status is not None and summary.status_version == summary.events:
-            if leases.holder_alive(self.journal, summary.session_id) is not None:
-                return "running"
-            return summary.status
-        return self.status(summary.session_id)
+        or mid-call), ``waiting on tasks``, or ``idle`` (see :mod:`zagent_core.status`)."""
+        return session_status(self.journal, session_id, state)
 
     def session_state(self, session_id: str) -> SessionState:
-        """A session as its latest snapshot and the events after it tell (empty if it has none).
-
-        A snapshot that cannot be read, or that another version of the projection made,
-        is passed over: the events alone always give the state.
-        """
-        snapshot = self.journal.load_snapshot(session_id, projection_tag())
-        state = from_snapshot(snapshot.data) if snapshot is not None else None
-        if snapshot is not None and (state is None or state.version != snapshot.version
-                                     or state.session_id != session_id):
-            log.warning("snapshot_skipped", session=session_id, version=snapshot.version,
-                        why="it cannot be read; the session is rebuilt from its events")
-            state = None
-        return rebuild(self.journal.read(session_id, after_version=state.version if state else 0), state)
+        """A session as its latest snapshot and the events after it tell (empty if it has none)."""
+        return open_state(self.journal, session_id)
 
 
 class Session:
@@ -351,6 +326,8 @@ class Session:
         if exc_type is None:
             self.end()
             return
+        if issubclass(exc_type, JournalError):
+            return  # ending would fail the same way (disk full, damaged file): resume settles it
         try:
             self.end(reason=f"failed: {exc_type.__name__}")
         except Exception:  # noqa: BLE001 - keep the original error; resume settles the session
@@ -607,6 +584,8 @@ class Session:
                 attach_outputs=manifest.attach_outputs, paths=CallPaths(call_dir=call_dir, output_dir=output_dir),
                 cwd=invocation.cwd, caps=engine.config.capabilities, limits=limits,
             )
+        except JournalError:
+            raise  # the journal itself failed (disk full): no result can be recorded; the caller says so
         except Exception as exc:  # a bug of ours must not leave the call without a result
             log.error("tool_call_failed", exc_info=True, call_id=call_id, tool=tool.name)
             result = ToolResult(output=f"zagent failed while running the tool: {exc!r}", is_error=True)

@@ -7,7 +7,7 @@ PostgreSQL, an in-memory list in a test) can carry a session.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -130,8 +130,10 @@ class Journal(Protocol):
         """
         ...
 
-    def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
-        """The session's events with a version above ``after_version``, in order."""
+    def read(self, session_id: str, after_version: int = 0, *,
+             types: Collection[str] | None = None) -> Iterator[StoredEvent]:
+        """The session's events with a version above ``after_version``, in order; only
+        those of ``types`` when given (the others are not even parsed)."""
         ...
 
     def has_call(self, session_id: str, call_id: str) -> bool:

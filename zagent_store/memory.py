@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -56,10 +56,11 @@ class MemoryJournal:
                 self._snapshots[session_id, projection] = Snapshot(stored[-1].version, projection, data, status)
         return stored
 
-    def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
+    def read(self, session_id: str, after_version: int = 0, *,
+             types: Collection[str] | None = None) -> Iterator[StoredEvent]:
         with self._lock:
             events = self._sessions.get(session_id, [])[after_version:]
-        return iter(events)
+        return iter(events if types is None else [e for e in events if e.event.type in types])
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
         with self._lock:

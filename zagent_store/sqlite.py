@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -442,9 +442,14 @@ class SQLiteJournal:
                 when = times[at] = _parse_time(at)
             yield StoredEvent(seq, session_id, version, when, event)
 
-    def read(self, session_id: str, after_version: int = 0) -> Iterator[StoredEvent]:
+    def read(self, session_id: str, after_version: int = 0, *,
+             types: Collection[str] | None = None) -> Iterator[StoredEvent]:
+        sql, params = _READ + " AND version > ?", [session_id, after_version]
+        if types is not None:
+            sql += f" AND type IN ({', '.join('?' * len(types))})"
+            params += list(types)
         with self._lock, _reported(self.path, "read"):
-            rows = self._conn.execute(_READ + " AND version > ? ORDER BY version", (session_id, after_version)).fetchall()
+            rows = self._conn.execute(sql + " ORDER BY version", params).fetchall()
         return self._stored(session_id, rows)
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:

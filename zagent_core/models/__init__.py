@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from zagent_core.config import ModelConfig
 
@@ -50,7 +50,7 @@ class ModelReply(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     text: str = ""
-    tool_calls: list[ToolCallRequest] = []
+    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     #: ``end_turn`` (no tool call: the agent is idle), ``tool_use``, ``max_tokens``, ...
     stop_reason: str = "end_turn"
     usage: Usage = Usage()
@@ -65,7 +65,7 @@ class Message(BaseModel):
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     #: assistant messages: the calls it made.
-    tool_calls: list[ToolCallRequest] = []
+    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     #: tool messages: which call this is the result of.
     tool_call_id: str | None = None
     is_error: bool = False

@@ -35,7 +35,7 @@ mid-call. A few sessions run at the same time, so their events interleave. Every
 model, with ids, numbers and lists filled in by string formatting; a sample of sessions
 is then read back through ``SQLiteJournal.read`` and ``rebuild``, and every sampled body
 must round-trip ``load_event`` / ``dump_event`` unchanged. Each session then gets its
-``heads`` row (schema 3) from the store's own statement, and each session that has not
+``heads`` row (schema 3) from ``SQLiteJournal.rebuild_heads``, and each session that has not
 ended the newest snapshot the engine would have left it (end of its last turn, or every
 1,000 events), so ``sessions list`` reads what it would in a real home.
 ``bench/resume_scale.py`` imports :func:`build` (with ``extra`` long sessions) and the
@@ -436,8 +436,8 @@ def build(path: Path, n_events: int, seed: int, *, extra: Sequence[tuple[int, st
     ``extra`` sessions, as ``(events, ending)``, are written first among the sessions
     running at the same time (so their events interleave with the others', as a long
     session's do); their ids are ``built["extra_ids"]``. They count in ``n_events``.
-    Every session gets its ``heads`` row, as ``SQLiteJournal.append`` keeps it (see
-    :func:`fill_heads`); no snapshot is written (see :func:`snapshot_sessions`).
+    Every session gets its ``heads`` row, as ``SQLiteJournal.append`` keeps it
+    (``rebuild_heads``); no snapshot is written (see :func:`snapshot_sessions`).
     """
     SQLiteJournal(path).close()
     r = random.Random(seed)
@@ -498,27 +498,12 @@ def build(path: Path, n_events: int, seed: int, *, extra: Sequence[tuple[int, st
         conn.executemany(INSERT, chunk)
         conn.execute("COMMIT")
         written += len(chunk)
-    fill_heads(conn)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     with SQLiteJournal(path) as journal:  # plain INSERTs skip the per-session head rows appends keep
         journal.rebuild_heads()
     return {"events": written, "sessions": len(sessions), "seconds": time.perf_counter() - start,
             "types": types, "session_ids": sessions, "extra_ids": sessions[:len(extra)]}
-
-
-def fill_heads(conn: sqlite3.Connection) -> None:
-    """The ``heads`` rows (schema 3) of the sessions written around ``append``, from their events.
-
-    With the store's own statement (the one migration 3 runs), so they are exactly what
-    ``append`` would have kept.
-    """
-    from zagent_store.sqlite import _HEAD_OF_EVENTS
-
-    conn.execute("BEGIN")
-    conn.execute("DELETE FROM heads")
-    conn.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where=""))
-    conn.execute("COMMIT")
 
 
 def snapshot_version(versions_and_types: Iterable[tuple[int, str]]) -> int:

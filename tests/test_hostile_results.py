@@ -161,7 +161,7 @@ def test_any_bytes_a_tool_writes_never_break_a_session(home_dir: Path, engine: E
     (tool / "given.json").write_text(json.dumps({"notify": notify.hex(), "stdout": stdout.hex(),
                                                  "names": [n.hex() for n in file_names]}))
     session = engine.start_session("test")
-    result = session.call("anything", {})
+    session.call("anything", {})
     if background:
         task = session.wait_task("1", 20)
         assert task.status == "exited", task

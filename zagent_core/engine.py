@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import re
 import signal
 import subprocess
@@ -67,7 +66,7 @@ from zagent_core.models import ModelReply
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.notes import STOPPED, read_notes
-from zagent_core.processes import ProcessIdentity, read_json, write_json
+from zagent_core.processes import ProcessIdentity, write_json
 from zagent_core.runner import ProcessSpec, run_process
 from zagent_core.state import (
     CallView,

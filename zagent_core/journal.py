@@ -7,6 +7,7 @@ PostgreSQL, an in-memory list in a test) can carry a session.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -76,6 +77,11 @@ class Lease:
     session_id: str
     owner: dict[str, Any]
     since: datetime
+
+
+def canonical_owner(owner: dict[str, Any]) -> str:
+    """A lease owner as journals compare and store it: canonical JSON (sorted keys, no spaces)."""
+    return json.dumps(owner, sort_keys=True, separators=(",", ":"))
 
 
 class ConcurrencyError(RuntimeError):

@@ -8,25 +8,28 @@ loses everything when the process ends.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.journal import ConcurrencyError, Lease, LeaseHeldError, SessionSummary, Snapshot, StoredEvent
+from zagent_core.journal import (
+    ConcurrencyError,
+    Lease,
+    LeaseHeldError,
+    SessionSummary,
+    Snapshot,
+    StoredEvent,
+    canonical_owner,
+)
+from zagent_store import clock
 
 if TYPE_CHECKING:
     from zagent_core.events import Event
 
 
-def _now() -> datetime:
-    now = datetime.now(timezone.utc)
-    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as SQLite keeps it
-
-
 def _same(owner: dict[str, Any], other: dict[str, Any] | None) -> bool:
-    return other is not None and json.dumps(owner, sort_keys=True) == json.dumps(other, sort_keys=True)
+    return other is not None and canonical_owner(owner) == canonical_owner(other)
 
 
 class MemoryJournal:
@@ -42,7 +45,7 @@ class MemoryJournal:
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
                at: Sequence[datetime] | None = None,
                snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
-        times = list(at) if at is not None else [_now()] * len(events)
+        times = [clock.stored_time(when) for when in at] if at is not None else [clock.now()] * len(events)
         with self._lock:
             stream = self._sessions.setdefault(session_id, [])
             if len(stream) != expected_version:
@@ -108,7 +111,7 @@ class MemoryJournal:
                 return held  # re-entrant: held since it was first taken
             if held is not None and not _same(held.owner, replacing):
                 raise LeaseHeldError(held)
-            lease = self._leases[session_id] = Lease(session_id, dict(owner), _now())
+            lease = self._leases[session_id] = Lease(session_id, dict(owner), clock.now())
             return lease
 
     def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:

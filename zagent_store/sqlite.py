@@ -36,7 +36,9 @@ from zagent_core.journal import (
     SessionSummary,
     Snapshot,
     StoredEvent,
+    canonical_owner,
 )
+from zagent_store import clock
 from zagent_store.views import CALLS_AND_TASKS, audit_query, create_audit_views, lean_audit_schema
 
 if TYPE_CHECKING:
@@ -161,10 +163,6 @@ def _format_time(when: datetime) -> str:
 
 def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _canonical(owner: dict[str, Any]) -> str:
-    return json.dumps(owner, sort_keys=True, separators=(",", ":"))
 
 
 _DAMAGED = "run `zagent journal recover {path} NEW_FILE` to copy what can be read into a new journal"
@@ -362,12 +360,11 @@ class SQLiteJournal:
         from zagent_core.events import dump_event  # imported by who writes events, not by who lists sessions
 
         if at is None:
-            now = datetime.now(timezone.utc)
-            now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)  # as stored: milliseconds
-            times = [now] * len(events)
-            stamps = [_format_time(now)] * len(events)
+            moment = clock.now()
+            times = [moment] * len(events)
+            stamps = [_format_time(moment)] * len(events)
         else:  # imports and forks keep the times the events had (to the millisecond, as stored)
-            times = [when.replace(microsecond=when.microsecond - when.microsecond % 1000) for when in at]
+            times = [clock.stored_time(when) for when in at]
             stamps = [_format_time(when) for when in times]
         # event.__dict__ rather than getattr: a missing attribute costs pydantic an exception.
         rows = [
@@ -508,22 +505,21 @@ class SQLiteJournal:
 
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
                       replacing: dict[str, Any] | None = None) -> Lease:
-        wanted = _canonical(owner)
+        wanted = canonical_owner(owner)
         with self._transaction("take a lease in") as conn:
             row = conn.execute("SELECT owner, since FROM leases WHERE session_id = ?", (session_id,)).fetchone()
             if row is not None and row[0] == wanted:
                 return Lease(session_id, owner, _parse_time(row[1]))
-            if row is not None and (replacing is None or row[0] != _canonical(replacing)):
+            if row is not None and (replacing is None or row[0] != canonical_owner(replacing)):
                 raise LeaseHeldError(Lease(session_id, json.loads(row[0]), _parse_time(row[1])))
-            now = datetime.now(timezone.utc)
-            now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+            since = clock.now()
             conn.execute("INSERT OR REPLACE INTO leases (session_id, owner, since) VALUES (?, ?, ?)",
-                         (session_id, wanted, _format_time(now)))
-        return Lease(session_id, owner, now)
+                         (session_id, wanted, _format_time(since)))
+        return Lease(session_id, owner, since)
 
     def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
         with self._transaction("release a lease in") as conn:
-            conn.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, _canonical(owner)))
+            conn.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, canonical_owner(owner)))
 
     def lease(self, session_id: str) -> Lease | None:
         with self._lock, _reported(self.path, "read"):

@@ -18,6 +18,7 @@ from zagent_cli.output import JSON_ESCAPES, emit_json, say, terminal_safe
 if TYPE_CHECKING:
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
     from zagent_core.engine import Session
+    from zagent_core.models import Model
     from zagent_store import SQLiteJournal
 
 
@@ -345,10 +346,27 @@ def _model_choice(engine: Engine, model_spec: str | None,
     return engine.config.agent.model, None
 
 
-def _journaled(spec: str) -> str:
-    """The spec as journaled for ``resume``: a script's path made absolute, so it is found from anywhere."""
+def _model_for(engine: Engine, model_spec: str | None, state: SessionState | None,
+               prompt: str | None) -> tuple[Model | None, str]:
+    """The model to run with, and its spec as journaled for ``resume`` (a script's path made
+    absolute, so it is found from anywhere); no model for a session that never had one."""
+    from zagent_core.models import load_model
+
+    spec, base_url = _model_choice(engine, model_spec, state)
+    if not spec:
+        if state is None or prompt is not None:
+            raise click.UsageError('no model: give --model (scripted:PATH or openai:MODEL) or set "agent": '
+                                   '{"model": ...} in config.json')
+        return None, ""
+    config = engine.config.model
+    if base_url is not None:
+        config = config.model_copy(update={"base_url": base_url})
+    try:
+        model = load_model(spec, config)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     kind, _, path = spec.partition(":")
-    return f"scripted:{Path(path).resolve()}" if kind == "scripted" and path else spec
+    return model, f"scripted:{Path(path).resolve()}" if kind == "scripted" and path else spec
 
 
 def _settle_only(session: Session) -> str:
@@ -370,25 +388,12 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     from zagent_core.agent import Agent
     from zagent_core.engine import SessionEndedError, UnknownSessionError
     from zagent_core.leases import SessionBusyError
-    from zagent_core.models import Model, load_model
     from zagent_cli.show import show_event
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
         state = engine.session_state(session_id) if session_id is not None else None
-        spec, base_url = _model_choice(engine, model_spec, state)
-        model: Model | None = None
-        if spec:
-            config = engine.config.model
-            if base_url is not None:
-                config = config.model_copy(update={"base_url": base_url})
-            try:
-                model = load_model(spec, config)
-            except ValueError as exc:
-                raise click.UsageError(str(exc)) from None
-        elif state is None or prompt is not None:
-            raise click.UsageError('no model: give --model (scripted:PATH or openai:MODEL) or set "agent": '
-                                   '{"model": ...} in config.json')
+        model, spec = _model_for(engine, model_spec, state, prompt)
         try:
             if session_id is None:
                 for problem in engine.config_problems + engine.load_tools().problems:
@@ -407,7 +412,7 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
                 reason, requests = _settle_only(session), 0
             else:
                 say(f"[session {session.session_id}, model {model.name}]", err=True)
-                result = Agent(session, model, spec=_journaled(spec) if spec else None).run(prompt)
+                result = Agent(session, model, spec=spec).run(prompt)
                 reason, requests = result.reason, result.requests
         except KeyboardInterrupt:
             say(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,14 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return state not in (b"Z", b"X")
+
+
+def wait_for(condition: Callable[[], Any], what: str = "the condition", seconds: float = 5.0) -> None:
+    """Poll ``condition`` until it holds; fail, saying ``what``, after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
 
 
 def write_tool(home: Path, folder: str, manifest: dict[str, Any] | str, files: dict[str, str] | None = None) -> Path:

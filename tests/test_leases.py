@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, python_tool
+from conftest import PYTHON, python_tool, wait_for
 
 from zagent_core import Engine
 from zagent_core.events import ToolCallRequested, ToolCallStarted
@@ -19,14 +18,6 @@ from zagent_core.leases import SessionBusyError, this_process
 
 def zagent(home: Path, workspace: Path, *args: str) -> list[str]:
     return [PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace), *args]
-
-
-def wait_for(condition, what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def cut_off_call(engine: Engine, home: Path, tool: str) -> str:
@@ -54,9 +45,9 @@ def test_a_second_resume_while_one_settles_is_refused_at_once_and_journals_nothi
     try:
         journal = engine.journal
         wait_for(lambda: (lease := journal.lease(session_id)) is not None and lease.owner["pid"] == first.pid,
-                 "the first resume to take the lease")
+                 "the first resume to take the lease", 20)
         wait_for(lambda: sum(e.event.type == "tool_call_started" for e in journal.read(session_id)) == 2,
-                 "the first resume to run the cut-off call again (it waits at the gate)")
+                 "the first resume to run the cut-off call again (it waits at the gate)", 20)
         before = journal.head(session_id)
         second = subprocess.run(zagent(home_dir, workspace, "resume", session_id), capture_output=True, text=True,
                                 timeout=60)
@@ -79,7 +70,7 @@ def test_the_lease_of_a_driver_that_was_killed_is_taken_over_and_the_takeover_jo
     driver = subprocess.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     journal = engine.journal
-    wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start")
+    wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
     session_id = journal.sessions()[0].session_id
     holder = journal.lease(session_id)
     assert holder is not None and holder.owner["pid"] == driver.pid

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import python_tool, running
+from conftest import python_tool, running, wait_for
 
 from zagent_core import Engine
 from zagent_core.processes import read_json
@@ -27,13 +27,6 @@ RECORD = (
 def pids(workspace: Path) -> list[int]:
     path = workspace / "pids"
     return [int(line) for line in path.read_text().split()] if path.exists() else []
-
-
-def wait_for(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
 
 
 def types(engine: Engine, session_id: str) -> list[str]:

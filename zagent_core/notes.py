@@ -21,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from zagent_core.processes import READ_WITHOUT_BLOCKING
 from zagent_core.text import storable
 
 #: A line longer than this is cut (and marked): a note is a message, not a payload.
@@ -34,7 +35,6 @@ SCAN_BYTES = 16 * READ_BYTES
 #: The offset journaled with the note that says a notify file was refused: it is never read again.
 STOPPED = -1
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"))
 
@@ -135,7 +135,7 @@ def read_notes(path: Path, offset: int, *, until: int | None = None, max_bytes: 
     if not stat.S_ISREG(before.st_mode):
         return NotesRead([], until or 0, stop=_refusal(path, before.st_mode))
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, READ_WITHOUT_BLOCKING)
     except OSError:
         return NotesRead([], until or 0)
     try:

@@ -86,7 +86,8 @@ def write_json(path: Path, value: Any, *, durable: bool = False) -> None:
 
 #: Larger records are no records of ours.
 _READ_LIMIT = 1 << 20
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+#: How files a tool can reach are opened for reading: a FIFO or a device there never blocks the open.
+READ_WITHOUT_BLOCKING = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def create_fresh(path: Path) -> BinaryIO:
@@ -104,7 +105,7 @@ def open_regular(path: Path) -> BinaryIO | None:
     the reader (it is opened without blocking, then looked at).
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, READ_WITHOUT_BLOCKING)
     except (OSError, ValueError):
         return None
     if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -90,7 +90,8 @@ def check_invariants(events: list) -> dict[str, int]:
     assert task_starts == task_ends and set(task_ends.values()) <= {1}, (task_starts, task_ends)
 
     # 3. every complete line of every notify file is exactly one note, in order
-    notify = {e.event.call_id: e.event.notify_file for e in events if e.event.type == "tool_call_started"}
+    notify = {e.event.call_id: e.event.notify_file for e in events
+              if e.event.type == "tool_call_started" and e.event.notify_file is not None}
     notes: dict[str, list[str]] = {call: [] for call in notify}
     for stored in events:
         if stored.event.type == "note_received":

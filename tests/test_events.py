@@ -45,6 +45,10 @@ SAMPLES = [
     events.TaskKilled(task_id="1", call_id="c1", output="", is_error=True, exit_code=None, duration_ms=4),
     events.TaskInterrupted(task_id="1", call_id="c1", message="gone", output_path="/t/output.log"),
     events.SessionResumed(zagent_version="1"),
+    events.ReadStateUpdated(call_id="c1", entries=[events.ReadEntry(path="/w/a.py", hash="00ff" * 4, offset=1,
+                                                                    limit=2000, at="2026-12-01T00:00:00.000Z")]),
+    events.ToolStateWritten(call_id="c1", tool="t", values={"cursor": 3, "gone": None}),
+    events.ArtifactRecorded(call_id="c1", kind="pull_request", title="Fix retries", url="https://example.com/pr/1"),
 ]
 
 

@@ -299,7 +299,8 @@ def test_every_path_an_event_holds_is_either_moved_on_import_or_only_describes_t
     from zagent_core.events import EVENT_TYPES
 
     # Where things were on the recording machine; nothing is read from them for a recorded call.
-    descriptive = {("session_started", "workspace"), ("tool_call_started", "cwd"), ("tool_call_started", "argv")}
+    descriptive = {("session_started", "workspace"), ("tool_call_started", "cwd"), ("tool_call_started", "argv"),
+                   ("artifact_recorded", "path")}
     moved = {(cls.model_fields["type"].default, name) for cls, names in SESSION_PATH_FIELDS.items() for name in names}
     path_like = re.compile(r"(path|dir|file|files|media|folder|workspace|cwd|argv)$")
     found = {(kind, name) for kind, cls in EVENT_TYPES.items() for name in cls.model_fields if path_like.search(name)}

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from zagent_core import Home, ToolSet, load_tools
+from zagent_core.builtins import registry
 from zagent_core.config import Config, ToolsConfig
 from zagent_core.manifest import current_platform
 
@@ -37,7 +38,8 @@ def minimal(**fields: Any) -> dict[str, Any]:
 
 
 def load(home_dir: Path, config: Config | None = None) -> ToolSet:
-    return load_tools(Home(home_dir), config)
+    """The tools of a home as an engine loads them: the built-ins' names reserved."""
+    return load_tools(Home(home_dir), config, reserved=registry.names())
 
 
 def lines(toolset: ToolSet) -> list[str]:

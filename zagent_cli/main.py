@@ -193,13 +193,15 @@ def tools() -> None:
 @click.pass_obj
 def tools_list(obj: Context, as_json: bool) -> None:
     """Loaded tools, and the folders that did not load with the reason."""
+    from zagent_core.builtins import registry
     from zagent_core.config import load_config
     from zagent_core.manifest import load_tools
 
     home = obj.home
     config, config_problems = load_config(home.config_path)
-    toolset = load_tools(home, config)
-    problems = config_problems + toolset.problems
+    toolset = load_tools(home, config, reserved=registry.names())
+    builtins, builtin_problems = registry.enabled(config)
+    problems = config_problems + builtin_problems + toolset.problems
     if as_json:
         emit_json({
             "home": str(home.root),
@@ -209,6 +211,9 @@ def tools_list(obj: Context, as_json: bool) -> None:
                  "background": t.manifest.background, "permission": t.manifest.permission}
                 for t in sorted(toolset.tools.values(), key=lambda t: t.name)
             ],
+            "builtins": [{"name": b.name, "description": b.description, "disabled": b.name in toolset.disabled,
+                          "concurrency_safe": b.concurrency_safe if isinstance(b.concurrency_safe, bool)
+                          else "depends on the arguments", "replay": b.replay} for b in builtins.values()],
             "problems": [p.model_dump() for p in problems],
         })
         return
@@ -220,6 +225,12 @@ def tools_list(obj: Context, as_json: bool) -> None:
         summary = tool.description.splitlines()[0] if tool.description else ""
         summary = summary if len(summary) <= 72 else summary[:69] + "..."
         say(f"{name:<{width}}  {summary}{status}  [tools/{tool.folder.name}]")
+    width = max((len(name) for name in builtins), default=0)
+    for name, builtin in builtins.items():
+        status = " (disabled)" if name in toolset.disabled else ""
+        summary = builtin.description.split(". ")[0].rstrip(".")
+        summary = summary if len(summary) <= 72 else summary[:69] + "..."
+        say(f"{name:<{width}}  {summary}{status}  [built-in]")
     if problems:
         say("\nproblems:")
         say("\n".join(_problem_lines(problems)))
@@ -241,9 +252,9 @@ def _arguments_object(args_text: str) -> dict[str, Any]:
 
 
 def _loaded_tool(engine: Engine, name: str) -> ToolSet:
-    """The home's tools, once ``name`` is known to be one of them (or the built-in terminal)."""
+    """The home's tools, once ``name`` is known to be one of them (or a built-in)."""
     toolset = engine.load_tools()
-    if name not in toolset.tools and name != "terminal":
+    if name not in toolset.tools and name not in engine.builtins:
         from zagent_core.problems import did_you_mean
 
         reasons = [str(p) for p in toolset.broken if p.source == f"tools/{name}"]

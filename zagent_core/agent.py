@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from zagent_core import terminal
 from zagent_core.config import AgentConfig
 from zagent_core.engine import Session
 from zagent_core.events import (
@@ -162,22 +161,33 @@ class Agent:
         """What the model is told about the tools: name, description, parameters."""
         specs = [ToolSpec(name=t.name, description=t.description, parameters=t.manifest.parameters)
                  for t in self.session.tools.offered()]
-        return specs + [ToolSpec(name=terminal.NAME, description=terminal.DESCRIPTION, parameters=terminal.PARAMETERS)]
-
-    def _concurrency_safe(self, call: RepliedCall) -> bool:
-        if call.name == terminal.NAME:
-            return isinstance(call.arguments, dict) and call.arguments.get("action") in terminal.READ_ONLY
-        tool = self.session.tools.tools.get(call.name)
-        return tool is not None and tool.manifest.concurrency_safe
+        return specs + [ToolSpec(name=b.name, description=b.description, parameters=b.parameters)
+                        for b in self.session.offered_builtins()]
 
     def _run_calls(self, calls: list[RepliedCall]) -> None:
-        """Run a reply's calls: together when every one is concurrency-safe, else in order."""
-        if len(calls) > 1 and all(self._concurrency_safe(c) for c in calls):
-            with ThreadPoolExecutor(max_workers=min(len(calls), 8)) as pool:
-                list(pool.map(self.run_call, calls))
-        else:
-            for call in calls:
+        """Run a reply's calls in the order asked, with concurrency-safe ones together.
+
+        Consecutive concurrency-safe calls run as a fleet (``agent.max_concurrent_tools``
+        at most); any other call is a barrier: it waits for the fleet to finish, runs
+        alone, then the next calls go on. The model gets the results in its own order.
+        """
+        fleet: list[RepliedCall] = []
+
+        def drain() -> None:
+            if len(fleet) > 1:
+                with ThreadPoolExecutor(max_workers=min(len(fleet), self.config.max_concurrent_tools)) as pool:
+                    list(pool.map(self.run_call, fleet))
+            elif fleet:
+                self.run_call(fleet[0])
+            fleet.clear()
+
+        for call in calls:
+            if self.session.concurrency_safe(call.name, call.arguments):
+                fleet.append(call)
+            else:
+                drain()
                 self.run_call(call)
+        drain()
 
     def turn(self, prompt: str | None, *, resumed: bool = False, max_requests: int | None = None,
              stop_reason: str = "interrupted") -> str:

@@ -24,6 +24,19 @@ class ToolsConfig(BaseModel):
     disabled: list[str] = []
 
 
+class BuiltinsConfig(BaseModel):
+    model_config = _STRICT
+
+    #: The built-in tools offered (default: every one); ``tools.disabled`` applies to them too.
+    enabled: list[str] | None = None
+    #: Refuse any path that resolves outside the workspace. Off by default: where the
+    #: engine runs (a container, a sandbox) is the boundary, as for folder tools.
+    confine_to_workspace: bool = False
+    #: ``edit``, ``multi_edit`` and ``write_file`` of an existing file need a read of it in
+    #: the session, and refuse when it changed since.
+    require_read_before_edit: bool = True
+
+
 class LimitsConfig(BaseModel):
     model_config = _STRICT
 
@@ -78,6 +91,8 @@ class AgentConfig(BaseModel):
     max_turns: int = Field(50, ge=1)
     #: Tool calls the model may make in one turn before it is stopped.
     max_tool_calls_per_turn: int = Field(100, ge=1)
+    #: Concurrency-safe calls of one reply run together, this many at most.
+    max_concurrent_tools: int = Field(10, ge=1)
     #: How long a headless run stays alive for background tasks to wake it.
     max_background_wait_minutes: float = Field(30.0, ge=0, allow_inf_nan=False)
 
@@ -116,6 +131,7 @@ class Config(BaseModel):
     replay: ReplayConfig = ReplayConfig()
     model: ModelConfig = ModelConfig()
     tools: ToolsConfig = ToolsConfig()
+    builtins: BuiltinsConfig = BuiltinsConfig()
     limits: LimitsConfig = LimitsConfig()
     capabilities: CapabilitiesConfig = CapabilitiesConfig()
     journal: JournalConfig = JournalConfig()

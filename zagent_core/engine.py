@@ -56,7 +56,10 @@ from zagent_core.events import (
 )
 from zagent_core.home import Home
 from zagent_core.ids import new_call_id, new_session_id, new_wake_id
-from zagent_core import leases, tasks, terminal
+from zagent_core import leases, tasks
+from zagent_core.builtins import registry
+from zagent_core.builtins.base import Builtin, BuiltinContext, ToolState
+from zagent_core.credentials import tool_environment
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
 from zagent_core.journal import Journal, JournalError, StoredEvent
@@ -67,7 +70,7 @@ from zagent_core.problems import Problem, did_you_mean
 from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.notes import STOPPED, read_notes
 from zagent_core.processes import ProcessIdentity, write_json
-from zagent_core.runner import ProcessSpec, run_process
+from zagent_core.runner import ProcessOutcome, ProcessSpec, run_process
 from zagent_core.state import (
     CallView,
     NoteView,
@@ -93,11 +96,12 @@ CALL_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:~-]{0,127}")
 WATCH_SECONDS = 0.1
 
 
-def offers(tools: ToolSet) -> list[ToolOffer]:
+def offers(tools: ToolSet, builtins: dict[str, Builtin]) -> list[ToolOffer]:
     """What a session offers the model: the loaded tools, then the built-ins."""
     return [ToolOffer(name=t.name, description=t.description, folder=str(t.folder), manifest_hash=t.manifest_hash)
             for t in tools.offered()] + [
-        ToolOffer(name=terminal.NAME, description=terminal.DESCRIPTION, folder="(built-in)", manifest_hash="")]
+        ToolOffer(name=b.name, description=b.description, folder="(built-in)", manifest_hash="", identity=b.identity)
+        for b in builtins.values() if b.name not in tools.disabled]
 
 
 def zagent_version() -> str:
@@ -156,13 +160,6 @@ def _unrecordable(requested: ToolCallRequested) -> str | None:
         return ("the arguments are not plain JSON (NaN or Infinity, or nested too deeply); "
                 "send finite numbers and flatter objects")
     return None
-
-
-@functools.cache
-def _terminal_validator() -> Any:
-    from zagent_core.manifest import schema_dialect
-
-    return schema_dialect(terminal.PARAMETERS)(terminal.PARAMETERS)
 
 
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)
@@ -230,10 +227,13 @@ class Engine:
         if config is None:
             config, self.config_problems = load_config(home.config_path)
         self.config = config
+        #: The built-in tools this config turns on.
+        self.builtins, builtin_problems = registry.enabled(config)
+        self.config_problems += builtin_problems
 
     def load_tools(self) -> ToolSet:
-        """The tools of the home as they are on disk now."""
-        return load_tools(self.home, self.config)
+        """The tools of the home as they are on disk now (no folder may take a built-in's name)."""
+        return load_tools(self.home, self.config, reserved=registry.names())
 
     def start_session(self, origin: str = "api", *, tools: ToolSet | None = None) -> Session:
         """Begin a session, driven by this process: load the tools, journal what is offered and what is broken."""
@@ -246,7 +246,7 @@ class Engine:
                 origin=origin,
                 workspace=str(self.workspace),
                 zagent_version=zagent_version(),
-                tools=offers(tools),
+                tools=offers(tools, self.builtins),
                 warnings=warnings,
             )
         ])
@@ -280,7 +280,8 @@ class Engine:
             if listener is not None:  # sees what resume settles, too
                 session.subscribe(listener)
             warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
-            session._append([SessionResumed(zagent_version=zagent_version(), tools=offers(tools), warnings=warnings,
+            session._append([SessionResumed(zagent_version=zagent_version(), tools=offers(tools, self.builtins),
+                                            warnings=warnings,
                                             taken_over_from=previous.owner if previous else None)])
             session._settle()
         except BaseException:
@@ -463,19 +464,32 @@ class Session:
     def _refusal(self, name: str) -> tuple[RejectReason, str] | None:
         """Why tool ``name`` cannot run in this session at all, whatever the arguments."""
         tool = self.tools.tools.get(name)
-        if tool is None:
-            known = [t.name for t in self.tools.offered()]
+        builtins = self.engine.builtins
+        if tool is None and name not in builtins:
+            known = [t.name for t in self.tools.offered()] + [b for b in builtins if b not in self.tools.disabled]
             listing = f"; available tools: {', '.join(known)}" if known else "; no tools are loaded"
             return "unknown_tool", f'unknown tool "{name}"{did_you_mean(name, known)}{listing}'
         if name in self.tools.disabled:
             return "disabled", f'tool "{name}" is disabled in config.json ("tools": {{"disabled": [...]}}), so it was not run'
-        if tool.manifest.permission == "ask":
+        if tool is not None and tool.manifest.permission == "ask":
             return "permission", (
                 f'tool "{name}" needs approval before each call ("permission": "ask"), and interactive approval '
                 'is not implemented in any interface yet, so it was not run. Set "permission": "allow" in its '
                 "manifest to use it, or disable it in config.json."
             )
         return None
+
+    def concurrency_safe(self, name: str, arguments: Any) -> bool:
+        """Whether a call may run beside other concurrency-safe calls (unknown tools: no)."""
+        builtin = self.engine.builtins.get(name)
+        if builtin is not None:
+            return builtin.is_concurrency_safe(arguments)
+        tool = self.tools.tools.get(name)
+        return tool is not None and tool.manifest.concurrency_safe
+
+    def offered_builtins(self) -> list[Builtin]:
+        """The built-in tools the model is told about."""
+        return [b for b in self.engine.builtins.values() if b.name not in self.tools.disabled]
 
     def call(self, name: str, arguments: Any, *, call_id: str | None = None) -> ToolResult:
         """Validate, run and journal one call of tool ``name``; returns what the model receives."""
@@ -494,39 +508,145 @@ class Session:
             self._append([requested, ToolCallRejected(call_id=call_id, reason="invalid_arguments", message=message,
                                                       problems=[unrecordable])])
             return ToolResult(output=message, is_error=True)
-        if name == terminal.NAME:
-            return self._terminal(requested)
         refusal = self._refusal(name)
         problems: list[str] = []
         if refusal is not None:
             reason, message = refusal
         else:
-            tool = self.tools.tools[name]
-            validated = validate_arguments(tool.validator, arguments)
-            problems = validated.problems or delivery_problems(tool, validated.arguments)
+            builtin = self.engine.builtins.get(name)
+            tool = self.tools.tools.get(name)
+            validated = validate_arguments(registry.validator(name) if builtin else self.tools.tools[name].validator,
+                                           arguments)
+            problems = validated.problems or (delivery_problems(tool, validated.arguments) if tool else [])
             if not problems:
+                if builtin is not None:
+                    return self._run_builtin(builtin, requested, validated.arguments, validated.coercions)
+                assert tool is not None
                 return self._run(tool, requested, validated.arguments, validated.coercions)
             reason = "invalid_arguments"
             message = f"{name} was not run: its arguments do not match its parameters.\n" + "\n".join(problems)
         self._append([requested, ToolCallRejected(call_id=call_id, reason=reason, message=message, problems=problems)])
         return ToolResult(output=message, is_error=True)
 
-    def _terminal(self, requested: ToolCallRequested, *, again: bool = False) -> ToolResult:
-        """The built-in terminal: journaled as a call (requested, then its result), no process."""
-        validated = validate_arguments(_terminal_validator(), requested.arguments)
-        if not validated.ok:
-            message = "terminal was not run: its arguments do not match its parameters.\n" + "\n".join(
-                validated.problems)
-            self._append([requested, ToolCallRejected(call_id=requested.call_id, reason="invalid_arguments",
-                                                      message=message, problems=validated.problems)])
-            return ToolResult(output=message, is_error=True)
-        if not again:
-            self._append([requested])
+    def _call_folders(self, call_id: str) -> tuple[Path, Path, Path]:
+        """The call's folder, its ``output/`` and its (empty) notify file, made."""
+        call_dir = self.engine.home.call_dir(self.session_id, call_id)
+        output_dir = call_dir / "output"
+        output_dir.mkdir(parents=True, exist_ok=True)
+        notify_file = call_dir / "notify"
+        notify_file.touch()
+        return call_dir, output_dir, notify_file
+
+    def _run_builtin(self, builtin: Builtin, requested: ToolCallRequested, arguments: dict[str, Any],
+                     coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0) -> ToolResult:
+        """Run a validated call of a built-in; what it staged is committed with its result."""
+        engine = self.engine
+        call_id = requested.call_id
+        folders = self._call_folders(call_id) if builtin.runs_process(arguments) else None
+        with self._lock:  # the task number is taken and journaled in one step
+            task_id = str(self.state.tasks_numbered + 1) if builtin.background(arguments) else None
+            self._append([
+                *([] if again else [requested]),
+                ToolCallStarted(
+                    call_id=call_id, task_id=task_id, tool=builtin.name, arguments=arguments, coercions=coercions,
+                    argv=[], cwd=str(engine.workspace), input_mode="builtin", output_mode="text",
+                    output_dir=str(folders[1]) if folders else None, notify_file=str(folders[2]) if folders else None,
+                    notify_offset=notify_offset, timeout_seconds=None, identity=builtin.identity,
+                    tool_version=zagent_version(),
+                ),
+            ])
+            context = BuiltinContext(
+                session_id=self.session_id, call_id=call_id, tool=builtin.name, workspace=engine.workspace,
+                config=engine.config, host=self, read_state=self.state.read_state,
+                state=ToolState(self.state.tool_state.get(builtin.name, {})),
+                call_dir=folders[0] if folders else None, task_id=task_id,
+            )
+        log.info("tool_call_started", session=self.session_id, call_id=call_id, tool=builtin.name, task_id=task_id)
+        crash_point("after_tool_call_started")
         started = time.monotonic()
-        result = terminal.run(self, validated.arguments).model_copy(
-            update={"duration_ms": round((time.monotonic() - started) * 1000)})
-        self._append([ToolCallFinished(call_id=requested.call_id, **result.event_fields())])
+        try:
+            result = builtin.run(context, arguments)
+        except JournalError:
+            raise
+        except Exception as exc:  # a bug of ours must not leave the call without a result
+            log.error("tool_call_failed", exc_info=True, call_id=call_id, tool=builtin.name)
+            result = ToolResult(output=f"zagent failed while running {builtin.name}: {exc!r}", is_error=True)
+        except BaseException:
+            self._stopped(call_id)
+            raise
+        if not result.duration_ms:
+            result = result.model_copy(update={"duration_ms": round((time.monotonic() - started) * 1000)})
+        log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, duration_ms=result.duration_ms)
+        crash_point("before_tool_call_finished")
+        self._append([*context.effects(), ToolCallFinished(call_id=call_id, **result.event_fields())])
+        if task_id is not None and task_id in self.state.tasks:
+            crash_point("after_task_started")
+            self._watch()
         return result
+
+    def _stopped(self, call_id: str) -> None:
+        """Ctrl-C or SystemExit while a call ran: the tool was stopped with us; say so."""
+        with contextlib.suppress(Exception):
+            self._append([ToolCallInterrupted(
+                call_id=call_id, message="zagent was stopped while the tool ran; its effect may or may not "
+                "have happened")])
+
+    def _process(self, call_id: str, call_dir: Path, spec: ProcessSpec) -> ProcessOutcome:
+        """Run a call's process, journaling its notes as it runs and recording who it is."""
+        def tick() -> bool:
+            self.collect_notes(call_id)
+            return False
+
+        def started(pid: int) -> None:
+            # Who the tool is, so a resume after a crash can stop it if it still runs.
+            who = ProcessIdentity.of(pid)
+            write_json(call_dir / tasks.TOOL_FILE, who.model_dump() if who else {"pid": pid})
+
+        outcome = run_process(spec, on_tick=tick, on_start=started)
+        self.collect_notes(call_id)  # what it wrote last
+        return outcome
+
+    def _call_environment(self, context: BuiltinContext) -> tuple[dict[str, str], list[str]]:
+        """A built-in's process environment (the engine's, less its credentials), and the names it added."""
+        assert context.call_dir is not None
+        home = self.engine.home
+        added = {
+            "ZAGENT_WORKSPACE": str(context.workspace), "ZAGENT_HOME": str(home.root),
+            "ZAGENT_SCRATCH": str(home.scratch_dir(self.session_id)), "ZAGENT_SESSION": self.session_id,
+            "ZAGENT_TOOL_NAME": context.tool, "ZAGENT_OUTPUT_DIR": str(context.call_dir / "output"),
+            "ZAGENT_NOTIFY_FILE": str(context.call_dir / "notify"), "ZAGENT_CAPS": self.engine.config.capabilities.as_env(),
+        }
+        Path(added["ZAGENT_SCRATCH"]).mkdir(parents=True, exist_ok=True)
+        return tool_environment() | added, sorted(added)
+
+    def run_call_process(self, context: BuiltinContext, argv: list[str], *, timeout: float | None,
+                         capture_limit: int) -> ProcessOutcome:
+        """:class:`~zagent_core.builtins.base.Host`: a built-in's foreground process."""
+        assert context.call_dir is not None, f"{context.tool} runs a process: its runs_process must say so"
+        env, _ = self._call_environment(context)
+        return self._process(context.call_id, context.call_dir, ProcessSpec(
+            argv=argv, cwd=context.workspace, env=env, stdin=None, merge_stderr=True, timeout=timeout,
+            kill_grace=self.engine.config.limits.kill_grace_seconds, capture_limit=capture_limit,
+            spill_path=context.call_dir / FULL_OUTPUT_NAME, tag=f"ZAGENT_OUTPUT_DIR={context.call_dir / 'output'}",
+        ))
+
+    def start_call_task(self, context: BuiltinContext, argv: list[str], *, timeout: float | None) -> ToolResult:
+        """:class:`~zagent_core.builtins.base.Host`: a built-in's background task."""
+        assert context.call_dir is not None and context.task_id is not None, (
+            f"{context.tool} starts a task: its runs_process and background must say so")
+        env, names = self._call_environment(context)
+        invocation = Invocation(argv=argv, cwd=context.workspace, env=env, stdin=None, timeout=timeout,
+                                env_names=names)
+        result, started = self._launch(context.tool, context.call_id, context.task_id, context.call_dir, invocation,
+                                       text_mode=True, tag=f"ZAGENT_OUTPUT_DIR={context.call_dir / 'output'}")
+        if started is not None:
+            context.staged.append(started)
+        return result
+
+    def tasks_at_hand(self) -> tuple[list[TaskView], int]:
+        """:class:`~zagent_core.builtins.base.Host`: the tasks kept at hand, and how many were numbered."""
+        with self._lock:
+            return list(self.state.tasks.values()), self.state.tasks_numbered
 
     def _run(self, tool: Tool, requested: ToolCallRequested, arguments: dict[str, Any],
              coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0) -> ToolResult:
@@ -537,13 +657,9 @@ class Session:
         """
         engine = self.engine
         call_id = requested.call_id
-        call_dir = engine.home.call_dir(self.session_id, call_id)
-        output_dir = call_dir / "output"
+        call_dir, output_dir, notify_file = self._call_folders(call_id)
         scratch = engine.home.scratch_dir(self.session_id)
-        for folder in (output_dir, scratch):
-            folder.mkdir(parents=True, exist_ok=True)
-        notify_file = call_dir / "notify"
-        notify_file.touch()
+        scratch.mkdir(parents=True, exist_ok=True)
         context = CallContext(
             session_id=self.session_id, home=engine.home.root, workspace=engine.workspace, scratch=scratch,
             output_dir=output_dir, notify_file=notify_file, caps=engine.config.capabilities.as_env(),
@@ -571,24 +687,13 @@ class Session:
         text_mode = manifest.output == "text"
         if task_id is not None:
             return self._start_task(tool.name, call_id, task_id, call_dir, invocation, text_mode, tag)
-
-        def tick() -> bool:
-            self.collect_notes(call_id)
-            return False
-
-        def started(pid: int) -> None:
-            # Who the tool is, so a resume after a crash can stop it if it still runs.
-            who = ProcessIdentity.of(pid)
-            write_json(call_dir / tasks.TOOL_FILE, who.model_dump() if who else {"pid": pid})
-
         try:
-            outcome = run_process(ProcessSpec(
+            outcome = self._process(call_id, call_dir, ProcessSpec(
                 argv=invocation.argv, cwd=invocation.cwd, env=invocation.env, stdin=invocation.stdin,
                 merge_stderr=text_mode, timeout=invocation.timeout, kill_grace=limits.kill_grace_seconds,
                 capture_limit=limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT,
                 spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"), tag=tag,
-            ), on_tick=tick, on_start=started)
-            self.collect_notes(call_id)  # what it wrote last
+            ))
             result = build_result(
                 outcome, output_mode=manifest.output, timeout=invocation.timeout,
                 attach_outputs=manifest.attach_outputs, paths=CallPaths(call_dir=call_dir, output_dir=output_dir),
@@ -600,10 +705,7 @@ class Session:
             log.error("tool_call_failed", exc_info=True, call_id=call_id, tool=tool.name)
             result = ToolResult(output=f"zagent failed while running the tool: {exc!r}", is_error=True)
         except BaseException:  # Ctrl-C, SystemExit: the tool was stopped with us; say so
-            with contextlib.suppress(Exception):
-                self._append([ToolCallInterrupted(
-                    call_id=call_id, message="zagent was stopped while the tool ran; its effect may or may not "
-                    "have happened")])
+            self._stopped(call_id)
             raise
         log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, exit_code=result.exit_code,
                  duration_ms=result.duration_ms, timed_out=result.timed_out)
@@ -679,24 +781,30 @@ class Session:
             tasks.stop(Path(call.notify_file).parent, wait=True)  # its tool, if it outlived us
             self.collect_notes(call.call_id)  # then every line it wrote
         requested = ToolCallRequested(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
-        if call.tool == terminal.NAME:
-            self._terminal(requested, again=True)
-            return
-        tool = self.tools.tools.get(call.tool)
-        if tool is not None and tool.manifest.replay == "safe" and isinstance(call.arguments, dict):
-            validated = validate_arguments(tool.validator, call.arguments)
+        rerun = self._rerun_of(call.tool)
+        if rerun is not None and isinstance(call.arguments, dict):
+            validator, run = rerun
+            validated = validate_arguments(validator, call.arguments)
             if validated.ok:
                 offset = self.state.calls[call.call_id].notify_offset
                 if call.status == "running":  # the attempt that was cut off gets its own end
                     self._append([ToolCallInterrupted(call_id=call.call_id, message=(
                         f"zagent stopped while {call.tool} was running; it is replay-safe, so it runs again"))])
-                self._run(tool, requested, validated.arguments, validated.coercions, again=True,
-                          notify_offset=offset)
+                run(requested, validated.arguments, validated.coercions, again=True, notify_offset=offset)
                 return
         when = f"at {call.started_at:%H:%M:%S}Z" if call.started_at else "before it started"
         self._append([ToolCallInterrupted(call_id=call.call_id, message=(
             f"zagent stopped while {call.tool} was running (started {when}); the call was cut off and its "
             "effect may or may not have happened. Check before calling it again."))])
+
+    def _rerun_of(self, name: str) -> tuple[Any, Callable[..., ToolResult]] | None:
+        """For a replay-safe tool: its validator, and how to run a call of it again."""
+        builtin, tool = self.engine.builtins.get(name), self.tools.tools.get(name)
+        if builtin is not None and builtin.replay == "safe":
+            return registry.validator(name), functools.partial(self._run_builtin, builtin)
+        if tool is not None and tool.manifest.replay == "safe":
+            return tool.validator, functools.partial(self._run, tool)
+        return None
 
     def _settle_task_start(self, call: CallView) -> None:
         """A background call whose start was cut off: find its supervisor, if it ever ran."""
@@ -714,22 +822,25 @@ class Session:
 
     # -- background tasks ------------------------------------------------------------
 
-    def _start_task(self, tool: str, call_id: str, task_id: str, task_dir: Path, invocation: Invocation,
-                    text_mode: bool, tag: str) -> ToolResult:
+    def _launch(self, tool: str, call_id: str, task_id: str, task_dir: Path, invocation: Invocation, *,
+                text_mode: bool, tag: str) -> tuple[ToolResult, TaskStarted | None]:
+        """Start a task's supervisor; returns the call's result and the ``task_started`` to journal with it."""
         try:
             proc = tasks.launch(task_dir, invocation, merge_stderr=text_mode,
                                 kill_grace=self.engine.config.limits.kill_grace_seconds, tag=tag)
         except OSError as exc:
-            result = ToolResult(output=f"could not start the background task: {exc}", is_error=True)
-            self._append([ToolCallFinished(call_id=call_id, **result.event_fields())])
-            return result
+            return ToolResult(output=f"could not start the background task: {exc}", is_error=True), None
         self._supervisors[task_id] = proc
         who = ProcessIdentity.of(proc.pid) or ProcessIdentity(pid=proc.pid, start_ticks=0, boot_id="")
-        result = _started_result(task_id)
-        self._append([_task_started(task_id, call_id, tool, who, task_dir),
-                      ToolCallFinished(call_id=call_id, **result.event_fields())])
-        crash_point("after_task_started")
-        self._watch()
+        return _started_result(task_id), _task_started(task_id, call_id, tool, who, task_dir)
+
+    def _start_task(self, tool: str, call_id: str, task_id: str, task_dir: Path, invocation: Invocation,
+                    text_mode: bool, tag: str) -> ToolResult:
+        result, started = self._launch(tool, call_id, task_id, task_dir, invocation, text_mode=text_mode, tag=tag)
+        self._append([*([started] if started else []), ToolCallFinished(call_id=call_id, **result.event_fields())])
+        if started is not None:
+            crash_point("after_task_started")
+            self._watch()
         return result
 
     def poll_task(self, task_id: str) -> TaskView:

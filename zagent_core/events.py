@@ -39,6 +39,8 @@ class ToolOffer(_Part):
     description: str
     folder: str
     manifest_hash: str
+    #: What runs a call of it when it is not a folder: ``builtin:read_file``.
+    identity: str | None = None
 
 
 class Coercion(_Part):
@@ -143,15 +145,20 @@ class ToolCallStarted(_Body):
     input_mode: str
     output_mode: str
     attach_outputs: bool = False
-    output_dir: str
-    notify_file: str
+    #: Folders and files of the call; a built-in that runs no process has none.
+    output_dir: str | None = None
+    notify_file: str | None = None
     #: Where reading the notify file starts: after the lines of an earlier, cut-off attempt.
     notify_offset: int = 0
     #: Names only: environment values never enter the journal.
     env_names: list[str] = []
     timeout_seconds: float | None
-    manifest_hash: str
-    files_hash: str
+    manifest_hash: str = ""
+    files_hash: str = ""
+    #: What ran, for a tool that is not a folder (``builtin:read_file``), and its version
+    #: (zagent's, for a built-in): an audit or a replay tells what ran without a folder.
+    identity: str | None = None
+    tool_version: str | None = None
 
 
 class _Result(_Body):
@@ -296,6 +303,59 @@ class TurnEnded(_Body):
     reason: str
 
 
+# -- what tools know (staged by a call, committed with its result) --------------------
+
+
+class ReadEntry(_Part):
+    """What the model was shown of one file: the read-before-edit gate's entry.
+
+    Kept per session, keyed by ``path`` (absolute, ``.`` and ``..`` folded, symlinks not
+    resolved), as a projection of ``read_state_updated`` events.
+    """
+
+    path: str
+    #: 64-bit hash (16 hex digits) of the file's whole content when it was read or written.
+    hash: str
+    #: The slice shown: first line (1-based) and how many lines at most (None: to the end).
+    offset: int = 1
+    limit: int | None = None
+    line_numbers: bool = True
+    #: When the model saw it (UTC ISO 8601).
+    at: str
+    #: The model's view no longer shows these bytes (a write changed them): a re-read is never answered "unchanged".
+    elided: bool = False
+    #: Edits refused in a row because the file changed since it was read.
+    stale_rejections: int = 0
+
+
+class ReadStateUpdated(_Body):
+    type: Literal["read_state_updated"] = "read_state_updated"
+    call_id: str
+    entries: list[ReadEntry]
+
+
+class ToolStateWritten(_Body):
+    """Writes a call staged in its tool's durable key/value state (``None`` removes a key)."""
+
+    type: Literal["tool_state_written"] = "tool_state_written"
+    call_id: str
+    tool: str
+    values: dict[str, Any]
+
+
+class ArtifactRecorded(_Body):
+    """Something a session produced that outlives it: a pull request, branch, commit, file."""
+
+    type: Literal["artifact_recorded"] = "artifact_recorded"
+    call_id: str
+    kind: Literal["pull_request", "branch", "commit", "file", "custom"]
+    title: str
+    url: str | None = None
+    path: str | None = None
+    ref: str | None = None
+    description: str | None = None
+
+
 # -- the conversation -------------------------------------------------------------------
 
 
@@ -349,6 +409,9 @@ Event = Annotated[
         ModelReplied,
         WakeAnswered,
         SessionForked,
+        ReadStateUpdated,
+        ToolStateWritten,
+        ArtifactRecorded,
     ],
     Field(discriminator="type"),
 ]

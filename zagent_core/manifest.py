@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
     from zagent_core.home import Home
-
-#: Names of the engine's own tools; a manifest cannot take them.
-RESERVED_NAMES = frozenset({"terminal"})
 
 NAME_PATTERN = r"^[a-z0-9_]+$"
 
@@ -319,7 +317,8 @@ def _resolve_argument(argument: str, folder: Path) -> str:
     return argument
 
 
-def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None, list[Problem]]:
+def _load_one(folder: Path, home: Home, checked: set[str],
+              reserved: frozenset[str]) -> tuple[Tool | None, list[Problem]]:
     """Load one tool folder: (tool or None, problems); a manifest for another platform is (None, [])."""
     manifest_path = folder / f"{folder.name}.json"
     source = f"tools/{folder.name}"
@@ -362,7 +361,7 @@ def _load_one(folder: Path, home: Home, checked: set[str]) -> tuple[Tool | None,
             'digits and _; rename the folder or set "name"',
         ))
         return None, problems
-    if name in RESERVED_NAMES:
+    if name in reserved:
         problems.append(Problem(source=source, message=f'not loaded: "{name}" is the name of a built-in tool; choose another name'))
         return None, problems
 
@@ -399,8 +398,11 @@ def _write_digests(path: Path, digests: set[str]) -> None:
         pass
 
 
-def load_tools(home: Home, config: Config | None = None) -> ToolSet:
-    """Load every tool folder of ``home``, reporting (never raising on) broken ones."""
+def load_tools(home: Home, config: Config | None = None, *, reserved: Collection[str] = ()) -> ToolSet:
+    """Load every tool folder of ``home``, reporting (never raising on) broken ones.
+
+    ``reserved``: the built-ins' names, which no folder may take.
+    """
     config = config or Config()
     tools: dict[str, Tool] = {}
     problems: list[Problem] = []
@@ -418,7 +420,7 @@ def load_tools(home: Home, config: Config | None = None) -> ToolSet:
                                         message="not loaded: the folder name is not valid UTF-8; rename the folder"))
                 continue
             try:
-                tool, found = _load_one(folder, home, checked)
+                tool, found = _load_one(folder, home, checked, frozenset(reserved))
             except (OSError, ValueError) as exc:  # a path the OS refuses (too long, NUL, no access)
                 tool, found = None, [Problem(source=f"tools/{folder.name}", message=f"not loaded: {exc}")]
             problems += found
@@ -436,7 +438,7 @@ def load_tools(home: Home, config: Config | None = None) -> ToolSet:
     if checked != known_before:
         _write_digests(cache, checked)
     disabled = frozenset(config.tools.disabled)
-    for name in sorted(disabled - tools.keys()):
+    for name in sorted(disabled - tools.keys() - set(reserved)):
         problems.append(Problem(
             source="config.json",
             message=f'tools.disabled names "{name}", which is not a loaded tool{did_you_mean(name, tools)}',

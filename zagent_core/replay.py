@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from zagent_core import terminal
 from zagent_core.agent import Agent
 from zagent_core.config import AgentConfig, Config
 from zagent_core.engine import Engine, Session
@@ -515,7 +514,7 @@ class _Calls:
         tool = self.session.tools.tools.get(call.name)
         step = sum(1 for e in self.into.read(self.session.session_id) if isinstance(e.event, ToolCallRequested))
         unknown_then = isinstance(result, ToolCallRejected) and result.reason == "unknown_tool"
-        if tool is None and call.name != terminal.NAME and not unknown_then:
+        if tool is None and call.name not in self.session.engine.builtins and not unknown_then:
             self.decisions.append(Difference(step, "tool", f"{call.name} (offered)",
                                              f"{call.name} (no such tool now)"))
         if tool is not None and result is not None and not isinstance(result, ToolCallInterrupted):

@@ -33,6 +33,8 @@ from zagent_core.events import (
     NoteReceived,
     NotesDelivered,
     OutputFile,
+    ReadEntry,
+    ReadStateUpdated,
     RepliedCall,
     SessionEnded,
     SessionForked,
@@ -48,6 +50,7 @@ from zagent_core.events import (
     ToolCallRequested,
     ToolCallStarted,
     ToolOffer,
+    ToolStateWritten,
     TurnEnded,
     TurnStarted,
     WakeAnswered,
@@ -63,7 +66,7 @@ MAX_ENDED_TASKS = 20
 
 #: Bump when the fold changes what it computes from the same events: snapshots made by
 #: another projection are then ignored (and remade), never trusted.
-PROJECTION_VERSION = 2
+PROJECTION_VERSION = 3
 
 
 class CallView(BaseModel):
@@ -198,6 +201,10 @@ class SessionState(BaseModel):
     #: The model the latest turn asked, and its endpoint (``zagent resume`` asks it again).
     model: str | None = None
     model_base_url: str | None = None
+    #: What the model was shown of each file, by path: the read-before-edit gate.
+    read_state: dict[str, ReadEntry] = {}
+    #: Each tool's durable key/value state, by tool name.
+    tool_state: dict[str, dict[str, Any]] = {}
 
     @property
     def running_calls(self) -> list[CallView]:
@@ -425,6 +432,19 @@ def _model_replied(s: dict[str, Any], event: ModelReplied, stored: StoredEvent) 
     s["output_tokens"] += event.output_tokens
 
 
+@_on(ReadStateUpdated)
+def _read_state_updated(s: dict[str, Any], event: ReadStateUpdated, stored: StoredEvent) -> None:
+    for entry in event.entries:
+        s["read_state"][entry.path] = entry
+
+
+@_on(ToolStateWritten)
+def _tool_state_written(s: dict[str, Any], event: ToolStateWritten, stored: StoredEvent) -> None:
+    # A new dict, never an edit of the old one: a state kept by apply's caller shares it.
+    values = {**s["tool_state"].get(event.tool, {}), **event.values}
+    s["tool_state"][event.tool] = {key: value for key, value in values.items() if value is not None}
+
+
 def fold(state: SessionState, stored: StoredEvent) -> None:
     """Apply ``stored`` to ``state`` in place: O(1) per event, whatever the session's length.
 
@@ -443,7 +463,7 @@ def fold(state: SessionState, stored: StoredEvent) -> None:
     fields.update(session_id=stored.session_id, version=stored.version, last_at=stored.at)
 
 
-_CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested")
+_CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested", "read_state", "tool_state")
 
 
 def _own_copy(state: SessionState) -> SessionState:

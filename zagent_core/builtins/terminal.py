@@ -7,15 +7,12 @@ delivered, so a task cannot be sent further input.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zagent_core import tasks
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.results import ToolResult
-from zagent_core.state import MAX_ENDED_TASKS
-
-if TYPE_CHECKING:
-    from zagent_core.engine import Session
-    from zagent_core.state import TaskView
+from zagent_core.state import MAX_ENDED_TASKS, TaskView
 
 NAME = "terminal"
 DESCRIPTION = (
@@ -39,8 +36,6 @@ PARAMETERS: dict[str, Any] = {
 }
 #: Actions that only look: they may run in parallel with other concurrency-safe calls.
 READ_ONLY = frozenset({"list", "read"})
-#: Replaying a terminal call after a crash is harmless: it reads, waits, or kills what is dead.
-REPLAY = "safe"
 DEFAULT_WAIT_SECONDS = 30.0
 
 
@@ -60,12 +55,14 @@ def _ended(task: TaskView) -> ToolResult:
     return ToolResult(output=f"{_describe(task)}\n{task.output or ''}".rstrip(), is_error=bool(task.is_error))
 
 
-def run(session: Session, arguments: dict[str, Any]) -> ToolResult:
+def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Carry out one validated terminal call."""
     action = arguments["action"]
-    state = session.state
-    at_hand = sorted(state.tasks.values(), key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0)
-    older = state.tasks_numbered - len(at_hand)
+    host = context.host
+    tasks_kept, numbered = host.tasks_at_hand()
+    at_hand = sorted(tasks_kept, key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0)
+    by_id = {t.task_id: t for t in at_hand}
+    older = numbered - len(at_hand)
     if action == "list":
         if not at_hand:
             return ToolResult(output="no background tasks in this session", is_error=False)
@@ -76,25 +73,33 @@ def run(session: Session, arguments: dict[str, Any]) -> ToolResult:
     if "task" not in arguments:
         return ToolResult(output=f'"{action}" needs "task": the task number', is_error=True)
     task_id = str(arguments["task"])
-    if task_id not in state.tasks:
-        if task_id.isdigit() and 1 <= int(task_id) <= state.tasks_numbered:
+    if task_id not in by_id:
+        if task_id.isdigit() and 1 <= int(task_id) <= numbered:
             return ToolResult(output=f"task #{task_id} ended earlier in this session and its result was delivered "
                               f"then; only the latest {MAX_ENDED_TASKS} ended tasks are kept at hand", is_error=True)
         known = ", ".join(f"#{t.task_id}" for t in at_hand) or "none"
         return ToolResult(output=f"there is no task #{task_id} (tasks: {known})", is_error=True)
     if action == "read":
-        limit = session.engine.config.limits.output_cap_bytes
-        data, start, size = tasks.read_output(Path(state.tasks[task_id].task_dir), arguments.get("offset"), limit)
+        limit = context.config.limits.output_cap_bytes
+        data, start, size = tasks.read_output(Path(by_id[task_id].task_dir), arguments.get("offset"), limit)
         end = start + len(data)
         text = data.decode("utf-8", "replace")
         more = f"; read on with offset {end}" if end < size else ""
         return ToolResult(output=f"{text}\n[bytes {start}-{end} of {size}{more}]", is_error=False)
     if action == "wait":
-        task = session.wait_task(task_id, float(arguments.get("timeout_seconds", DEFAULT_WAIT_SECONDS)))
+        task = host.wait_task(task_id, float(arguments.get("timeout_seconds", DEFAULT_WAIT_SECONDS)))
         if task.status == "running":
             return ToolResult(output=f"task #{task_id} is still running", is_error=False)
     else:
-        task = session.kill_task(task_id)
+        task = host.kill_task(task_id)
     # The agent gets the task's end in this result: its wake-up must not tell it again.
-    session.answer_wakes(task_id)
+    host.answer_wakes(task_id)
     return _ended(task)
+
+
+TOOL = Builtin(
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
+    concurrency_safe=lambda arguments: arguments.get("action") in READ_ONLY,
+    # Harmless to run again after a crash: it reads, waits, or kills what is dead.
+    replay="safe",
+)

@@ -1,0 +1,59 @@
+"""Every built-in tool, by name, and which of them a config turns on."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from zagent_core.builtins.base import Builtin
+from zagent_core.config import Config
+from zagent_core.problems import Problem, did_you_mean
+
+#: One module per built-in, each with a ``TOOL``; the order is the order they are offered in.
+_MODULES = (
+    "terminal",
+)
+
+
+@functools.cache
+def all_builtins() -> dict[str, Builtin]:
+    """Every built-in zagent has, by name."""
+    found: dict[str, Builtin] = {}
+    for module in _MODULES:
+        tool: Builtin = importlib.import_module(f"zagent_core.builtins.{module}").TOOL
+        found[tool.name] = tool
+    return found
+
+
+def names() -> frozenset[str]:
+    """The names folder tools may not take."""
+    return frozenset(all_builtins())
+
+
+def enabled(config: Config) -> tuple[dict[str, Builtin], list[Problem]]:
+    """The built-ins ``config`` turns on (``builtins.enabled``, default all), and what is wrong with it.
+
+    ``tools.disabled`` applies to built-ins too, as to folder tools: a disabled built-in
+    stays known (a call is refused saying it is disabled), it is only not offered.
+    """
+    every = all_builtins()
+    wanted = config.builtins.enabled
+    if wanted is None:
+        return dict(every), []
+    problems = [
+        Problem(source="config.json", severity="warning",
+                message=f'builtins.enabled names "{name}", which is not a built-in tool{did_you_mean(name, every)}; '
+                        f"built-ins: {', '.join(every)}")
+        for name in wanted if name not in every
+    ]
+    return {name: tool for name, tool in every.items() if name in wanted}, problems
+
+
+@functools.cache
+def validator(name: str) -> Any:
+    """The JSON Schema validator of a built-in's parameters (built once)."""
+    from zagent_core.manifest import schema_dialect
+
+    parameters = all_builtins()[name].parameters
+    return schema_dialect(parameters)(parameters)

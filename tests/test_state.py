@@ -19,6 +19,9 @@ from zagent_core import SessionState, apply, rebuild
 from zagent_core.state import from_snapshot, to_snapshot
 from zagent_core.events import (
     NoteReceived,
+    ReadEntry,
+    ReadStateUpdated,
+    ToolStateWritten,
     SessionEnded,
     TaskExited,
     TaskInterrupted,
@@ -51,6 +54,9 @@ class SessionHistory(RuleBasedStateMachine):
         self.wakes: list[str] = []
         self.delivered: list[str] = []
         self.counter = 0
+        #: What the tool state and the read-state map must be, kept by hand.
+        self.tool_state: dict[str, dict] = {}
+        self.hashes: dict[str, str] = {}
         self._append([SessionStarted(origin="test", workspace="/w", zagent_version="0", warnings=["w"])])
 
     def teardown(self) -> None:
@@ -99,6 +105,33 @@ class SessionHistory(RuleBasedStateMachine):
         self.running.remove(call_id)
         self._append([ToolCallFinished(call_id=call_id, output=output, is_error=is_error, exit_code=exit_code,
                                        duration_ms=5)])
+
+    @precondition(lambda self: self.running)
+    @rule(data=st.data(), writes=st.dictionaries(st.sampled_from(["k1", "k2", "k3"]), st.one_of(st.none(), json_scalars),
+                                                 max_size=3),
+          reads=st.dictionaries(st.sampled_from(["/w/a", "/w/b"]), st.text("0123456789abcdef", min_size=16,
+                                                                           max_size=16), max_size=2))
+    def finish_with_effects(self, data: st.DataObject, writes: dict, reads: dict) -> None:
+        """A call's staged effects, committed with its result in one transaction."""
+        call_id = data.draw(st.sampled_from(self.running))
+        self.running.remove(call_id)
+        tool = self.state.calls[call_id].tool
+        events: list = []
+        if reads:
+            events.append(ReadStateUpdated(call_id=call_id, entries=[
+                ReadEntry(path=path, hash=digest, at="2026-12-01T00:00:00.000Z") for path, digest in reads.items()]))
+            self.hashes.update(reads)
+        if writes:
+            events.append(ToolStateWritten(call_id=call_id, tool=tool, values=writes))
+            merged = {**self.tool_state.get(tool, {}), **writes}
+            self.tool_state[tool] = {k: v for k, v in merged.items() if v is not None}
+        self._append([*events, ToolCallFinished(call_id=call_id, output="ok", is_error=False, exit_code=0,
+                                                duration_ms=1)])
+
+    @invariant()
+    def tool_state_and_read_state_are_what_the_calls_committed(self) -> None:
+        assert self.state.tool_state == self.tool_state
+        assert {path: entry.hash for path, entry in self.state.read_state.items()} == self.hashes
 
     @precondition(lambda self: self.running)
     @rule(data=st.data(), text=st.text(min_size=1, max_size=10), wake=st.booleans())

@@ -47,6 +47,7 @@ from zagent_core.events import (
     ToolCallRequested,
     ToolCallStarted,
     ToolOffer,
+    ToolStateWritten,
     TurnEnded,
     TurnStarted,
     UserMessage,
@@ -137,6 +138,11 @@ def _started_result(task_id: str) -> ToolResult:
 def _task_started(task_id: str, call_id: str, tool: str, who: ProcessIdentity, task_dir: Path) -> TaskStarted:
     return TaskStarted(task_id=task_id, call_id=call_id, tool=tool, pid=who.pid, start_ticks=who.start_ticks,
                        boot_id=who.boot_id, task_dir=str(task_dir))
+
+
+def _state_written(call_id: str, tool: str, result: ToolResult) -> list[Event]:
+    """The tool-state writes a result carries, as the event committed with it."""
+    return [ToolStateWritten(call_id=call_id, tool=tool, values=result.state_writes)] if result.state_writes else []
 
 
 def _journal_call_id(model_id: str, taken: Callable[[str], bool]) -> str:
@@ -515,7 +521,7 @@ class Session:
         else:
             builtin = self.engine.builtins.get(name)
             tool = self.tools.tools.get(name)
-            validated = validate_arguments(registry.validator(name) if builtin else self.tools.tools[name].validator,
+            validated = validate_arguments(builtin.validator if builtin else self.tools.tools[name].validator,
                                            arguments)
             problems = validated.problems or (delivery_problems(tool, validated.arguments) if tool else [])
             if not problems:
@@ -660,9 +666,12 @@ class Session:
         call_dir, output_dir, notify_file = self._call_folders(call_id)
         scratch = engine.home.scratch_dir(self.session_id)
         scratch.mkdir(parents=True, exist_ok=True)
+        state_file = call_dir / "state.json"
+        write_json(state_file, self.state.tool_state.get(tool.name, {}))
         context = CallContext(
             session_id=self.session_id, home=engine.home.root, workspace=engine.workspace, scratch=scratch,
             output_dir=output_dir, notify_file=notify_file, caps=engine.config.capabilities.as_env(),
+            state_file=state_file,
         )
         limits = engine.config.limits
         invocation = build_invocation(tool, arguments, context, default_timeout=limits.default_timeout_seconds)
@@ -710,7 +719,8 @@ class Session:
         log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, exit_code=result.exit_code,
                  duration_ms=result.duration_ms, timed_out=result.timed_out)
         crash_point("before_tool_call_finished")
-        self._append([ToolCallFinished(call_id=call_id, **result.event_fields())])
+        self._append([*_state_written(call_id, tool.name, result), ToolCallFinished(call_id=call_id,
+                                                                                     **result.event_fields())])
         return result
 
     # -- the conversation (the agent loop journals through these) --------------------
@@ -801,7 +811,7 @@ class Session:
         """For a replay-safe tool: its validator, and how to run a call of it again."""
         builtin, tool = self.engine.builtins.get(name), self.tools.tools.get(name)
         if builtin is not None and builtin.replay == "safe":
-            return registry.validator(name), functools.partial(self._run_builtin, builtin)
+            return builtin.validator, functools.partial(self._run_builtin, builtin)
         if tool is not None and tool.manifest.replay == "safe":
             return tool.validator, functools.partial(self._run, tool)
         return None
@@ -874,13 +884,15 @@ class Session:
             caps=self.engine.config.capabilities, limits=self.engine.config.limits,
         )
         fields = result.event_fields() | {"ended_at": tasks.ended_at(record)}
+        written = _state_written(task.call_id, task.tool, result)
         if record.get("stopped"):
             # The kill was asked for (terminal, or the session ending): its answer says so.
-            self._append([TaskKilled(task_id=task.task_id, call_id=task.call_id, **fields)])
+            self._append([*written, TaskKilled(task_id=task.task_id, call_id=task.call_id, **fields)])
             return
         ended = "timed out" if result.timed_out else "failed" if result.is_error else "finished"
         log.info("task_ended", session=self.session_id, task_id=task.task_id, how=ended, exit_code=result.exit_code)
         self._append([
+            *written,
             TaskExited(task_id=task.task_id, call_id=task.call_id, **fields),
             WakeRequested(wake_id=new_wake_id(), reason="task_exited", call_id=task.call_id, task_id=task.task_id,
                           text=f"task #{task.task_id} ({task.tool}) {ended}:\n{result.output}"),

@@ -22,7 +22,7 @@ from zagent_core.manifest import Tool, expand
 #: Variables that describe the call to the tool; the seed's table.
 CALL_VARIABLES = (
     "ZAGENT_WORKSPACE", "ZAGENT_HOME", "ZAGENT_SCRATCH", "ZAGENT_SESSION", "ZAGENT_TOOL_NAME",
-    "ZAGENT_TOOL_DIR", "ZAGENT_OUTPUT_DIR", "ZAGENT_NOTIFY_FILE", "ZAGENT_CAPS",
+    "ZAGENT_TOOL_DIR", "ZAGENT_OUTPUT_DIR", "ZAGENT_NOTIFY_FILE", "ZAGENT_CAPS", "ZAGENT_STATE_FILE",
 )
 
 
@@ -37,6 +37,8 @@ class CallContext:
     output_dir: Path
     notify_file: Path
     caps: str
+    #: The tool's durable state as the call starts (a JSON object); changes come back in a JSON result's ``state``.
+    state_file: Path
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ def build_invocation(
         "ZAGENT_OUTPUT_DIR": str(context.output_dir),
         "ZAGENT_NOTIFY_FILE": str(context.notify_file),
         "ZAGENT_CAPS": context.caps,
+        "ZAGENT_STATE_FILE": str(context.state_file),
     })
 
     stdin: bytes | None = None

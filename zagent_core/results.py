@@ -17,7 +17,7 @@ import signal as signals
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,7 +25,7 @@ from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.events import Media, OutputFile
 from zagent_core.processes import create_fresh
 from zagent_core.runner import ProcessOutcome
-from zagent_core.text import storable
+from zagent_core.text import storable, storable_json
 
 #: JSON tools may print more than the model's cap (the cap applies to their ``output``).
 JSON_STDOUT_LIMIT = 8 * 1024 * 1024
@@ -39,6 +39,8 @@ _MAX_PROBLEMS = 10
 _LINE_SNAP = 256
 
 _CAPABILITY_OF = {"image": "vision", "audio": "audio", "video": "video"}
+#: A tool-state value, as JSON, may be this big at most.
+MAX_STATE_VALUE_BYTES = 64 * 1024
 
 
 class ToolResult(BaseModel):
@@ -56,10 +58,39 @@ class ToolResult(BaseModel):
     media: list[Media] = []
     files: list[OutputFile] = []
     pid: int | None = None
+    #: Writes to the tool's durable state (``None`` removes a key), journaled with the result.
+    state_writes: dict[str, Any] = {}
 
     def event_fields(self) -> dict[str, Any]:
         """The fields a ``tool_call_finished`` / ``task_exited`` / ``task_killed`` event records."""
-        return self.model_dump(exclude={"media", "files"}) | {"media": self.media, "files": self.files}
+        return self.model_dump(exclude={"media", "files", "state_writes"}) | {"media": self.media, "files": self.files}
+
+
+def state_problem(key: Any, value: Any) -> str | None:
+    """Why a tool-state write cannot be stored, or None."""
+    if not isinstance(key, str) or not key:
+        return f"tool state keys are non-empty strings, not {_quoted(key)}"
+    try:
+        size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f'tool state "{storable(key)}": the value is not plain JSON ({exc})'
+    if size > MAX_STATE_VALUE_BYTES:
+        return (f'tool state "{storable(key)}": the value is {size} bytes as JSON, over the '
+                f"{MAX_STATE_VALUE_BYTES}-byte limit; keep a path to a file instead")
+    return None
+
+
+def _state_writes(value: Any) -> tuple[dict[str, Any], list[str]]:
+    """A JSON result's ``state``: the writes, or none and why (all or nothing, as a transaction)."""
+    if value is None:
+        return {}, []
+    if not isinstance(value, dict):
+        return {}, [f'"state" must be an object of keys to new values (null removes a key), not {_quoted(value)}; '
+                    "no state was written"]
+    problems = [problem for key, item in value.items() if (problem := state_problem(key, item)) is not None]
+    if problems:
+        return {}, [*problems[:_MAX_PROBLEMS], "no state was written"]
+    return storable_json(value), []
 
 
 @dataclass(frozen=True)
@@ -158,17 +189,25 @@ def _quoted(value: Any) -> str:
     return text if len(text) <= 80 else text[:80] + "..."
 
 
-def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], str | None]:
-    """``(output, is_error, media entries, problem)`` from a JSON tool's stdout."""
+class _Parsed(NamedTuple):
+    output: str
+    is_error: bool
+    media: list[Any]
+    problem: str | None
+    state: Any = None
+
+
+def _parse_json_result(outcome: ProcessOutcome) -> _Parsed:
+    """What a JSON tool's stdout says (a problem with it makes the result an error)."""
     stdout = _decode(outcome.stdout).strip()
     stderr = _decode(outcome.stderr).strip()
     if outcome.stdout_total > JSON_STDOUT_LIMIT:
-        return stderr, True, [], (f"the tool printed {outcome.stdout_total} bytes, more than the "
-                                  f"{JSON_STDOUT_LIMIT}-byte limit for a JSON result; full output: {outcome.spilled}")
+        return _Parsed(stderr, True, [], (f"the tool printed {outcome.stdout_total} bytes, more than the "
+                                  f"{JSON_STDOUT_LIMIT}-byte limit for a JSON result; full output: {outcome.spilled}"))
     if not stdout:
         if outcome.exit_code == 0 and not outcome.timed_out:
-            return stderr, True, [], "the tool printed nothing; a JSON tool must print one object like {\"output\": \"...\"}"
-        return stderr, True, [], None
+            return _Parsed(stderr, True, [], "the tool printed nothing; a JSON tool must print one object like {\"output\": \"...\"}")
+        return _Parsed(stderr, True, [], None)
     quoted = stdout if len(stdout) <= _QUOTE else stdout[:_QUOTE] + "..."
     try:
         value = json.loads(stdout, parse_constant=_not_a_number, parse_float=_finite)
@@ -176,25 +215,25 @@ def _parse_json_result(outcome: ProcessOutcome) -> tuple[str, bool, list[Any], s
         if not isinstance(output, str):
             output = json.dumps(output, ensure_ascii=False)
     except json.JSONDecodeError as exc:
-        return stderr, True, [], f"the tool printed invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): {quoted}"
+        return _Parsed(stderr, True, [], f"the tool printed invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): {quoted}")
     except ValueError as exc:  # NaN, Infinity, 1e999: what json.loads takes but JSON has no value for
-        return stderr, True, [], (f"the tool printed JSON with {exc}; print finite numbers (or the value as a "
-                                  f"string): {quoted}")
+        return _Parsed(stderr, True, [], (f"the tool printed JSON with {exc}; print finite numbers (or the value as a "
+                                  f"string): {quoted}"))
     except RecursionError:
-        return stderr, True, [], f"the tool printed JSON nested too deeply to read; print a flatter object: {quoted[:80]}"
+        return _Parsed(stderr, True, [], f"the tool printed JSON nested too deeply to read; print a flatter object: {quoted[:80]}")
     if not isinstance(value, dict):
-        return stderr, True, [], f'the tool printed JSON that is not an object ({quoted}); expected {{"output": "..."}}'
+        return _Parsed(stderr, True, [], f'the tool printed JSON that is not an object ({quoted}); expected {{"output": "..."}}')
     output = storable(output)
     if outcome.returncode != 0 and stderr:
         # It printed a result but failed: what it said on stderr is likely why.
         output = f"{output}\n{stderr}" if output else stderr
     media = value.get("media") or []
     if not isinstance(media, list):
-        return output, True, [], '"media" must be a list of {"path": ..., "mime": ...}'
+        return _Parsed(output, True, [], '"media" must be a list of {"path": ..., "mime": ...}')
     is_error = value.get("is_error", False)
     if not isinstance(is_error, bool):
-        return output, True, media, f'"is_error" must be true or false, not {storable(_quoted(is_error))[:40]}'
-    return output, is_error, media, None
+        return _Parsed(output, True, media, f'"is_error" must be true or false, not {storable(_quoted(is_error))[:40]}')
+    return _Parsed(output, is_error, media, None, value.get("state"))
 
 
 def _walk(folder: Path) -> Iterator[os.DirEntry[str]]:
@@ -390,11 +429,17 @@ def build_result(
     problems: list[str] = []
     endings: list[str] = []
     named: list[OutputFile] = []
+    state_writes: dict[str, Any] = {}
     if output_mode == "json":
-        text, is_error, media_entries, problem = _parse_json_result(outcome)
-        named, problems = _media_from_json(media_entries, cwd, (paths.output_dir, cwd), caps, limits)
-        if problem:
-            endings.append(f"[{problem}]")
+        parsed = _parse_json_result(outcome)
+        text, is_error = parsed.output, parsed.is_error
+        named, problems = _media_from_json(parsed.media, cwd, (paths.output_dir, cwd), caps, limits)
+        if parsed.problem:
+            endings.append(f"[{parsed.problem}]")
+            is_error = True
+        state_writes, state_problems = _state_writes(parsed.state)
+        if state_problems:
+            endings.append(f"[{'; '.join(state_problems)}]")
             is_error = True
     else:
         text = _decode(outcome.stdout)
@@ -436,4 +481,5 @@ def build_result(
         full_output_path=full_path,
         media=media,
         files=files.items,
+        state_writes=state_writes,
     )

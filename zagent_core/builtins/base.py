@@ -15,7 +15,7 @@ journal (``read_state``, ``tool_state``) is what the next call, a resume or a re
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zagent_core.config import Config
 from zagent_core.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolStateWritten
-from zagent_core.results import ToolResult
+from zagent_core.results import ToolResult, state_problem
 
 if TYPE_CHECKING:
     from zagent_core.events import Event
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from zagent_core.state import TaskView
 
 Arguments = dict[str, Any]
-#: A tool-state value, as JSON, may be this big at most.
-MAX_STATE_VALUE_BYTES = 64 * 1024
 
 
 class PathRefused(ValueError):
@@ -90,24 +88,13 @@ class ToolState:
 
     def set(self, key: str, value: Any) -> None:
         """Stage ``value`` (JSON, at most 64 KiB) for ``key``; ``None`` removes the key."""
-        check_state_value(key, value)
+        problem = state_problem(key, value)
+        if problem is not None:
+            raise StateValueError(problem)
         self.staged[key] = value
 
     def delete(self, key: str) -> None:
         self.staged[key] = None
-
-
-def check_state_value(key: str, value: Any) -> None:
-    """Refuse a tool-state write the journal cannot carry, saying why."""
-    if not isinstance(key, str) or not key:
-        raise StateValueError(f"tool state keys are non-empty strings, not {key!r}")
-    try:
-        size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8"))
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise StateValueError(f'tool state "{key}": the value is not plain JSON ({exc})') from None
-    if size > MAX_STATE_VALUE_BYTES:
-        raise StateValueError(f'tool state "{key}": the value is {size} bytes as JSON, over the '
-                              f"{MAX_STATE_VALUE_BYTES}-byte limit; keep a path to a file instead")
 
 
 def read_state_key(workspace: Path, path: str) -> str:
@@ -180,7 +167,7 @@ def _never(arguments: Arguments) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Builtin:
     """A built-in tool: what the model is offered, and how a call runs."""
 
@@ -200,6 +187,13 @@ class Builtin:
     @property
     def identity(self) -> str:
         return f"builtin:{self.name}"
+
+    @functools.cached_property
+    def validator(self) -> Any:
+        """The JSON Schema validator of its parameters (built on first use)."""
+        from zagent_core.manifest import schema_dialect
+
+        return schema_dialect(self.parameters)(self.parameters)
 
     def is_concurrency_safe(self, arguments: Any) -> bool:
         if not isinstance(arguments, dict):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any
-
 from zagent_core.builtins.base import Builtin
 from zagent_core.config import Config
 from zagent_core.problems import Problem, did_you_mean
@@ -48,12 +46,3 @@ def enabled(config: Config) -> tuple[dict[str, Builtin], list[Problem]]:
         for name in wanted if name not in every
     ]
     return {name: tool for name, tool in every.items() if name in wanted}, problems
-
-
-@functools.cache
-def validator(name: str) -> Any:
-    """The JSON Schema validator of a built-in's parameters (built once)."""
-    from zagent_core.manifest import schema_dialect
-
-    parameters = all_builtins()[name].parameters
-    return schema_dialect(parameters)(parameters)

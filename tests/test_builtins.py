@@ -1,0 +1,257 @@
+"""The built-ins as one family: offered, validated, journaled and scheduled like folder tools,
+with what a call stages (tool state) committed with its result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import python_tool, write_tool
+
+from zagent_core import Engine, Home
+from zagent_core.agent import Agent, conversation
+from zagent_core.builtins import registry
+from zagent_core.builtins.base import Builtin, BuiltinContext, StateValueError
+from zagent_core.config import AgentConfig, BuiltinsConfig, Config, ToolsConfig
+from zagent_core.events import ToolCallStarted, ToolStateWritten
+from zagent_core.models import ModelReply, ToolCallRequest
+from zagent_core.models.scripted import ScriptedModel
+from zagent_core.results import ToolResult
+from zagent_store import SQLiteJournal
+
+ZAGENT = [sys.executable, "-m", "zagent_cli"]
+
+
+def events_of(engine: Engine, session_id: str, kind: type) -> list[Any]:
+    return [e.event for e in engine.journal.read(session_id) if isinstance(e.event, kind)]
+
+
+def test_a_built_in_call_is_journaled_with_its_identity_and_zagent_version(engine: Engine) -> None:
+    with engine.start_session() as session:
+        result = session.call("terminal", {"action": "list"})
+    assert result.output == "no background tasks in this session" and not result.is_error
+    types = [e.event.type for e in engine.journal.read(session.session_id)]
+    assert types[1:4] == ["tool_call_requested", "tool_call_started", "tool_call_finished"]
+    [started] = events_of(engine, session.session_id, ToolCallStarted)
+    assert started.identity == "builtin:terminal" and started.tool_version
+    assert started.input_mode == "builtin" and started.notify_file is None  # no process, no folder
+    offered = {t.name: t for t in session.state.tools}
+    assert offered["terminal"].identity == "builtin:terminal" and offered["terminal"].folder == "(built-in)"
+
+
+def test_a_built_in_call_is_validated_and_refused_like_a_folder_tool(engine: Engine) -> None:
+    with engine.start_session() as session:
+        result = session.call("terminal", {"action": "peek", "tsk": 1})
+    assert result.is_error
+    assert result.output.startswith("terminal was not run: its arguments do not match its parameters.\n")
+    assert "peek" in result.output and '"tsk"' in result.output
+
+
+def test_builtins_enabled_chooses_what_is_offered_and_warns_of_unknown_names(
+        home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    config = Config(builtins=BuiltinsConfig(enabled=["terminl"]))
+    engine = Engine(Home(home_dir), journal, workspace=workspace, config=config)
+    with engine.start_session() as session:
+        result = session.call("terminal", {"action": "list"})
+    assert [t.name for t in session.state.tools] == []
+    assert any('builtins.enabled names "terminl", which is not a built-in tool (did you mean "terminal"?)' in w
+               for w in session.state.warnings)
+    assert result.is_error and result.output.startswith('unknown tool "terminal"')
+
+
+def test_a_disabled_built_in_is_not_offered_and_its_calls_are_refused(
+        home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    config = Config(tools=ToolsConfig(disabled=["terminal"]))
+    engine = Engine(Home(home_dir), journal, workspace=workspace, config=config)
+    with engine.start_session() as session:
+        result = session.call("terminal", {"action": "list"})
+    assert "terminal" not in [t.name for t in session.state.tools]
+    assert result.is_error and 'tool "terminal" is disabled in config.json' in result.output
+    assert not any("tools.disabled" in w for w in session.state.warnings)  # a built-in is a known name
+
+
+def test_tools_list_shows_the_built_ins_marked(home_dir: Path) -> None:
+    python_tool(home_dir, "echo", "print('hi')")
+    listing = subprocess.run([*ZAGENT, "--home", str(home_dir), "tools", "list"], capture_output=True, text=True,
+                             check=True).stdout
+    lines = listing.splitlines()
+    assert lines[0].startswith("echo") and "[tools/echo]" in lines[0]
+    assert any(line.startswith("terminal") and line.endswith("[built-in]") for line in lines)
+    as_json = json.loads(subprocess.run([*ZAGENT, "--home", str(home_dir), "tools", "list", "--json"],
+                                        capture_output=True, text=True, check=True).stdout)
+    assert [t["name"] for t in as_json["tools"]] == ["echo"]
+    assert {b["name"]: b["replay"] for b in as_json["builtins"]}["terminal"] == "safe"
+
+
+def test_no_tool_folder_can_take_a_built_in_name(home_dir: Path, engine: Engine) -> None:
+    for name in registry.names():
+        write_tool(home_dir, name, {"description": "mine", "command": [sys.executable]})
+    toolset = engine.load_tools()
+    assert toolset.tools == {}
+    assert {p.source for p in toolset.problems} == {f"tools/{name}" for name in registry.names()}
+
+
+# -- scheduling -----------------------------------------------------------------------------
+
+RENDEZVOUS = """
+import json, os, sys, time
+args = json.load(sys.stdin)
+meeting = os.path.join(os.environ["ZAGENT_WORKSPACE"], "meeting")
+os.makedirs(meeting, exist_ok=True)
+open(os.path.join(meeting, args["me"]), "w").close()
+deadline = time.monotonic() + 20
+while len(os.listdir(meeting)) < args["expect"] and time.monotonic() < deadline:
+    time.sleep(0.01)
+met = sorted(os.listdir(meeting))
+print(json.dumps({"me": args["me"], "met": met}))
+"""
+
+ALONE = """
+import json, os, sys
+meeting = os.path.join(os.environ["ZAGENT_WORKSPACE"], "meeting")
+present = sorted(os.listdir(meeting)) if os.path.isdir(meeting) else []
+# It runs alone: whoever met before it has left, and it clears the room for those after.
+for name in present:
+    os.remove(os.path.join(meeting, name))
+print(json.dumps({"alone": True, "found": present}))
+"""
+
+
+def test_safe_calls_run_as_a_fleet_and_an_unsafe_call_is_a_barrier(home_dir: Path, engine: Engine) -> None:
+    """[safe a, safe b, unsafe, safe c, safe d]: a and b meet, the unsafe call runs after both
+    ended and before c and d start, c and d meet, and the model gets the results in its order."""
+    schema = {"type": "object", "properties": {"me": {"type": "string"}, "expect": {"type": "integer"}}}
+    python_tool(home_dir, "meet", RENDEZVOUS, parameters=schema, concurrency_safe=True)
+    python_tool(home_dir, "alone", ALONE)
+    calls = [("meet", {"me": "a", "expect": 2}), ("meet", {"me": "b", "expect": 2}), ("alone", {}),
+             ("meet", {"me": "c", "expect": 2}), ("meet", {"me": "d", "expect": 2})]
+    model = ScriptedModel([
+        ModelReply(tool_calls=[ToolCallRequest(id=f"k{i}", name=name, arguments=args)
+                               for i, (name, args) in enumerate(calls)], stop_reason="tool_use"),
+        ModelReply(text="done", stop_reason="end_turn"),
+    ])
+    session = engine.start_session("run")
+    Agent(session, model).run("go")
+    outputs = [json.loads(e.event.output) for e in engine.journal.read(session.session_id)
+               if e.event.type == "tool_call_finished"]
+    by_me = {o.get("me", "alone"): o for o in outputs}
+    assert by_me["a"]["met"] == ["a", "b"] and by_me["b"]["met"] == ["a", "b"]
+    assert by_me["alone"]["found"] == ["a", "b"]  # both had run; nothing of the next fleet had started
+    assert by_me["c"]["met"] == ["c", "d"] and by_me["d"]["met"] == ["c", "d"]
+    steps = [(e.event.type, e.event.call_id) for e in engine.journal.read(session.session_id)
+             if e.event.type in ("tool_call_started", "tool_call_finished")]
+    at = steps.index
+    assert max(at(("tool_call_finished", "k0")), at(("tool_call_finished", "k1"))) < at(("tool_call_started", "k2"))
+    assert at(("tool_call_finished", "k2")) < min(at(("tool_call_started", "k3")), at(("tool_call_started", "k4")))
+    messages = conversation(engine.journal.read(session.session_id), "system")
+    assert [m.tool_call_id for m in messages if m.role == "tool"] == ["k0", "k1", "k2", "k3", "k4"]
+
+
+def test_max_concurrent_tools_bounds_the_fleet(home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    # With one at a time, the fleet runs in order: each finds only those before it (and itself).
+    schema = {"type": "object", "properties": {"me": {"type": "string"}, "expect": {"type": "integer"}}}
+    python_tool(home_dir, "meet", RENDEZVOUS, parameters=schema, concurrency_safe=True)
+    engine = Engine(Home(home_dir), journal, workspace=workspace,
+                    config=Config(agent=AgentConfig(max_concurrent_tools=1)))
+    model = ScriptedModel([
+        ModelReply(tool_calls=[ToolCallRequest(id=f"k{i}", name="meet", arguments={"me": me, "expect": 1})
+                               for i, me in enumerate("ab")], stop_reason="tool_use"),
+        ModelReply(text="done", stop_reason="end_turn"),
+    ])
+    session = engine.start_session("run")
+    Agent(session, model).run("go")
+    outputs = [json.loads(e.event.output) for e in engine.journal.read(session.session_id)
+               if e.event.type == "tool_call_finished"]
+    assert [o["met"] for o in outputs] == [["a"], ["a", "b"]]
+
+
+# -- tool state ---------------------------------------------------------------------------
+
+COUNTER = """
+import json, os, sys
+args = json.load(sys.stdin)
+state = json.load(open(os.environ["ZAGENT_STATE_FILE"]))
+count = state.get("count", 0) + 1
+writes = {"count": count}
+if args.get("big"):
+    writes["blob"] = "x" * (64 * 1024 + 1)
+if args.get("forget"):
+    writes["count"] = None
+print(json.dumps({"output": f"count {count} (state seen: {sorted(state)})", "state": writes}))
+"""
+
+
+def counter_tool(home_dir: Path) -> None:
+    schema = {"type": "object", "properties": {"big": {"type": "boolean"}, "forget": {"type": "boolean"}}}
+    python_tool(home_dir, "counter", COUNTER, parameters=schema, output="json")
+
+
+def test_a_folder_tool_reads_its_state_from_a_file_and_writes_it_in_its_json_result(
+        home_dir: Path, engine: Engine) -> None:
+    counter_tool(home_dir)
+    session = engine.start_session()
+    assert [session.call("counter", {}).output for _ in range(3)] == [
+        "count 1 (state seen: [])", "count 2 (state seen: ['count'])", "count 3 (state seen: ['count'])"]
+    session.release()
+    # The state is a projection of the journal: another engine (a resume) sees it.
+    resumed = Engine(engine.home, engine.journal, workspace=engine.workspace).resume(session.session_id)
+    assert resumed.call("counter", {}).output == "count 4 (state seen: ['count'])"
+    assert resumed.call("counter", {"forget": True}).output == "count 5 (state seen: ['count'])"
+    assert resumed.state.tool_state == {"counter": {}}
+    resumed.end()
+    written = events_of(engine, session.session_id, ToolStateWritten)
+    assert [w.values for w in written][:2] == [{"count": 1}, {"count": 2}]
+
+
+def test_state_is_committed_in_the_same_transaction_as_the_result(home_dir: Path, engine: Engine) -> None:
+    counter_tool(home_dir)
+    with engine.start_session() as session:
+        session.call("counter", {})
+    stored = list(engine.journal.read(session.session_id))
+    [write] = [e for e in stored if e.event.type == "tool_state_written"]
+    finished = stored[stored.index(write) + 1]
+    assert finished.event.type == "tool_call_finished" and finished.event.call_id == write.event.call_id
+
+
+def test_a_state_value_over_64_kib_is_a_clear_error_and_nothing_is_written(home_dir: Path, engine: Engine) -> None:
+    counter_tool(home_dir)
+    with engine.start_session() as session:
+        result = session.call("counter", {"big": True})
+        assert session.state.tool_state == {}
+    assert result.is_error
+    assert 'tool state "blob": the value is 65539 bytes as JSON, over the 65536-byte limit' in result.output
+    assert "no state was written" in result.output
+    assert events_of(engine, session.session_id, ToolStateWritten) == []
+
+
+def remembering(context: BuiltinContext, arguments: dict[str, Any]) -> ToolResult:
+    seen = context.state.get("seen", [])
+    try:
+        context.state.set("seen", [*seen, arguments["word"]])
+    except StateValueError as exc:
+        return ToolResult(output=str(exc), is_error=True)
+    return ToolResult(output=f"seen before: {seen}", is_error=False)
+
+
+def test_a_built_in_stages_state_that_is_committed_with_its_result(engine: Engine) -> None:
+    engine.builtins["remember"] = Builtin(
+        name="remember", description="Remembers words.", run=remembering,
+        parameters={"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]})
+    with engine.start_session() as session:
+        assert session.call("remember", {"word": "a"}).output == "seen before: []"
+        assert session.call("remember", {"word": "b"}).output == "seen before: ['a']"
+        too_big = session.call("remember", {"word": "x" * 70_000})
+    assert too_big.is_error and "over the 65536-byte limit" in too_big.output
+    assert session.state.tool_state == {"remember": {"seen": ["a", "b"]}}
+
+
+@pytest.mark.parametrize("value", [float("nan"), {1, 2}])
+def test_a_state_value_that_is_not_json_is_refused_with_the_reason(value: Any) -> None:
+    from zagent_core.builtins.base import ToolState
+
+    with pytest.raises(StateValueError, match='tool state "k": the value is not plain JSON'):
+        ToolState({}).set("k", value)

@@ -493,6 +493,13 @@ class Session:
         tool = self.tools.tools.get(name)
         return tool is not None and tool.manifest.concurrency_safe
 
+    def replay_policy(self, name: str) -> Literal["safe", "unsafe"] | None:
+        """What may be done again with a call of ``name``: ``safe`` (it only reads), ``unsafe``, or None (no such tool)."""
+        builtin, tool = self.engine.builtins.get(name), self.tools.tools.get(name)
+        if builtin is not None:
+            return builtin.replay
+        return tool.manifest.replay if tool is not None else None
+
     def offered_builtins(self) -> list[Builtin]:
         """The built-in tools the model is told about."""
         return [b for b in self.engine.builtins.values() if b.name not in self.tools.disabled]
@@ -809,12 +816,13 @@ class Session:
 
     def _rerun_of(self, name: str) -> tuple[Any, Callable[..., ToolResult]] | None:
         """For a replay-safe tool: its validator, and how to run a call of it again."""
-        builtin, tool = self.engine.builtins.get(name), self.tools.tools.get(name)
-        if builtin is not None and builtin.replay == "safe":
+        if self.replay_policy(name) != "safe":
+            return None
+        builtin = self.engine.builtins.get(name)
+        if builtin is not None:
             return builtin.validator, functools.partial(self._run_builtin, builtin)
-        if tool is not None and tool.manifest.replay == "safe":
-            return tool.validator, functools.partial(self._run, tool)
-        return None
+        tool = self.tools.tools[name]
+        return tool.validator, functools.partial(self._run, tool)
 
     def _settle_task_start(self, call: CallView) -> None:
         """A background call whose start was cut off: find its supervisor, if it ever ran."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from zagent_cli.output import JSON_ESCAPES, emit_json, say, terminal_safe
+from zagent_cli.output import JSON_ESCAPES, emit_json, head, say, terminal_safe
 
 if TYPE_CHECKING:
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
@@ -225,19 +225,70 @@ def tools_list(obj: Context, as_json: bool) -> None:
         say("\n".join(_problem_lines(problems)))
 
 
-def _arguments_object(args_text: str) -> dict[str, Any]:
-    """``--args``, parsed: one JSON object, its strings storable."""
+def _stdin_text() -> str:
+    """All of stdin, as text (bytes that are not UTF-8 become U+FFFD, as argv's do)."""
+    return sys.stdin.buffer.read().decode("utf-8", "replace") if sys.stdin else ""
+
+
+def _stdin_piped() -> bool:
+    """Whether something was piped or redirected into stdin: a pipe or a file. Not a terminal,
+    and not a socket or device a harness left open, which could keep a read waiting forever."""
+    import os
+    import stat
+
+    stream = sys.stdin
+    if stream is None:  # started with descriptor 0 closed
+        return False
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError):  # no descriptor: an in-memory stream (click's test runner) was given
+        return not stream.isatty()
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+def _arguments_text(args_text: str | None) -> tuple[str, str]:
+    """``--args`` as curl's ``-d`` takes data: ``@FILE`` reads a file, ``@-`` stdin; without
+    ``--args``, a pipe into stdin is the arguments (a terminal or nothing piped: ``{}``).
+    Returns the JSON text and where it came from, for the error message."""
+    if args_text is None:
+        if not _stdin_piped():
+            return "{}", "--args"
+        return _stdin_text().strip() or "{}", "the arguments on stdin"
+    if not args_text.startswith("@"):
+        return args_text, "--args"
+    if args_text == "@-":
+        return _stdin_text(), "the arguments on stdin"
+    try:
+        return Path(args_text[1:]).read_bytes().decode("utf-8", "replace"), f"--args {args_text}"
+    except OSError as exc:
+        raise click.UsageError(f"--args {args_text}: cannot read {args_text[1:]}: {exc.strerror or exc}; "
+                               "@FILE names a file holding one JSON object") from None
+
+
+def _arguments_object(args_text: str | None) -> dict[str, Any]:
+    """The call's arguments (see :func:`_arguments_text`): one JSON object, its strings storable."""
     import json
 
     from zagent_core.text import storable_json
 
+    text, source = _arguments_text(args_text)
     try:
-        arguments = json.loads(args_text, parse_constant=_no_constant)
+        arguments = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
-        raise click.UsageError(f"--args is not valid JSON: {exc}; give one object, e.g. --args '{{\"text\": \"hi\"}}'")
+        raise click.UsageError(f"{source} is not valid JSON: {exc}; give one object, e.g. --args '{{\"text\": \"hi\"}}'")
     if not isinstance(arguments, dict):
-        raise click.UsageError(f"--args must be a JSON object like '{{\"text\": \"hi\"}}', not {args_text!r}")
+        raise click.UsageError(f"{source} must be a JSON object like '{{\"text\": \"hi\"}}', not {head(text, 60)!r}")
     return storable_json(arguments)  # type: ignore[no-any-return]
+
+
+def _prompt_text(prompt: str | None) -> str | None:
+    """PROMPT, or stdin for ``-`` (as llm and most Unix tools read it)."""
+    if prompt != "-":
+        return prompt
+    text = _stdin_text().strip()
+    if not text:
+        raise click.UsageError("the prompt on stdin is empty; pipe the prompt in, e.g. echo 'hi' | zagent run -")
+    return text
 
 
 def _loaded_tool(engine: Engine, name: str) -> ToolSet:
@@ -291,11 +342,12 @@ def _call_once(session: Session, name: str, arguments: dict[str, Any], as_json: 
 
 @tools.command("run")
 @click.argument("name", type=TEXT)
-@click.option("--args", "args_text", type=TEXT, default="{}", metavar="JSON", show_default=True,
-              help="The arguments, as one JSON object.")
+@click.option("--args", "args_text", type=TEXT, metavar="JSON",
+              help="The arguments, as one JSON object; @FILE reads it from FILE, @- from stdin "
+                   "(default: stdin when a pipe or file is on it, else {}).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the result text.")
 @click.pass_obj
-def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
+def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> None:
     """Run tool NAME exactly as an agent would, journaled as a session.
 
     Prints what the model receives. Exit 0 when the call succeeded, 1 when its result
@@ -431,13 +483,14 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
 @click.option("--session", "session_id", type=TEXT, metavar="ID", help="Continue this session instead of starting one.")
 @click.pass_obj
 def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None) -> None:
-    """Run the agent on PROMPT, headless, printing the conversation as it happens.
+    """Run the agent on PROMPT (``-``: read it from stdin), headless, printing the conversation
+    as it happens.
 
     Stays up while background tasks run (agent.max_background_wait_minutes), waking the
     agent when they end; the session stays resumable. Exit 0 when the agent is idle, 1
     when a turn was stopped (limit, model error), 130 on Ctrl-C.
     """
-    _drive(obj, model_spec, session_id, prompt)
+    _drive(obj, model_spec, session_id, _prompt_text(prompt))
 
 
 @cli.command()
@@ -447,8 +500,8 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
 @click.pass_obj
 def resume(obj: Context, session_id: str, prompt: str | None, model_spec: str | None) -> None:
     """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
-    pending wake-ups, and continue, with PROMPT if given."""
-    _drive(obj, model_spec, session_id, prompt)
+    pending wake-ups, and continue, with PROMPT if given (``-``: read it from stdin)."""
+    _drive(obj, model_spec, session_id, _prompt_text(prompt))
 
 
 # -- doctor ----------------------------------------------------------------------------

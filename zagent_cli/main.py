@@ -558,14 +558,16 @@ def doctor(obj: Context, as_json: bool) -> None:
 
     from zagent_core.config import load_config
     from zagent_core.engine import zagent_version
-    from zagent_core.manifest import load_tools
+    from zagent_core.manifest import load_tools, start_problem
     from zagent_core.problems import Problem
 
     home = obj.locate_home()
     unusable = home_problem(home.root)
     config, config_problems = load_config(home.config_path)
     toolset = load_tools(home, config)
-    problems = config_problems + toolset.problems
+    unstartable = [Problem(source=f"tools/{tool.folder.name}", message=f"cannot start: {why}")
+                   for _, tool in sorted(toolset.tools.items()) if (why := start_problem(tool))]
+    problems = config_problems + toolset.problems + unstartable
     if unusable:
         problems.insert(0, Problem(source="home", message=unusable))
     elif home.root.is_dir() and not os.access(home.root, os.W_OK):

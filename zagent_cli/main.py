@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from zagent_cli.output import JSON_ESCAPES, emit_json, head, say, terminal_safe
+from zagent_cli.output import JSON_ESCAPES, emit_json, head, plural, say, terminal_safe
 
 if TYPE_CHECKING:
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
@@ -472,8 +472,10 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
         finally:
             session.release()
     waiting = len(session.state.running_tasks)
-    tail = f"; {waiting} background task(s) still running" if waiting else ""
-    say(f"[{reason} after {requests} model request(s){tail}; session {session.session_id}]", err=True)
+    tail = f"; {plural(waiting, 'background task')} still running" if waiting else ""
+    # Only the kind of a stop: its reason was printed with the turn's end, once is enough.
+    say(f"[{reason.partition(':')[0]} after {plural(requests, 'model request')}{tail}; session {session.session_id}]",
+        err=True)
     sys.exit(0 if reason in ("idle", "ended") else 1)
 
 

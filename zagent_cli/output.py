@@ -52,3 +52,8 @@ def head(text: str | None, width: int = 80) -> str:
     """The first ``width`` characters of ``text`` on one line (whitespace runs become one space)."""
     line = " ".join((text or "").split())
     return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 turn``, ``2 turns``, ``1 reply``, ``3 replies`` (``nouns``: an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"

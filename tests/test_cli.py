@@ -138,9 +138,9 @@ def test_the_installed_command_never_shows_a_traceback_for_a_users_mistake(tmp_p
     home = tmp_path / "home"
     python_tool(home, "crash", "raise SystemExit('boom')")
     base = [sys.executable, "-m", "zagent_cli", "--home", str(home)]
-    bad = subprocess.run([*base, "tools", "run", "nope"], capture_output=True, text=True)
+    bad = subprocess.run([*base, "tools", "run", "nope"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown tool" in bad.stderr and "Traceback" not in bad.stderr
-    crash = subprocess.run([*base, "tools", "run", "crash"], capture_output=True, text=True)
+    crash = subprocess.run([*base, "tools", "run", "crash"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert crash.returncode == 1 and "boom" in crash.stdout and "[exit code 1]" in crash.stdout
     (home / "journal.db").unlink()
     (home / "journal.db").write_text("not a database")
@@ -165,7 +165,7 @@ def test_ctrl_c_during_tools_run_stops_the_tool_and_exits_130(tmp_path: Path) ->
     started = tmp_path / "started"
     python_tool(home, "sleepy", f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(30)")
     proc = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), "tools", "run", "sleepy"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not started.exists():  # the tool runs: Ctrl-C now lands in the call, not in start-up
         assert time.monotonic() < deadline and proc.poll() is None, "the tool never started"

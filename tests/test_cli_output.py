@@ -19,7 +19,7 @@ HOSTILE = "A\x1b]0;pwned\x07B\x1b[2JC\x9b31mD\rE\x7f"
 
 
 def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args],
+    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, encoding="utf-8")
 
 

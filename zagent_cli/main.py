@@ -152,6 +152,11 @@ class ZagentGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Ctrl-C before a command got to anything it journals (those say what they stopped):
+            # the shell's convention, exit 130, rather than click's "Aborted!" and 1.
+            say("\n[stopped]", err=True)
+            sys.exit(130)
         except click.ClickException as exc:
             # Messages quote tool names, session ids, export files: nothing may drive the terminal.
             # (click declares the attribute Final; the exception is ours to amend before it is shown.)
@@ -323,18 +328,20 @@ def _background_result(session: Session, task_id: str, started: ToolResult, as_j
 
 
 def _call_once(session: Session, name: str, arguments: dict[str, Any], as_json: bool) -> tuple[ToolResult, str]:
-    """Run the call in ``session`` (Ctrl-C ends it as interrupted, exit 130): its result and call id."""
+    """Run the call in ``session``, and wait for it if it runs in the background: its result and
+    call id. Ctrl-C (or SIGTERM) ends the session as interrupted, exit 130."""
     try:
         result = session.call(name, arguments)
+        call_id = session.state.last_call_id or ""
+        task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
+        if task_id is not None and not result.is_error:
+            return _background_result(session, task_id, result, as_json), call_id
     except KeyboardInterrupt:
-        # The tool was stopped with us and its call journaled as interrupted.
-        session.end("interrupted")
+        # The tool (or task) was stopped with us and its call journaled as interrupted.
+        if session.state.status == "open":
+            session.end("interrupted")
         say(f"\n[stopped; the call is journaled in session {session.session_id}]", err=True)
         sys.exit(130)
-    call_id = session.state.last_call_id or ""
-    task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
-    if task_id is not None and not result.is_error:
-        return _background_result(session, task_id, result, as_json), call_id
     if not as_json:
         say(result.output)
     return result, call_id
@@ -353,6 +360,10 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
     Prints what the model receives. Exit 0 when the call succeeded, 1 when its result
     is an error, 2 for a usage error.
     """
+    import signal
+
+    # SIGTERM stops the call the way Ctrl-C does: the tool killed, the journal told, exit 130.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     arguments = _arguments_object(args_text)
     notes: list[str] = []
 

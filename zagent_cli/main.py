@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from zagent_cli.output import JSON_ESCAPES, emit_json, head, plural, say, terminal_safe
+from zagent_cli.output import ERROR, JSON_ESCAPES, OK, WARNING, emit_json, head, plural, say, terminal_safe, utc_ms
 
 if TYPE_CHECKING:
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
@@ -142,8 +142,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (use a number or null)")
 
 
-def _problem_lines(problems: list[Problem]) -> list[str]:
-    return [f"  {p.severity}: {p}" for p in problems]
+def _say_problems(problems: list[Problem]) -> None:
+    for problem in problems:
+        say(f"  {problem.severity}: {problem}", colour=ERROR if problem.severity == "error" else WARNING)
 
 
 class ZagentGroup(click.Group):
@@ -219,15 +220,18 @@ def tools_list(obj: Context, as_json: bool) -> None:
         return
     if not toolset.tools:
         say(f"no tools loaded from {home.tools_dir}")
-    width = max((len(name) for name in toolset.tools), default=0)
-    for name, tool in sorted(toolset.tools.items()):
-        status = " (disabled)" if name in toolset.disabled else ""
-        summary = tool.description.splitlines()[0] if tool.description else ""
-        summary = summary if len(summary) <= 72 else summary[:69] + "..."
-        say(f"{name:<{width}}  {summary}{status}  [tools/{tool.folder.name}]")
+    rows = [(name, head(tool.description.splitlines()[0] if tool.description else "", 72), tool)
+            for name, tool in sorted(toolset.tools.items())]
+    # Columns padded to their widest cell (after terminal_safe, which may lengthen a name).
+    names = max((len(terminal_safe(name)) for name, _, _ in rows), default=0)
+    summaries = max((len(terminal_safe(summary)) for _, summary, _ in rows), default=0)
+    for name, summary, tool in rows:
+        disabled = "  (disabled)" if name in toolset.disabled else ""
+        say(f"{terminal_safe(name):<{names}}  {terminal_safe(summary):<{summaries}}  [tools/{tool.folder.name}]"
+            f"{disabled}")
     if problems:
         say("\nproblems:")
-        say("\n".join(_problem_lines(problems)))
+        _say_problems(problems)
 
 
 def _stdin_text() -> str:
@@ -389,7 +393,7 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
     else:
         status = "error" if result.is_error else "ok"
         say(f"[{status} in {result.duration_ms} ms; journaled as session {session.session_id}, call {call_id}]",
-            err=True)
+            err=True, colour=ERROR if result.is_error else OK)
     sys.exit(1 if result.is_error else 0)
 
 
@@ -486,7 +490,7 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     tail = f"; {plural(waiting, 'background task')} still running" if waiting else ""
     # Only the kind of a stop: its reason was printed with the turn's end, once is enough.
     say(f"[{reason.partition(':')[0]} after {plural(requests, 'model request')}{tail}; session {session.session_id}]",
-        err=True)
+        err=True, colour=OK if reason in ("idle", "ended") else ERROR)
     sys.exit(0 if reason in ("idle", "ended") else 1)
 
 
@@ -545,7 +549,7 @@ def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[P
     say(f"tools: {len(toolset.tools)} loaded, {not_loaded} not loaded, "
         f"{len(toolset.disabled & toolset.tools.keys())} disabled")
     if problems:
-        say("\n".join(_problem_lines(problems)))
+        _say_problems(problems)
     say(f"limits: default timeout {limits.default_timeout_seconds:g} s, output cap "
         f"{limits.output_cap_bytes} bytes, kill grace {limits.kill_grace_seconds:g} s, "
         f"media up to {limits.media_max_bytes} bytes")
@@ -603,7 +607,7 @@ def doctor(obj: Context, as_json: bool) -> None:
         })
     else:
         _print_doctor(home, config, toolset, problems, journal)
-        say("broken: see the problems above" if broken else "all good")
+        say("broken: see the problems above" if broken else "all good", colour=ERROR if broken else OK)
     sys.exit(1 if broken else 0)
 
 
@@ -736,7 +740,7 @@ def _since(text: str) -> str:
             raise click.BadParameter("use a date or time (2026-11-30, 2026-11-30T05:00) or a span: 30m, 2h, 7d",
                                      param_hint="--since") from None
         when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+    return utc_ms(when)
 
 
 @cli.command()
@@ -808,13 +812,19 @@ def sessions() -> None:
 @click.pass_obj
 def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first, with their status."""
+    if not obj.home.journal_path.exists():  # nothing ran in this home yet: no sessions, which is no error
+        if as_json:
+            emit_json({"sessions": []})
+        else:
+            say("no sessions yet")
+        return
     with obj.existing_journal() as journal:
         from zagent_core.status import listed_status
 
         summaries = journal.sessions(limit or None)
         statuses = {s.session_id: listed_status(journal, s) for s in summaries}
     if as_json:
-        emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id]}
+        emit_json({"sessions": [s.model_dump() | {"status": statuses[s.session_id]}
                                  for s in summaries]})
         return
     if not summaries:
@@ -917,8 +927,8 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     if state.version == 0:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
     if as_json:
-        emit_json(state.model_dump(mode="json") | {"status_detail": status}
-                  | ({"events": [e.to_dict() for e in events]} if show_events else {}))
+        emit_json(state.model_dump() | {"status_detail": status}
+                  | ({"events": [e.to_dict() | {"at": e.at} for e in events]} if show_events else {}))
         return
     from zagent_cli.show import print_session
 

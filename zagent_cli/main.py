@@ -16,6 +16,8 @@ import click
 from zagent_cli.output import ERROR, JSON_ESCAPES, OK, WARNING, emit_json, head, plural, say, terminal_safe, utc_ms
 
 if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
     from zagent_core.engine import Session
     from zagent_core.models import Model
@@ -107,6 +109,55 @@ class Context:
         engine = Engine(self.home, journal, workspace=workspace, command=command)
         _withhold_model_key(engine.config.model.api_key_env)
         return engine
+
+
+def _completion_home(ctx: click.Context) -> Home:
+    """The home as typed so far on the command line being completed (``--home``, else the default)."""
+    from zagent_core.home import Home
+
+    return Home.locate(ctx.find_root().params.get("home"))
+
+
+def complete_tools(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of a tool name: the home's loaded tools and the built-in terminal."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from zagent_core.config import load_config
+        from zagent_core.manifest import load_tools
+
+        home = _completion_home(ctx)
+        if home_problem(home.root) or not home.tools_dir.is_dir():
+            return []
+        toolset = load_tools(home, load_config(home.config_path)[0])
+        described = {name: tool.description for name, tool in toolset.tools.items()}
+    except Exception:  # noqa: BLE001 - completing offers nothing rather than print a traceback into the shell
+        return []
+    described["terminal"] = "built-in: list, read, wait for or kill background tasks"
+    return [CompletionItem(name, help=head(text, 60)) for name, text in sorted(described.items())
+            if name.startswith(incomplete)]
+
+
+def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of a session id: the journal's most recently active sessions."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from zagent_store.sqlite import SQLiteJournal
+
+        home = _completion_home(ctx)
+        if not home.journal_path.is_file():
+            return []
+        with SQLiteJournal(home.journal_path, read_only=True) as journal:
+            summaries = journal.sessions(_COMPLETED_SESSIONS)
+    except Exception:  # noqa: BLE001 - as for tools
+        return []
+    return [CompletionItem(s.session_id, help=f"last active {s.last_at:%Y-%m-%d %H:%M}Z, {plural(s.calls, 'call')}")
+            for s in summaries if s.session_id.startswith(incomplete)]
+
+
+#: How many session ids completion offers, the most recently active first.
+_COMPLETED_SESSIONS = 200
 
 
 def _withhold_model_key(api_key_env: str) -> None:
@@ -352,7 +403,7 @@ def _call_once(session: Session, name: str, arguments: dict[str, Any], as_json: 
 
 
 @tools.command("run")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=complete_tools)
 @click.option("--args", "args_text", type=TEXT, metavar="JSON",
               help="The arguments, as one JSON object; @FILE reads it from FILE, @- from stdin "
                    "(default: stdin when a pipe or file is on it, else {}).")
@@ -497,7 +548,8 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
 @cli.command()
 @click.argument("prompt", type=TEXT)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
-@click.option("--session", "session_id", type=TEXT, metavar="ID", help="Continue this session instead of starting one.")
+@click.option("--session", "session_id", type=TEXT, metavar="ID", shell_complete=complete_sessions,
+              help="Continue this session instead of starting one.")
 @click.pass_obj
 def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None) -> None:
     """Run the agent on PROMPT (``-``: read it from stdin), headless, printing the conversation
@@ -511,7 +563,7 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
 
 
 @cli.command()
-@click.argument("session_id", type=TEXT)
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
 @click.argument("prompt", type=TEXT, required=False)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
 @click.pass_obj
@@ -641,7 +693,7 @@ def _rule(text: str) -> tuple[str, str]:
 
 
 @cli.command()
-@click.argument("session_id", type=TEXT, required=False)
+@click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
 @click.option("--tools", type=click.Choice(["recorded", "rerun"]), default="recorded", show_default=True,
               help="recorded: serve tool results from the journal (does the host decide the same?); "
                    "rerun: run the tools again in a copy of the workspace (do they give the same results?).")
@@ -744,8 +796,9 @@ def _since(text: str) -> str:
 
 
 @cli.command()
-@click.option("--session", "session_id", type=TEXT, metavar="ID", help="Only this session's calls.")
-@click.option("--tool", type=TEXT, metavar="NAME", help="Only calls of this tool.")
+@click.option("--session", "session_id", type=TEXT, metavar="ID", shell_complete=complete_sessions,
+              help="Only this session's calls.")
+@click.option("--tool", type=TEXT, metavar="NAME", shell_complete=complete_tools, help="Only calls of this tool.")
 @click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
 @click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
 @click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
@@ -837,7 +890,7 @@ def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
 
 
 @sessions.command("export")
-@click.argument("session_id", type=TEXT)
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
 @click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True,
               help="One event per line.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write here, not to stdout.")
@@ -885,7 +938,7 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
 
 
 @sessions.command("fork")
-@click.argument("session_id", type=TEXT)
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
 @click.option("--at", "at_seq", type=int, required=True, metavar="SEQ",
               help="Copy the events up to this global position (the #N of sessions show --events).")
 @click.pass_obj
@@ -902,7 +955,7 @@ def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
 
 
 @sessions.command("show")
-@click.argument("session_id", type=TEXT, required=False)
+@click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
 @click.option("--json", "as_json", is_flag=True, help="Print the session state as one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
 @click.pass_obj

@@ -57,7 +57,7 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    name: str | None = Field(None, pattern=NAME_PATTERN)
+    name: str | None = None
     description: str
     #: Without parameters a tool takes no arguments: any argument is a mistake to report.
     parameters: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -76,6 +76,15 @@ class Manifest(BaseModel):
     concurrency_safe: bool = False
     attach_outputs: bool = False
     platforms: list[Platform] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_tool_name(cls, value: str | None) -> str | None:
+        # Said as the other manifest errors are, with a name that would do, not as a regex.
+        if value is not None and not re.fullmatch(NAME_PATTERN, value):
+            suggestion = re.sub(r"[^a-z0-9_]+", "_", value.lower()).strip("_") or "my_tool"
+            raise ValueError(f'must be lowercase letters, digits and _ (the name the model calls), e.g. "{suggestion}"')
+        return value
 
     @field_validator("description")
     @classmethod

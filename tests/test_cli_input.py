@@ -79,3 +79,23 @@ def test_run_dash_reads_the_prompt_from_stdin(tmp_path: Path) -> None:
     assert texts == ["summarise\nthis file"]
     empty = invoke(home, "run", "--model", f"scripted:{script}", "-", stdin="\n")
     assert empty.exit_code == 2 and "the prompt on stdin is empty" in empty.stderr
+
+
+def test_a_file_redirected_to_stdin_is_read_and_a_terminal_is_not_waited_on(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    home = tmp_path / "home"
+    python_tool(home, "greet", ECHO)
+    args_file = tmp_path / "args.json"
+    args_file.write_text('{"name": "Kay"}')
+    with args_file.open() as handle:  # zagent tools run greet < args.json
+        redirected = zagent(home, "tools", "run", "greet", stdin=handle)
+    assert redirected.returncode == 0 and redirected.stdout.splitlines()[0] == '{"name": "Kay"}'
+    leader, follower = pty.openpty()  # typed at a terminal: nothing to read, so {} at once
+    try:
+        on_terminal = zagent(home, "tools", "run", "greet", stdin=follower)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert on_terminal.returncode == 0 and on_terminal.stdout.splitlines()[0] == "{}"

@@ -41,9 +41,18 @@ def crash(home: Path, workspace: Path, *, after: float | None = None, point: str
         time.sleep(after)
         proc.send_signal(signal.SIGKILL)
     out, _ = proc.communicate(timeout=60)
-    lines = out.split("\n")
-    return Outcome(session_id=first[1], acknowledged=[int(line.split()[1]) for line in lines if line.startswith("SEQ")],
-                   finished="DONE" in lines)
+    acknowledged, finished = parse_output(out)
+    return Outcome(session_id=first[1], acknowledged=acknowledged, finished=finished)
+
+
+def parse_output(out: str) -> tuple[list[int], bool]:
+    """The driver's acknowledged seqs and whether it printed DONE, from what it printed.
+
+    A kill can land in the middle of a line (``SEQ 1`` of ``SEQ 12``): only lines that
+    reached their newline were printed whole; what follows the last newline is dropped.
+    """
+    lines = out.split("\n")[:-1]
+    return [int(line.split()[1]) for line in lines if line.startswith("SEQ ")], "DONE" in lines
 
 
 def resume_and_check(home: Path, workspace: Path, outcome: Outcome) -> dict[str, int]:

@@ -73,8 +73,13 @@ def test_sigkill_mid_run_then_resume_finishes_the_task(tmp_path: Path, seed: int
     with SQLiteJournal(home / "journal.db") as journal:
         events = list(journal.read(session_id))
     check_invariants(events)
-    replies = [e.event.text for e in events if e.event.type == "model_replied"]
-    assert "All done." in replies or replies[-1] == SCRIPT[-1]["text"], replies
+    # Where the kill fell decides which reply the script serves last (a task that ended during
+    # the resumed turn reaches the model in it, not in a wake-up turn of its own), so what is
+    # checked is the outcome: every task ended, its wake-up delivered once (check_invariants),
+    # and the agent idle after the last reply (the run may also have finished before the kill).
+    last_turn = [e.event for e in events if e.event.type in ("turn_ended", "model_replied")][-2:]
+    assert [e.type for e in last_turn] == ["model_replied", "turn_ended"] and last_turn[1].reason == "idle"
+    assert not last_turn[0].tool_calls
     turns = [e.event for e in events if e.event.type in ("turn_started", "turn_ended")]
     assert all(a.type != b.type for a, b in zip(turns, turns[1:])), "turns must alternate start/end"
 

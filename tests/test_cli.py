@@ -112,8 +112,9 @@ def test_doctor_reports_broken_manifests_config_and_journal_health(example_home:
 
 
 def test_sessions_list_and_show(example_home: Path) -> None:
-    missing = run(example_home, "sessions", "list")
-    assert missing.exit_code == 2 and "no journal at" in missing.output
+    empty = run(example_home, "sessions", "list")  # nothing ran yet: an empty list, not an error
+    assert empty.exit_code == 0 and empty.output == "no sessions yet\n"
+    assert json.loads(run(example_home, "sessions", "list", "--json").output) == {"sessions": []}
     assert not (example_home / "journal.db").exists()  # a read never creates the journal
     run(example_home, "tools", "run", "hello_node", "--args", '{"name": "Ada"}')
     run(example_home, "tools", "run", "word_count", "--args", '{}')
@@ -138,9 +139,9 @@ def test_the_installed_command_never_shows_a_traceback_for_a_users_mistake(tmp_p
     home = tmp_path / "home"
     python_tool(home, "crash", "raise SystemExit('boom')")
     base = [sys.executable, "-m", "zagent_cli", "--home", str(home)]
-    bad = subprocess.run([*base, "tools", "run", "nope"], capture_output=True, text=True)
+    bad = subprocess.run([*base, "tools", "run", "nope"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown tool" in bad.stderr and "Traceback" not in bad.stderr
-    crash = subprocess.run([*base, "tools", "run", "crash"], capture_output=True, text=True)
+    crash = subprocess.run([*base, "tools", "run", "crash"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert crash.returncode == 1 and "boom" in crash.stdout and "[exit code 1]" in crash.stdout
     (home / "journal.db").unlink()
     (home / "journal.db").write_text("not a database")
@@ -165,7 +166,7 @@ def test_ctrl_c_during_tools_run_stops_the_tool_and_exits_130(tmp_path: Path) ->
     started = tmp_path / "started"
     python_tool(home, "sleepy", f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(30)")
     proc = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), "tools", "run", "sleepy"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not started.exists():  # the tool runs: Ctrl-C now lands in the call, not in start-up
         assert time.monotonic() < deadline and proc.poll() is None, "the tool never started"
@@ -176,3 +177,32 @@ def test_ctrl_c_during_tools_run_stops_the_tool_and_exits_130(tmp_path: Path) ->
     shown = subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "sessions", "list", "--json"],
                            capture_output=True, text=True)
     assert json.loads(shown.stdout)["sessions"][0]["status"] == "ended"
+
+
+def test_sessions_show_and_audit_say_what_happened_in_plain_words(example_home: Path, tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "Counting.", "tool_calls": [{"name": "word_count",
+                                                                         "arguments": {"text": "a b"}}]},
+                                  {"text": "Done."}]))
+    assert run(example_home, "run", "--model", f"scripted:{script}", "count", workspace=tmp_path).exit_code == 0
+    shown = run(example_home, "sessions", "show", "--events").output
+    assert "model: 2 replies in 1 turn, " in shown  # not "1 turns"
+    events = shown.split("\nevents:\n")[1].splitlines()
+    started = next(i for i, line in enumerate(events) if " session_started" in line)
+    # a long body is indented JSON under its event, not one huge line
+    assert events[started].endswith(" session_started") and events[started + 1] == "      {"
+    body = events[started + 1: events.index("      }", started) + 1]
+    assert json.loads("\n".join(body))["origin"] == "run" and len(body) > 10
+    assert any(line.endswith(' user_message {"v":1,"text":"count"}') for line in events)  # short: on its line
+
+    python_tool(example_home, "fails", "import sys\nsys.exit(3)")
+    assert run(example_home, "tools", "run", "fails").exit_code == 1
+    assert "  error exit 3 " in run(example_home, "audit", "--tool", "fails").output
+
+
+def test_sessions_show_says_a_background_call_started_a_task_rather_than_ok_in_0_ms(example_home: Path) -> None:
+    ran = run(example_home, "tools", "run", "slow_report", "--args", '{"topic": "x", "seconds": 1}')
+    assert ran.exit_code == 0, ran.output
+    shown = run(example_home, "sessions", "show").output
+    assert "    started task #1: started as task #1;" in shown and "ok, 0 ms" not in shown
+    assert "task #1 slow_report: exited, exit 0" in shown

@@ -21,7 +21,8 @@ from zagent_store import SQLiteJournal
 def zagent(home: Path, *args: str | bytes) -> subprocess.CompletedProcess[str]:
     argv = [os.fsencode(a) if isinstance(a, str) else a for a in (sys.executable, "-m", "zagent_cli", "--home",
                                                                     str(home), *args)]
-    return subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace")
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, encoding="utf-8",
+                          errors="replace")
 
 
 def test_a_prompt_with_a_byte_that_is_not_utf8_is_journaled_with_a_replacement(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from conftest import python_tool
 
 
 def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args],
+    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True)
 
 

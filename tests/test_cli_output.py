@@ -19,7 +19,7 @@ HOSTILE = "A\x1b]0;pwned\x07B\x1b[2JC\x9b31mD\rE\x7f"
 
 
 def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args],
+    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, encoding="utf-8")
 
 
@@ -86,3 +86,52 @@ def test_audit_shows_an_output_past_a_nul(tmp_path: Path) -> None:
     python_tool(home, "nul", "print('before\\x00after', end='')")
     assert json.loads(zagent(home, "tools", "run", "nul", "--json").stdout)["output"] == "before\x00after"
     assert "before\\x00after" in zagent(home, "audit").stdout
+
+
+def _on_a_terminal(home: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """What zagent writes to stdout and stderr when both are a terminal (a pseudo-terminal here)."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), *args],
+                            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env={**os.environ, **(env or {})})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    proc.wait(timeout=60)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_outcomes_are_coloured_on_a_terminal_but_not_with_no_color_nor_when_piped(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "evil", f"print({HOSTILE!r})")
+    shown = _on_a_terminal(home, "tools", "run", "evil")
+    assert "\x1b[32m[ok in " in shown  # green: zagent's own word on the outcome
+    assert "\x1b]" not in shown and "\x1b[2J" not in shown  # what the tool wrote is still only shown
+    assert "\x1b[32mall good" in _on_a_terminal(home, "doctor")
+    plain = _on_a_terminal(home, "tools", "run", "evil", env={"NO_COLOR": "1"})
+    assert "[ok in " in plain and "\x1b[3" not in plain
+    piped = zagent(home, "tools", "run", "evil")
+    assert "[ok in " in piped.stderr and "\x1b[" not in piped.stderr
+
+
+def test_tools_list_pads_every_column(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "a", "", description="Short.")
+    python_tool(home, "long_name", "", description="A description long enough to be cut at the column's width, "
+                                                   "which is seventy-two characters here.")
+    python_tool(home, "mid", "", description="Middling description.")
+    lines = zagent(home, "tools", "list").stdout.splitlines()
+    assert len(lines) == 3
+    assert len({line.index("[tools/") for line in lines}) == 1, lines  # the folder column is one column
+    assert len({line.index(line.split()[1]) for line in lines}) == 1, lines
+    assert lines[1].split("  [tools/")[0].rstrip().endswith("...") and len(lines[1].split("  ", 1)[1]) < 100

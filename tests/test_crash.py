@@ -1,7 +1,8 @@
 """Invariants 2-5 of the design under real SIGKILLs of the engine, then resume.
 
 Named crash points kill the engine exactly where a crash is hardest to settle; random
-kill times cover everything in between (200 kills per run). bench/crash_kills.py runs
+kill times cover everything in between (200 kills per run, 20 of them in the everyday
+suite, the rest behind the ``long`` marker: ``pytest -m long``). bench/crash_kills.py runs
 more and prints the counts.
 """
 
@@ -11,7 +12,9 @@ import random
 from pathlib import Path
 
 import pytest
-from crashcheck import crash, resume_and_check
+from crashcheck import crash, parse_output, resume_and_check
+from hypothesis import given
+from hypothesis import strategies as st
 
 from zagent_core.crashpoints import POINTS
 
@@ -27,9 +30,13 @@ def test_a_crash_at_each_named_point_is_settled_by_resume(tmp_path: Path, point:
 
 
 KILLS_PER_CASE = 10
+#: Cases run by a plain ``pytest``; the rest are long runs (``-m long``), which CI runs in a step
+#: of its own so that the everyday suite stays quick.
+QUICK_CASES = 2
 
 
-@pytest.mark.parametrize("case", range(20))
+@pytest.mark.parametrize("case", [case if case < QUICK_CASES else pytest.param(case, marks=pytest.mark.long)
+                                  for case in range(20)])
 def test_random_sigkills_then_resume_keep_every_invariant(tmp_path: Path, case: int) -> None:
     rng = random.Random(case)
     for kill in range(KILLS_PER_CASE):
@@ -37,3 +44,14 @@ def test_random_sigkills_then_resume_keep_every_invariant(tmp_path: Path, case: 
         workspace.mkdir()
         outcome = crash(home, workspace, after=rng.uniform(0.0, 0.8))
         resume_and_check(home, workspace, outcome)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=10**6), max_size=20), st.booleans(), st.data())
+def test_a_kill_mid_line_never_breaks_or_misreads_the_drivers_output(seqs: list[int], done: bool,
+                                                                      data: st.DataObject) -> None:
+    printed = "".join(f"SEQ {n}\n" for n in seqs) + ("DONE\n" if done else "")
+    cut = data.draw(st.integers(min_value=0, max_value=len(printed)))
+    acknowledged, finished = parse_output(printed[:cut])
+    whole_lines = printed[:cut].count("\n")
+    assert acknowledged == seqs[:whole_lines]
+    assert finished == (done and cut == len(printed))

@@ -191,6 +191,13 @@ def test_name_must_be_lowercase_letters_digits_and_underscore(home_dir: Path, na
     assert repr(name) in message  # the user sees the name they wrote
 
 
+def test_a_bad_name_is_said_in_words_with_a_name_that_would_do_not_as_a_pattern(home_dir: Path) -> None:
+    message = only_error(load_one(home_dir, minimal(name="Word-Count")))
+    assert message == ('tools/t: not loaded: "name": must be lowercase letters, digits and _ (the name the model '
+                       'calls), e.g. "word_count" (got \'Word-Count\')')
+    assert "pattern" not in only_error(load_one(home_dir, minimal(name="!!")))
+
+
 def test_name_must_be_a_string(home_dir: Path) -> None:
     assert only_error(load_one(home_dir, minimal(name=3))) == 'tools/t: not loaded: "name": Input should be a valid string (got 3)'
 

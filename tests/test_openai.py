@@ -249,3 +249,45 @@ def test_an_answer_cut_short_is_retried_and_then_a_clear_error() -> None:
         model.reply([], [])
     thread.join(10)
     listener.close()
+
+
+def _zagent_run(home: Path, base_url: str, *, max_retries: int = 3) -> subprocess.CompletedProcess[str]:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text(json.dumps({"model": {"max_retries": max_retries}}))
+    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", "openai:m", "go"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "OPENAI_BASE_URL": base_url})
+
+
+def test_a_404_from_a_base_url_without_v1_says_to_add_it_and_the_error_is_printed_once(
+        server: FakeServer, tmp_path: Path) -> None:
+    server.reply(404, {"error": "no such route"})
+    root = server.url.removesuffix("/v1")
+    done = _zagent_run(tmp_path / "home", root)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    shown = done.stdout + done.stderr
+    assert f"try the base URL {root}/v1 (OPENAI_BASE_URL, or model.base_url in config.json)" in shown
+    assert shown.count("HTTP 404") == 1, shown
+    assert "[model_error after 0 model requests; session " in done.stderr
+    server.reply(404, {"error": "no such model"})
+    with pytest.raises(ModelError) as raised:  # with /v1 the 404 is about something else: no hint
+        OpenAIModel("m", base_url=server.url).reply([], [])
+    assert "/v1" not in str(raised.value).split(": ", 1)[1]
+
+
+def test_requests_say_they_come_from_zagent_and_its_version(server: FakeServer) -> None:
+    from importlib.metadata import version
+
+    server.reply(body=completion("hi"))
+    OpenAIModel("m", base_url=server.url).reply([Message(role="user", content="hi")], [])
+    assert server.headers[0]["User-Agent"] == f"zagent/{version('zagent')}"
+
+
+def test_a_refused_connection_says_it_is_retrying_once_per_attempt(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = _zagent_run(tmp_path / "home", f"http://127.0.0.1:{port}/v1", max_retries=1)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    retries = [line for line in done.stderr.splitlines() if "model_request_retrying" in line]
+    assert len(retries) == 1 and "Connection refused" in retries[0] and "attempt=1 attempts=2" in retries[0], done.stderr
+    assert (done.stdout + done.stderr).count("(after 2 attempts)") == 1

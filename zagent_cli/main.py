@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from zagent_cli.output import JSON_ESCAPES, emit_json, say, terminal_safe
+from zagent_cli.output import ERROR, JSON_ESCAPES, OK, WARNING, emit_json, head, plural, say, terminal_safe, utc_ms
 
 if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
     from zagent_core.engine import Session
     from zagent_core.models import Model
@@ -109,6 +111,55 @@ class Context:
         return engine
 
 
+def _completion_home(ctx: click.Context) -> Home:
+    """The home as typed so far on the command line being completed (``--home``, else the default)."""
+    from zagent_core.home import Home
+
+    return Home.locate(ctx.find_root().params.get("home"))
+
+
+def complete_tools(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of a tool name: the home's loaded tools and the built-in terminal."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from zagent_core.config import load_config
+        from zagent_core.manifest import load_tools
+
+        home = _completion_home(ctx)
+        if home_problem(home.root) or not home.tools_dir.is_dir():
+            return []
+        toolset = load_tools(home, load_config(home.config_path)[0])
+        described = {name: tool.description for name, tool in toolset.tools.items()}
+    except Exception:  # noqa: BLE001 - completing offers nothing rather than print a traceback into the shell
+        return []
+    described["terminal"] = "built-in: list, read, wait for or kill background tasks"
+    return [CompletionItem(name, help=head(text, 60)) for name, text in sorted(described.items())
+            if name.startswith(incomplete)]
+
+
+def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of a session id: the journal's most recently active sessions."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from zagent_store.sqlite import SQLiteJournal
+
+        home = _completion_home(ctx)
+        if not home.journal_path.is_file():
+            return []
+        with SQLiteJournal(home.journal_path, read_only=True) as journal:
+            summaries = journal.sessions(_COMPLETED_SESSIONS)
+    except Exception:  # noqa: BLE001 - as for tools
+        return []
+    return [CompletionItem(s.session_id, help=f"last active {s.last_at:%Y-%m-%d %H:%M}Z, {plural(s.calls, 'call')}")
+            for s in summaries if s.session_id.startswith(incomplete)]
+
+
+#: How many session ids completion offers, the most recently active first.
+_COMPLETED_SESSIONS = 200
+
+
 def _withhold_model_key(api_key_env: str) -> None:
     """Take the model's key out of every environment a tool could read, before any tool runs.
 
@@ -142,8 +193,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (use a number or null)")
 
 
-def _problem_lines(problems: list[Problem]) -> list[str]:
-    return [f"  {p.severity}: {p}" for p in problems]
+def _say_problems(problems: list[Problem]) -> None:
+    for problem in problems:
+        say(f"  {problem.severity}: {problem}", colour=ERROR if problem.severity == "error" else WARNING)
 
 
 class ZagentGroup(click.Group):
@@ -152,6 +204,11 @@ class ZagentGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Ctrl-C before a command got to anything it journals (those say what they stopped):
+            # the shell's convention, exit 130, rather than click's "Aborted!" and 1.
+            say("\n[stopped]", err=True)
+            sys.exit(130)
         except click.ClickException as exc:
             # Messages quote tool names, session ids, export files: nothing may drive the terminal.
             # (click declares the attribute Final; the exception is ours to amend before it is shown.)
@@ -219,36 +276,85 @@ def tools_list(obj: Context, as_json: bool) -> None:
         return
     if not toolset.tools:
         say(f"no tools loaded from {home.tools_dir}")
-    width = max((len(name) for name in toolset.tools), default=0)
-    for name, tool in sorted(toolset.tools.items()):
-        status = " (disabled)" if name in toolset.disabled else ""
-        summary = tool.description.splitlines()[0] if tool.description else ""
-        summary = summary if len(summary) <= 72 else summary[:69] + "..."
-        say(f"{name:<{width}}  {summary}{status}  [tools/{tool.folder.name}]")
-    width = max((len(name) for name in builtins), default=0)
-    for name, builtin in builtins.items():
-        status = " (disabled)" if name in toolset.disabled else ""
-        summary = builtin.description.split(". ")[0].rstrip(".")
-        summary = summary if len(summary) <= 72 else summary[:69] + "..."
-        say(f"{name:<{width}}  {summary}{status}  [built-in]")
+    rows = [(name, head(tool.description.splitlines()[0] if tool.description else "", 72), f"tools/{tool.folder.name}")
+            for name, tool in sorted(toolset.tools.items())]
+    rows += [(name, head(builtin.description.split(". ")[0].rstrip("."), 72), "built-in")
+             for name, builtin in builtins.items()]
+    # Columns padded to their widest cell (after terminal_safe, which may lengthen a name).
+    names = max((len(terminal_safe(name)) for name, _, _ in rows), default=0)
+    summaries = max((len(terminal_safe(summary)) for _, summary, _ in rows), default=0)
+    for name, summary, where in rows:
+        disabled = "  (disabled)" if name in toolset.disabled else ""
+        say(f"{terminal_safe(name):<{names}}  {terminal_safe(summary):<{summaries}}  [{where}]{disabled}")
     if problems:
         say("\nproblems:")
-        say("\n".join(_problem_lines(problems)))
+        _say_problems(problems)
 
 
-def _arguments_object(args_text: str) -> dict[str, Any]:
-    """``--args``, parsed: one JSON object, its strings storable."""
+def _stdin_text() -> str:
+    """All of stdin, as text (bytes that are not UTF-8 become U+FFFD, as argv's do)."""
+    return sys.stdin.buffer.read().decode("utf-8", "replace") if sys.stdin else ""
+
+
+def _stdin_piped() -> bool:
+    """Whether something was piped or redirected into stdin: a pipe or a file. Not a terminal,
+    and not a socket or device a harness left open, which could keep a read waiting forever."""
+    import os
+    import stat
+
+    stream = sys.stdin
+    if stream is None:  # started with descriptor 0 closed
+        return False
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError):  # no descriptor: an in-memory stream (click's test runner) was given
+        return not stream.isatty()
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+def _arguments_text(args_text: str | None) -> tuple[str, str]:
+    """``--args`` as curl's ``-d`` takes data: ``@FILE`` reads a file, ``@-`` stdin; without
+    ``--args``, a pipe into stdin is the arguments (a terminal or nothing piped: ``{}``).
+    Returns the JSON text and where it came from, for the error message."""
+    if args_text is None:
+        if not _stdin_piped():
+            return "{}", "--args"
+        return _stdin_text().strip() or "{}", "the arguments on stdin"
+    if not args_text.startswith("@"):
+        return args_text, "--args"
+    if args_text == "@-":
+        return _stdin_text(), "the arguments on stdin"
+    try:
+        return Path(args_text[1:]).read_bytes().decode("utf-8", "replace"), f"--args {args_text}"
+    except OSError as exc:
+        raise click.UsageError(f"--args {args_text}: cannot read {args_text[1:]}: {exc.strerror or exc}; "
+                               "@FILE names a file holding one JSON object") from None
+
+
+def _arguments_object(args_text: str | None) -> dict[str, Any]:
+    """The call's arguments (see :func:`_arguments_text`): one JSON object, its strings storable."""
     import json
 
     from zagent_core.text import storable_json
 
+    text, source = _arguments_text(args_text)
     try:
-        arguments = json.loads(args_text, parse_constant=_no_constant)
+        arguments = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
-        raise click.UsageError(f"--args is not valid JSON: {exc}; give one object, e.g. --args '{{\"text\": \"hi\"}}'")
+        raise click.UsageError(f"{source} is not valid JSON: {exc}; give one object, e.g. --args '{{\"text\": \"hi\"}}'")
     if not isinstance(arguments, dict):
-        raise click.UsageError(f"--args must be a JSON object like '{{\"text\": \"hi\"}}', not {args_text!r}")
+        raise click.UsageError(f"{source} must be a JSON object like '{{\"text\": \"hi\"}}', not {head(text, 60)!r}")
     return storable_json(arguments)  # type: ignore[no-any-return]
+
+
+def _prompt_text(prompt: str | None) -> str | None:
+    """PROMPT, or stdin for ``-`` (as llm and most Unix tools read it)."""
+    if prompt != "-":
+        return prompt
+    text = _stdin_text().strip()
+    if not text:
+        raise click.UsageError("the prompt on stdin is empty; pipe the prompt in, e.g. echo 'hi' | zagent run -")
+    return text
 
 
 def _loaded_tool(engine: Engine, name: str) -> ToolSet:
@@ -283,35 +389,42 @@ def _background_result(session: Session, task_id: str, started: ToolResult, as_j
 
 
 def _call_once(session: Session, name: str, arguments: dict[str, Any], as_json: bool) -> tuple[ToolResult, str]:
-    """Run the call in ``session`` (Ctrl-C ends it as interrupted, exit 130): its result and call id."""
+    """Run the call in ``session``, and wait for it if it runs in the background: its result and
+    call id. Ctrl-C (or SIGTERM) ends the session as interrupted, exit 130."""
     try:
         result = session.call(name, arguments)
+        call_id = session.state.last_call_id or ""
+        task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
+        if task_id is not None and not result.is_error:
+            return _background_result(session, task_id, result, as_json), call_id
     except KeyboardInterrupt:
-        # The tool was stopped with us and its call journaled as interrupted.
-        session.end("interrupted")
+        # The tool (or task) was stopped with us and its call journaled as interrupted.
+        if session.state.status == "open":
+            session.end("interrupted")
         say(f"\n[stopped; the call is journaled in session {session.session_id}]", err=True)
         sys.exit(130)
-    call_id = session.state.last_call_id or ""
-    task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
-    if task_id is not None and not result.is_error:
-        return _background_result(session, task_id, result, as_json), call_id
     if not as_json:
         say(result.output)
     return result, call_id
 
 
 @tools.command("run")
-@click.argument("name", type=TEXT)
-@click.option("--args", "args_text", type=TEXT, default="{}", metavar="JSON", show_default=True,
-              help="The arguments, as one JSON object.")
+@click.argument("name", type=TEXT, shell_complete=complete_tools)
+@click.option("--args", "args_text", type=TEXT, metavar="JSON",
+              help="The arguments, as one JSON object; @FILE reads it from FILE, @- from stdin "
+                   "(default: stdin when a pipe or file is on it, else {}).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the result text.")
 @click.pass_obj
-def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
+def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> None:
     """Run tool NAME exactly as an agent would, journaled as a session.
 
     Prints what the model receives. Exit 0 when the call succeeded, 1 when its result
     is an error, 2 for a usage error.
     """
+    import signal
+
+    # SIGTERM stops the call the way Ctrl-C does: the tool killed, the journal told, exit 130.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     arguments = _arguments_object(args_text)
     notes: list[str] = []
 
@@ -337,7 +450,7 @@ def tools_run(obj: Context, name: str, args_text: str, as_json: bool) -> None:
     else:
         status = "error" if result.is_error else "ok"
         say(f"[{status} in {result.duration_ms} ms; journaled as session {session.session_id}, call {call_id}]",
-            err=True)
+            err=True, colour=ERROR if result.is_error else OK)
     sys.exit(1 if result.is_error else 0)
 
 
@@ -431,35 +544,39 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
         finally:
             session.release()
     waiting = len(session.state.running_tasks)
-    tail = f"; {waiting} background task(s) still running" if waiting else ""
-    say(f"[{reason} after {requests} model request(s){tail}; session {session.session_id}]", err=True)
+    tail = f"; {plural(waiting, 'background task')} still running" if waiting else ""
+    # Only the kind of a stop: its reason was printed with the turn's end, once is enough.
+    say(f"[{reason.partition(':')[0]} after {plural(requests, 'model request')}{tail}; session {session.session_id}]",
+        err=True, colour=OK if reason in ("idle", "ended") else ERROR)
     sys.exit(0 if reason in ("idle", "ended") else 1)
 
 
 @cli.command()
 @click.argument("prompt", type=TEXT)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
-@click.option("--session", "session_id", type=TEXT, metavar="ID", help="Continue this session instead of starting one.")
+@click.option("--session", "session_id", type=TEXT, metavar="ID", shell_complete=complete_sessions,
+              help="Continue this session instead of starting one.")
 @click.pass_obj
 def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None) -> None:
-    """Run the agent on PROMPT, headless, printing the conversation as it happens.
+    """Run the agent on PROMPT (``-``: read it from stdin), headless, printing the conversation
+    as it happens.
 
     Stays up while background tasks run (agent.max_background_wait_minutes), waking the
     agent when they end; the session stays resumable. Exit 0 when the agent is idle, 1
     when a turn was stopped (limit, model error), 130 on Ctrl-C.
     """
-    _drive(obj, model_spec, session_id, prompt)
+    _drive(obj, model_spec, session_id, _prompt_text(prompt))
 
 
 @cli.command()
-@click.argument("session_id", type=TEXT)
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
 @click.argument("prompt", type=TEXT, required=False)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
 @click.pass_obj
 def resume(obj: Context, session_id: str, prompt: str | None, model_spec: str | None) -> None:
     """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
-    pending wake-ups, and continue, with PROMPT if given."""
-    _drive(obj, model_spec, session_id, prompt)
+    pending wake-ups, and continue, with PROMPT if given (``-``: read it from stdin)."""
+    _drive(obj, model_spec, session_id, _prompt_text(prompt))
 
 
 # -- doctor ----------------------------------------------------------------------------
@@ -490,7 +607,7 @@ def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[P
     say(f"tools: {len(toolset.tools)} loaded, {not_loaded} not loaded, "
         f"{len(toolset.disabled & toolset.tools.keys())} disabled")
     if problems:
-        say("\n".join(_problem_lines(problems)))
+        _say_problems(problems)
     say(f"limits: default timeout {limits.default_timeout_seconds:g} s, output cap "
         f"{limits.output_cap_bytes} bytes, kill grace {limits.kill_grace_seconds:g} s, "
         f"media up to {limits.media_max_bytes} bytes")
@@ -516,14 +633,16 @@ def doctor(obj: Context, as_json: bool) -> None:
 
     from zagent_core.config import load_config
     from zagent_core.engine import zagent_version
-    from zagent_core.manifest import load_tools
+    from zagent_core.manifest import load_tools, start_problem
     from zagent_core.problems import Problem
 
     home = obj.locate_home()
     unusable = home_problem(home.root)
     config, config_problems = load_config(home.config_path)
     toolset = load_tools(home, config)
-    problems = config_problems + toolset.problems
+    unstartable = [Problem(source=f"tools/{tool.folder.name}", message=f"cannot start: {why}")
+                   for _, tool in sorted(toolset.tools.items()) if (why := start_problem(tool))]
+    problems = config_problems + toolset.problems + unstartable
     if unusable:
         problems.insert(0, Problem(source="home", message=unusable))
     elif home.root.is_dir() and not os.access(home.root, os.W_OK):
@@ -546,7 +665,7 @@ def doctor(obj: Context, as_json: bool) -> None:
         })
     else:
         _print_doctor(home, config, toolset, problems, journal)
-        say("broken: see the problems above" if broken else "all good")
+        say("broken: see the problems above" if broken else "all good", colour=ERROR if broken else OK)
     sys.exit(1 if broken else 0)
 
 
@@ -580,7 +699,7 @@ def _rule(text: str) -> tuple[str, str]:
 
 
 @cli.command()
-@click.argument("session_id", type=TEXT, required=False)
+@click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
 @click.option("--tools", type=click.Choice(["recorded", "rerun"]), default="recorded", show_default=True,
               help="recorded: serve tool results from the journal (does the host decide the same?); "
                    "rerun: run the tools again in a copy of the workspace (do they give the same results?).")
@@ -679,12 +798,13 @@ def _since(text: str) -> str:
             raise click.BadParameter("use a date or time (2026-11-30, 2026-11-30T05:00) or a span: 30m, 2h, 7d",
                                      param_hint="--since") from None
         when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+    return utc_ms(when)
 
 
 @cli.command()
-@click.option("--session", "session_id", type=TEXT, metavar="ID", help="Only this session's calls.")
-@click.option("--tool", type=TEXT, metavar="NAME", help="Only calls of this tool.")
+@click.option("--session", "session_id", type=TEXT, metavar="ID", shell_complete=complete_sessions,
+              help="Only this session's calls.")
+@click.option("--tool", type=TEXT, metavar="NAME", shell_complete=complete_tools, help="Only calls of this tool.")
 @click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
 @click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
 @click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
@@ -751,13 +871,19 @@ def sessions() -> None:
 @click.pass_obj
 def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first, with their status."""
+    if not obj.home.journal_path.exists():  # nothing ran in this home yet: no sessions, which is no error
+        if as_json:
+            emit_json({"sessions": []})
+        else:
+            say("no sessions yet")
+        return
     with obj.existing_journal() as journal:
         from zagent_core.status import listed_status
 
         summaries = journal.sessions(limit or None)
         statuses = {s.session_id: listed_status(journal, s) for s in summaries}
     if as_json:
-        emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id]}
+        emit_json({"sessions": [s.model_dump() | {"status": statuses[s.session_id]}
                                  for s in summaries]})
         return
     if not summaries:
@@ -770,7 +896,7 @@ def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
 
 
 @sessions.command("export")
-@click.argument("session_id", type=TEXT)
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
 @click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True,
               help="One event per line.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write here, not to stdout.")
@@ -818,7 +944,7 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
 
 
 @sessions.command("fork")
-@click.argument("session_id", type=TEXT)
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
 @click.option("--at", "at_seq", type=int, required=True, metavar="SEQ",
               help="Copy the events up to this global position (the #N of sessions show --events).")
 @click.pass_obj
@@ -835,7 +961,7 @@ def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
 
 
 @sessions.command("show")
-@click.argument("session_id", type=TEXT, required=False)
+@click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
 @click.option("--json", "as_json", is_flag=True, help="Print the session state as one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
 @click.pass_obj
@@ -860,8 +986,8 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     if state.version == 0:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
     if as_json:
-        emit_json(state.model_dump(mode="json") | {"status_detail": status}
-                  | ({"events": [e.to_dict() for e in events]} if show_events else {}))
+        emit_json(state.model_dump() | {"status_detail": status}
+                  | ({"events": [e.to_dict() | {"at": e.at} for e in events]} if show_events else {}))
         return
     from zagent_cli.show import print_session
 

@@ -5,10 +5,15 @@ tool's output could set the window title (OSC), hide lines, or worse. Every line
 prints for a person goes through :func:`say`, which shows control characters instead of
 sending them; ``--json`` output is printed by :func:`emit_json`, exact JSON whose strings
 escape them. Light on purpose (no zagent_core import): ``zagent --help`` loads it.
+
+Colour marks what zagent itself says (ok, error, warning), never what tools wrote, and only
+on a terminal: click leaves it out when the output is piped, and ``NO_COLOR`` turns it off.
 """
 
 from __future__ import annotations
 
+import os
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 import click
@@ -35,16 +40,40 @@ def terminal_safe(text: str) -> str:
     return _surrogates_replaced(text.translate(_VISIBLE), lambda _: "\ufffd")
 
 
-def say(text: str = "", *, err: bool = False) -> None:
-    """Print one line of tool-, model- or user-made text for a person."""
-    click.echo(terminal_safe(text), err=err)
+#: Colours of what zagent says about an outcome.
+OK, ERROR, WARNING = "green", "red", "yellow"
+
+
+def _coloured() -> bool:
+    """Colour unless ``NO_COLOR`` is set to anything (https://no-color.org); click drops it off a terminal."""
+    return not os.environ.get("NO_COLOR")
+
+
+def say(text: str = "", *, err: bool = False, colour: str | None = None) -> None:
+    """Print one line of tool-, model- or user-made text for a person, in ``colour`` on a terminal."""
+    line = terminal_safe(text)
+    click.echo(click.style(line, fg=colour) if colour and _coloured() else line, err=err)
+
+
+def utc_ms(when: datetime) -> str:
+    """``2026-11-30T04:46:00.123Z``: the journal's one time format, used in every output."""
+    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return utc_ms(value)
+    from pydantic_core import to_jsonable_python  # sets, enums, paths, models: as pydantic writes them
+
+    return to_jsonable_python(value, fallback=str)
 
 
 def emit_json(value: Any) -> None:
-    """Print ``value`` as JSON: exact, and still harmless on a terminal."""
+    """Print ``value`` as JSON: exact, and still harmless on a terminal. Give times as
+    ``datetime`` (a model's ``model_dump()``): they are written as :func:`utc_ms` does."""
     import json
 
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str).translate(JSON_ESCAPES)
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=_json_default).translate(JSON_ESCAPES)
     click.echo(_surrogates_replaced(text, lambda c: f"\\u{ord(c):04x}"))  # JSON's \u form keeps them exactly
 
 
@@ -52,3 +81,8 @@ def head(text: str | None, width: int = 80) -> str:
     """The first ``width`` characters of ``text`` on one line (whitespace runs become one space)."""
     line = " ".join((text or "").split())
     return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 turn``, ``2 turns``, ``1 reply``, ``3 replies`` (``nouns``: an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"

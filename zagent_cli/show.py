@@ -8,6 +8,7 @@ journal, so ``zagent --help`` does not load the event models.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,7 +29,10 @@ from zagent_core.events import (
 )
 from zagent_core.journal import StoredEvent
 from zagent_core.state import CallView, SessionState
-from zagent_cli.output import head, say
+from zagent_cli.output import head, plural, say
+
+#: Event bodies up to this long are printed on the event's line by ``sessions show --events``.
+_BODY_ON_ONE_LINE = 100
 
 
 def _arguments(arguments: Any, width: int) -> str:
@@ -73,6 +77,8 @@ def show_event(stored: StoredEvent) -> None:
 def _call_status(call: CallView) -> str:
     if call.status != "finished":
         return call.status
+    if call.task_id is not None and not call.is_error:  # its answer took 0 ms; the task line says how it went
+        return f"started task #{call.task_id}"
     status = f"{'error' if call.is_error else 'ok'}, {call.duration_ms} ms"
     if call.exit_code is not None:
         status += f", exit {call.exit_code}"
@@ -91,8 +97,8 @@ def _print_header(state: SessionState, status: str) -> None:
     started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
     say(f"session {state.session_id} ({status}), {state.origin}, started {started}")
     if state.model_replies:
-        say(f"model: {state.model_replies} replies in {state.turns} turns, {state.input_tokens} tokens in, "
-            f"{state.output_tokens} out")
+        say(f"model: {plural(state.model_replies, 'reply', 'replies')} in {plural(state.turns, 'turn')}, "
+            f"{state.input_tokens} tokens in, {state.output_tokens} out")
     say(f"workspace: {state.workspace}")
     if state.forked_from:
         say(f"forked from: {state.forked_from}")
@@ -116,8 +122,16 @@ def print_session(state: SessionState, status: str, events: Iterable[StoredEvent
     if events is not None:
         say("\nevents:")
         for stored in events:
-            say(f"  #{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
-                + f" {stored.event.type} {dump_event(stored.event)}")
+            say(f"  #{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3] + f" {stored.event.type}"
+                + _event_body(stored))
+
+
+def _event_body(stored: StoredEvent) -> str:
+    """An event's body as stored: on its line when short, else as indented JSON below it."""
+    body = dump_event(stored.event)
+    if len(body) <= _BODY_ON_ONE_LINE:
+        return f" {body}"
+    return "\n" + textwrap.indent(json.dumps(json.loads(body), indent=2, ensure_ascii=False), "      ")
 
 
 def print_audit(rows: list[dict[str, Any]]) -> None:
@@ -128,7 +142,7 @@ def print_audit(rows: list[dict[str, Any]]) -> None:
         took = f"{row['duration_ms']} ms" if row["duration_ms"] is not None else "-"
         outcome = row["status"] if row["status"] != "finished" else ("error" if row["is_error"] else "ok")
         if row["exit_code"] not in (None, 0):
-            outcome += f" ({row['exit_code']})"
+            outcome += f" exit {row['exit_code']}"
         say(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11} {took:>9}  "
             f"{_arguments(row['arguments'], 50)}")
         say(f"    {head(row['output_head'], 110)}")

@@ -55,7 +55,7 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    name: str | None = Field(None, pattern=NAME_PATTERN)
+    name: str | None = None
     description: str
     #: Without parameters a tool takes no arguments: any argument is a mistake to report.
     parameters: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -74,6 +74,15 @@ class Manifest(BaseModel):
     concurrency_safe: bool = False
     attach_outputs: bool = False
     platforms: list[Platform] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_tool_name(cls, value: str | None) -> str | None:
+        # Said as the other manifest errors are, with a name that would do, not as a regex.
+        if value is not None and not re.fullmatch(NAME_PATTERN, value):
+            suggestion = re.sub(r"[^a-z0-9_]+", "_", value.lower()).strip("_") or "my_tool"
+            raise ValueError(f'must be lowercase letters, digits and _ (the name the model calls), e.g. "{suggestion}"')
+        return value
 
     @field_validator("description")
     @classmethod
@@ -306,6 +315,50 @@ def _resolve_program(program: str, folder: Path) -> str:
         # running zagent is the one the user has.
         return sys.executable
     raise ValueError(f'program "{program}" was not found on PATH; install it or give its full path in "command"')
+
+
+def _shown(program: str, folder: Path) -> str:
+    """A program's path as the user wrote it: relative to the tool folder's home when inside it."""
+    path = Path(program)
+    return f"tools/{folder.name}/{path.relative_to(folder)}" if path.is_relative_to(folder) else program
+
+
+def _interpreter_problem(line: bytes, shown: str) -> str | None:
+    """What keeps the ``#!`` line of ``shown`` from starting it, if anything."""
+    words = line[2:].decode("utf-8", "replace").split()
+    if not words:
+        return f'{shown} starts with "#!" but names no interpreter; write e.g. "#!/usr/bin/env python3" on its first line'
+    if line.endswith(b"\r"):
+        return (f"{shown} has Windows line endings: the \\r that ends its #! line would be taken as part of the "
+                "interpreter's name; save it with Unix line endings (LF)")
+    interpreter = words[0]
+    if not os.path.isfile(interpreter):
+        return (f'{shown} runs with "{interpreter}" (its #! line), which does not exist; fix the #! line, e.g. '
+                '"#!/usr/bin/env python3", or start "command" with the interpreter')
+    if os.path.basename(interpreter) == "env":
+        name = next((w for w in words[1:] if not w.startswith("-") and "=" not in w), None)
+        if name and shutil.which(name) is None:
+            return (f'{shown} runs with "{name}" (its #! line: {" ".join(words)}), which is not on PATH; install '
+                    f'it, or name the interpreter by its full path in the #! line or at the start of "command"')
+    return None
+
+
+def start_problem(tool: Tool) -> str | None:
+    """Why the program of ``tool`` cannot be started, if it cannot: the checks ``doctor`` adds
+    to loading (which finds the program): its run bit, and the interpreter of its ``#!`` line."""
+    program = tool.argv_template[0]
+    if any(p in program for p in CALL_PLACEHOLDERS) or not os.path.isfile(program):
+        return None
+    shown = _shown(program, tool.folder)
+    if not os.access(program, os.X_OK):
+        return (f'{shown} is not executable (no run bit); run "chmod +x {shown}", or start "command" with its '
+                'interpreter, e.g. ["bash", "run.sh"] or ["python", "main.py"]')
+    try:
+        with open(program, "rb") as handle:
+            first = handle.readline(512).rstrip(b"\n")
+    except OSError as exc:
+        return f"{shown} cannot be read: {exc.strerror or exc}"
+    return _interpreter_problem(first, shown) if first.startswith(b"#!") else None
 
 
 def _resolve_argument(argument: str, folder: Path) -> str:

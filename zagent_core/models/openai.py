@@ -1,7 +1,9 @@
 """Any OpenAI-compatible Chat Completions endpoint: OpenAI, Ollama, vLLM, llama.cpp...
 
 Standard library HTTP (no client dependency), a timeout per request, and retries with
-backoff on 429 and 5xx (honouring ``Retry-After``) and on connection failures.
+backoff on 429 and 5xx (honouring ``Retry-After``) and on connection failures, each one
+logged as a warning (the CLI prints it on stderr), so a wait is never silent. Requests say
+who sends them (``User-Agent: zagent/VERSION``).
 
 The key is taken from the environment once (:mod:`zagent_core.credentials`), and
 everything the server sends back is cleaned before zagent keeps or shows it: a server
@@ -18,8 +20,11 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 from zagent_core import credentials
+from zagent_core.engine import zagent_version
+from zagent_core.logs import get_logger
 from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.text import storable_json
 
@@ -27,6 +32,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 REDACTED = "[redacted]"
 #: How much of an HTTP error's body is read (to redact it whole) and how much is shown.
 _ERROR_READ, _ERROR_SHOWN = 65536, 300
+log = get_logger(__name__)
+
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refused"}
 
 
@@ -79,9 +86,16 @@ class OpenAIModel:
     def _error(self, problem: str) -> ModelError:
         return ModelError(self._clean(problem))
 
+    def _not_found_hint(self) -> str:
+        """For a 404: the usual cause, a base URL without the ``/v1`` the endpoints live under."""
+        if urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
+            return ""
+        return (f"; OpenAI-compatible servers usually serve the API under /v1: try the base URL {self.base_url}/v1 "
+                "(OPENAI_BASE_URL, or model.base_url in config.json)")
+
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "User-Agent": f"zagent/{zagent_version()}"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         url = f"{self.base_url}/chat/completions"
@@ -96,7 +110,7 @@ class OpenAIModel:
                 detail = self._clean(exc.read(_ERROR_READ).decode("utf-8", "replace"))[:_ERROR_SHOWN]
                 problem = f"HTTP {exc.code} from {url}: {detail}"
                 if exc.code != 429 and exc.code < 500:
-                    raise self._error(problem) from None
+                    raise self._error(problem + (self._not_found_hint() if exc.code == 404 else "")) from None
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
                 if retry_after and retry_after.replace(".", "", 1).isdigit():
                     delay = min(float(retry_after), 60.0)
@@ -105,6 +119,8 @@ class OpenAIModel:
             except ValueError as exc:
                 raise self._error(f"{url} answered with something that is not JSON: {exc}") from None
             if attempt < self.max_retries:
+                log.warning("model_request_retrying", problem=self._clean(problem), attempt=attempt + 1,
+                            attempts=self.max_retries + 1, retry_in_seconds=delay)
                 time.sleep(delay)
         raise self._error(f"{problem} (after {self.max_retries + 1} attempts)")
 

@@ -1,0 +1,101 @@
+"""Prompts and arguments from files and stdin, as gh, curl and llm take them: ``-`` reads
+stdin, ``@FILE`` reads a file, and a pipe into ``tools run`` is the call's arguments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+from conftest import python_tool
+
+from zagent_cli.main import cli
+from zagent_store import SQLiteJournal
+
+# Prints the arguments it was given, so a test sees exactly what reached the tool.
+ECHO = "import json, sys\nprint(json.dumps(json.load(sys.stdin), sort_keys=True))\n"
+
+
+def zagent(home: Path, *args: str, stdin: object = subprocess.DEVNULL,
+           text_in: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], input=text_in,
+                          stdin=None if text_in is not None else stdin, capture_output=True, text=True, timeout=60)
+
+
+def invoke(home: Path, *args: str, stdin: str = ""):
+    return CliRunner().invoke(cli, ["--home", str(home), *args], input=stdin, catch_exceptions=False)
+
+
+def test_json_piped_into_tools_run_is_the_calls_arguments(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "greet", ECHO)
+    piped = zagent(home, "tools", "run", "greet", text_in='{"name": "Ada"}\n')
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.splitlines()[0] == '{"name": "Ada"}'
+    nothing = zagent(home, "tools", "run", "greet")  # stdin is /dev/null: no arguments, and no wait
+    assert nothing.returncode == 0 and nothing.stdout.splitlines()[0] == "{}", nothing.stderr
+
+
+def test_args_at_file_reads_the_arguments_from_the_file_and_at_dash_from_stdin(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "greet", ECHO)
+    args_file = tmp_path / "args.json"
+    args_file.write_text('{"name": "Grace", "n": 2}')
+    from_file = invoke(home, "tools", "run", "greet", "--args", f"@{args_file}")
+    assert from_file.exit_code == 0 and from_file.stdout.splitlines()[0] == '{"n": 2, "name": "Grace"}'
+    from_stdin = invoke(home, "tools", "run", "greet", "--args", "@-", stdin='{"name": "Lin"}')
+    assert from_stdin.exit_code == 0 and from_stdin.stdout.splitlines()[0] == '{"name": "Lin"}'
+    # --args given wins over what is piped in
+    given = invoke(home, "tools", "run", "greet", "--args", '{"name": "Bo"}', stdin='{"name": "Lin"}')
+    assert given.stdout.splitlines()[0] == '{"name": "Bo"}'
+
+
+def test_unreadable_or_bad_argument_sources_are_usage_errors_that_name_the_source(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "greet", ECHO)
+    missing = invoke(home, "tools", "run", "greet", "--args", f"@{tmp_path}/nope.json")
+    assert missing.exit_code == 2
+    assert f"--args @{tmp_path}/nope.json: cannot read {tmp_path}/nope.json: No such file or directory" in missing.stderr
+    bad = invoke(home, "tools", "run", "greet", stdin="{name: x}")
+    assert bad.exit_code == 2 and "the arguments on stdin is not valid JSON" in bad.stderr
+    listed = invoke(home, "tools", "run", "greet", stdin="[1, 2]")
+    assert listed.exit_code == 2 and "the arguments on stdin must be a JSON object" in listed.stderr
+    assert not (home / "journal.db").exists(), "nothing runs on arguments that are not an object"
+
+
+def test_run_dash_reads_the_prompt_from_stdin(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "read it"}]))
+    done = zagent(home, "run", "--model", f"scripted:{script}", "-", text_in="summarise\nthis file\n")
+    assert done.returncode == 0, done.stderr
+    assert "user: summarise\nthis file" in done.stdout
+    with SQLiteJournal(home / "journal.db") as journal:
+        (summary,) = journal.sessions()
+        texts = [e.event.text for e in journal.read(summary.session_id) if e.event.type == "user_message"]
+    assert texts == ["summarise\nthis file"]
+    empty = invoke(home, "run", "--model", f"scripted:{script}", "-", stdin="\n")
+    assert empty.exit_code == 2 and "the prompt on stdin is empty" in empty.stderr
+
+
+def test_a_file_redirected_to_stdin_is_read_and_a_terminal_is_not_waited_on(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    home = tmp_path / "home"
+    python_tool(home, "greet", ECHO)
+    args_file = tmp_path / "args.json"
+    args_file.write_text('{"name": "Kay"}')
+    with args_file.open() as handle:  # zagent tools run greet < args.json
+        redirected = zagent(home, "tools", "run", "greet", stdin=handle)
+    assert redirected.returncode == 0 and redirected.stdout.splitlines()[0] == '{"name": "Kay"}'
+    leader, follower = pty.openpty()  # typed at a terminal: nothing to read, so {} at once
+    try:
+        on_terminal = zagent(home, "tools", "run", "greet", stdin=follower)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert on_terminal.returncode == 0 and on_terminal.stdout.splitlines()[0] == "{}"

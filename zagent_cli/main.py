@@ -276,19 +276,25 @@ def tools_list(obj: Context, as_json: bool) -> None:
         return
     if not toolset.tools:
         say(f"no tools loaded from {home.tools_dir}")
-    rows = [(name, head(tool.description.splitlines()[0] if tool.description else "", 72), f"tools/{tool.folder.name}")
-            for name, tool in sorted(toolset.tools.items())]
-    rows += [(name, head(builtin.description.split(". ")[0].rstrip("."), 72), "built-in")
-             for name, builtin in builtins.items()]
-    # Columns padded to their widest cell (after terminal_safe, which may lengthen a name).
-    names = max((len(terminal_safe(name)) for name, _, _ in rows), default=0)
-    summaries = max((len(terminal_safe(summary)) for _, summary, _ in rows), default=0)
-    for name, summary, where in rows:
-        disabled = "  (disabled)" if name in toolset.disabled else ""
-        say(f"{terminal_safe(name):<{names}}  {terminal_safe(summary):<{summaries}}  [{where}]{disabled}")
+    folders = [(name, tool.description.splitlines()[0] if tool.description else "", f"tools/{tool.folder.name}")
+               for name, tool in sorted(toolset.tools.items())]
+    _say_table(folders, toolset.disabled)
+    say("")
+    _say_table([(name, builtin.description.split(". ")[0].rstrip("."), "built-in")
+                for name, builtin in builtins.items()], toolset.disabled)
     if problems:
         say("\nproblems:")
         _say_problems(problems)
+
+
+def _say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str]) -> None:
+    """One line per tool: name, summary and where it comes from, in columns padded to their
+    widest cell (after terminal_safe, which may lengthen a name)."""
+    rows = [(terminal_safe(name), terminal_safe(head(summary, 72)), where) for name, summary, where in rows]
+    names = max((len(name) for name, _, _ in rows), default=0)
+    summaries = max((len(summary) for _, summary, _ in rows), default=0)
+    for name, summary, where in rows:
+        say(f"{name:<{names}}  {summary:<{summaries}}  [{where}]{'  (disabled)' if name in disabled else ''}")
 
 
 def _stdin_text() -> str:

@@ -215,10 +215,30 @@ def compare(expected: list[Step], actual: list[Step], tools: ToolsMode, normalis
                     differences.append(Difference(index, name, getattr(want, name), getattr(got, name)))
             old, new = normalise(want.output), normalise(got.output)
             if old != new:
-                diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                                    "recorded", "replayed"))
-                differences.append(Difference(index, "output", old, new, diff=diff))
+                differences.append(Difference(index, "output", old, new, diff=output_diff(old, new)))
     return differences
+
+
+_NO_NEWLINE = "\\ No newline at end of file"
+
+
+def _diff_lines(text: str) -> list[str]:
+    """``text`` as lines for a diff: split at newlines only (a tool's ``\\r`` or form feed
+    stays in its line), the last one marked when the text does not end with a newline."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    else:
+        lines[-1] += "\n" + _NO_NEWLINE
+    return lines
+
+
+def output_diff(old: str, new: str) -> str:
+    """A unified diff of two outputs, one line per line, as ``diff -u`` prints it: an output
+    without a final newline gets ``\\ No newline at end of file`` rather than being glued
+    to the next line of the diff."""
+    return "\n".join(difflib.unified_diff(_diff_lines(old), _diff_lines(new), "recorded", "replayed",
+                                           lineterm=""))
 
 
 #: A workspace larger than this is not copied for a rerun (the replay says so).

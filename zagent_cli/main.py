@@ -587,8 +587,10 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
            replay_all: bool, allow_unsafe: bool, rules: list[tuple[str, str]], as_json: bool) -> None:
     """Drive a recorded session again and report, step by step, what differs.
 
-    Model replies always come from the recording. Exit 0 when everything matches, 1 on
-    a divergence, 2 on a usage error.
+    Model replies always come from the recording. With --tools rerun, the tools run in a
+    copy of the recorded workspace, or of the global --workspace DIR when given. Exit 0
+    when everything matches, 1 on a divergence (or a rerun that ran nothing again), 2 on
+    a usage error.
     """
     from zagent_core.config import load_config
     from zagent_core.exports import ExportError, import_session, parse_export
@@ -599,6 +601,8 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
 
     if bool(session_id) + bool(export_file) + replay_all != 1:
         raise click.UsageError("name one SESSION_ID, or give --file EXPORT, or --all")
+    if obj.workspace is not None and not Path(obj.workspace).is_dir():
+        raise click.UsageError(f"workspace {obj.workspace} is not a folder (--workspace: the folder a rerun copies)")
     config, _ = load_config(obj.home.config_path)
     if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
         _withhold_model_key(config.model.api_key_env)
@@ -630,12 +634,13 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
                 try:
                     with SQLiteJournal(workdir / "replay.db") as into:
                         report = replay_session(source, sid, obj.home, into, tools=tools, allow_unsafe=allow_unsafe,
-                                                normalisers=normalisers, config=config, workdir=workdir)
+                                                normalisers=normalisers, config=config, workdir=workdir,
+                                                workspace=obj.workspace)
                 except LookupError as exc:
                     raise click.UsageError(str(exc)) from None
                 reports.append(report)
                 if replay_all and not as_json:
-                    say(f"[{number}/{len(ids)}] {sid}: {'matches' if report.matched else 'DIVERGES'}", err=True)
+                    say(f"[{number}/{len(ids)}] {sid}: {report.verdict}", err=True)
     if as_json:
         emit_json({"matched": all(r.matched for r in reports), "replays": [r.to_dict() for r in reports]})
     else:

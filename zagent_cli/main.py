@@ -425,29 +425,54 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     sys.exit(0 if reason in ("idle", "ended") else 1)
 
 
+def _latest_open_session(obj: Context) -> str:
+    """The most recently active session that has not ended (what ``-c``/``--last`` continue)."""
+    with obj.existing_journal() as journal:
+        for limit in (20, None):
+            found = next((s.session_id for s in journal.sessions(limit) if not s.ended), None)
+            if found is not None:
+                return found
+    raise click.UsageError("no session to continue: every session of the journal has ended "
+                           "(`zagent sessions list` shows them); start one with zagent run PROMPT")
+
+
 @cli.command()
 @click.argument("prompt", type=TEXT)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
 @click.option("--session", "session_id", type=TEXT, metavar="ID", help="Continue this session instead of starting one.")
+@click.option("-c", "--continue", "continue_latest", is_flag=True,
+              help="Continue the most recently active session that has not ended.")
 @click.pass_obj
-def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None) -> None:
+def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None, continue_latest: bool) -> None:
     """Run the agent on PROMPT, headless, printing the conversation as it happens.
 
     Stays up while background tasks run (agent.max_background_wait_minutes), waking the
     agent when they end; the session stays resumable. Exit 0 when the agent is idle, 1
     when a turn was stopped (limit, model error), 130 on Ctrl-C.
     """
+    if continue_latest:
+        if session_id is not None:
+            raise click.UsageError("give --session ID or -c (the latest session), not both")
+        session_id = _latest_open_session(obj)
     _drive(obj, model_spec, session_id, prompt)
 
 
 @cli.command()
-@click.argument("session_id", type=TEXT)
+@click.argument("session_id", type=TEXT, required=False)
 @click.argument("prompt", type=TEXT, required=False)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
+@click.option("--last", is_flag=True, help="Resume the most recently active session that has not ended.")
 @click.pass_obj
-def resume(obj: Context, session_id: str, prompt: str | None, model_spec: str | None) -> None:
+def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec: str | None, last: bool) -> None:
     """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
-    pending wake-ups, and continue, with PROMPT if given."""
+    pending wake-ups, and continue, with PROMPT if given. With --last, the one argument
+    given is the PROMPT."""
+    if last:
+        if prompt is not None:
+            raise click.UsageError("--last names the session: give at most a PROMPT")
+        session_id, prompt = _latest_open_session(obj), session_id
+    elif session_id is None:
+        raise click.UsageError("name the SESSION_ID to resume, or give --last (the most recently active session)")
     _drive(obj, model_spec, session_id, prompt)
 
 
@@ -746,21 +771,22 @@ def sessions() -> None:
 def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first, with their status."""
     with obj.existing_journal() as journal:
-        from zagent_core.status import listed_status
+        from zagent_core.status import first_prompt, listed_status
 
         summaries = journal.sessions(limit or None)
         statuses = {s.session_id: listed_status(journal, s) for s in summaries}
+        prompts = {s.session_id: first_prompt(journal, s.session_id) for s in summaries}
     if as_json:
-        emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id]}
+        emit_json({"sessions": [s.model_dump(mode="json") | {"status": statuses[s.session_id],
+                                                             "first_prompt": prompts[s.session_id]}
                                  for s in summaries]})
         return
     if not summaries:
         say("no sessions yet")
         return
-    say(f"{'SESSION':<22}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  STATUS")
-    for s in summaries:
-        say(f"{s.session_id:<22}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
-            f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]}")
+    from zagent_cli.show import print_sessions
+
+    print_sessions(summaries, statuses, prompts)
 
 
 @sessions.command("export")
@@ -832,12 +858,17 @@ def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
 @click.argument("session_id", type=TEXT, required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the session state as one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
+@click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
+              help="text for a terminal, md for Markdown.")
 @click.pass_obj
-def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool) -> None:
-    """The timeline of SESSION_ID (default: the most recent session)."""
+def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool, fmt: str) -> None:
+    """The conversation of SESSION_ID, in order (default: the most recent session)."""
     from zagent_core import rebuild
     from zagent_core.events import EventSchemaError
     from zagent_core.status import session_status
+
+    if as_json and fmt != "text":
+        raise click.UsageError("give --json or --format, not both")
 
     with obj.existing_journal() as journal:
         if session_id is None:
@@ -859,7 +890,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
         return
     from zagent_cli.show import print_session
 
-    print_session(state, status, events if show_events else None)
+    print_session(state, status, events, fmt=fmt, show_events=show_events)
 
 
 def main() -> None:

@@ -287,11 +287,14 @@ def print_session(state: SessionState, status: str, events: list[StoredEvent], *
         for entry in _Conversation().entries(events):
             say("\n".join(_text_entry(entry)))
     if show_events:
-        say("\nevents:" if fmt == "text" else "\n## Events\n")
-        for stored in events:
-            line = (f"#{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
-                    + f" {stored.event.type} {dump_event(stored.event)}")
-            say(f"  {line}" if fmt == "text" else f"- `{line}`")
+        lines = [f"#{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
+                 + f" {stored.event.type} {dump_event(stored.event)}" for stored in events]
+        if fmt == "md":
+            say("\n".join(["", "## Events", "", *_fenced("\n".join(lines))]).rstrip("\n"))
+        else:
+            say("\nevents:")
+            for line in lines:
+                say(f"  {line}")
 
 
 def print_sessions(summaries: list[SessionSummary], statuses: dict[str, str], prompts: dict[str, str | None]) -> None:

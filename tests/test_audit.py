@@ -75,3 +75,57 @@ def test_the_tool_index_serves_audit_by_tool(home_dir: Path, engine: Engine) -> 
     plan = " ".join(row[-1] for row in db.execute(
         "EXPLAIN QUERY PLAN SELECT * FROM tool_calls WHERE tool = 'slow'"))
     assert "events_tool" in plan
+
+
+def test_a_background_task_that_failed_is_an_error_in_the_audit(home_dir: Path, engine: Engine) -> None:
+    python_tool(home_dir, "bgfail", "import json, time\ntime.sleep(0.2)\n"
+                "print(json.dumps({'output': '(4 words)', 'is_error': True}))", background=True, output="json")
+    python_tool(home_dir, "bgok", "print('all fine')", background=True)
+    with engine.start_session("test") as session:
+        session.call("bgfail", {})
+        session.wait_task("1", 10)
+        session.call("bgok", {})
+        session.wait_task("2", 10)
+    db = sqlite3.connect(home_dir / "journal.db")
+    db.row_factory = sqlite3.Row
+    failed, fine = [dict(r) for r in db.execute("SELECT * FROM tasks ORDER BY task_id")]
+    assert (failed["status"], failed["exit_code"], failed["is_error"], failed["output_head"]) == (
+        "exited", 0, 1, "(4 words)")
+    assert failed["duration_ms"] >= 200 and fine["is_error"] == 0 and fine["output_head"].strip() == "all fine"
+    calls = {r["tool"]: dict(r) for r in db.execute("SELECT * FROM tool_calls")}
+    # The call's row says what its task did, not "started as task #1".
+    assert (calls["bgfail"]["status"], calls["bgfail"]["is_error"], calls["bgfail"]["output_head"]) == (
+        "finished", 1, "(4 words)")
+    assert calls["bgfail"]["duration_ms"] >= 200 and calls["bgok"]["is_error"] == 0
+    result = CliRunner().invoke(cli, ["--home", str(home_dir), "audit", "--errors", "--json"])
+    assert [c["tool"] for c in json.loads(result.output)["calls"]] == ["bgfail"]
+    slowest = CliRunner().invoke(cli, ["--home", str(home_dir), "audit", "--slowest", "1", "--json"])
+    assert [c["tool"] for c in json.loads(slowest.output)["calls"]] == ["bgfail"]
+
+
+def test_a_background_call_is_running_while_its_task_runs(home_dir: Path, engine: Engine) -> None:
+    python_tool(home_dir, "waits", "import sys\nsys.stdin.read()", background=True)
+    with engine.start_session("test") as session:
+        session.call("waits", {})
+        db = sqlite3.connect(home_dir / "journal.db")
+        assert db.execute("SELECT status, output_head FROM tool_calls").fetchone()[0] == "running"
+        assert db.execute("SELECT status, is_error, duration_ms FROM tasks").fetchone() == ("running", None, None)
+        session.kill_task("1")
+    assert db.execute("SELECT status FROM tool_calls").fetchone() == ("killed",)
+
+
+def test_a_journal_of_schema_3_gets_the_task_outcome_views(home_dir: Path) -> None:
+    import sqlite_utils
+
+    from zagent_store.sqlite import MIGRATIONS, SQLiteJournal
+
+    path = home_dir / "journal.db"
+    db = sqlite_utils.Database(path)
+    for migration in MIGRATIONS[:3]:
+        migration(db)
+    db.execute("PRAGMA user_version = 3")
+    db.conn.commit()
+    db.close()
+    with SQLiteJournal(path) as journal:
+        columns = [row[1] for row in journal.db.execute("PRAGMA table_info(tasks)")]
+    assert {"is_error", "duration_ms", "output_head"} <= set(columns)

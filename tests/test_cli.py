@@ -186,7 +186,7 @@ def test_sessions_show_and_audit_say_what_happened_in_plain_words(example_home: 
                                   {"text": "Done."}]))
     assert run(example_home, "run", "--model", f"scripted:{script}", "count", workspace=tmp_path).exit_code == 0
     shown = run(example_home, "sessions", "show", "--events").output
-    assert "model: 2 replies in 1 turn, " in shown  # not "1 turns"
+    assert ", 2 replies in 1 turn, " in shown  # not "1 turns"
     events = shown.split("\nevents:\n")[1].splitlines()
     started = next(i for i, line in enumerate(events) if " session_started" in line)
     # a long body is indented JSON under its event, not one huge line
@@ -204,5 +204,5 @@ def test_sessions_show_says_a_background_call_started_a_task_rather_than_ok_in_0
     ran = run(example_home, "tools", "run", "slow_report", "--args", '{"topic": "x", "seconds": 1}')
     assert ran.exit_code == 0, ran.output
     shown = run(example_home, "sessions", "show").output
-    assert "    started task #1: started as task #1;" in shown and "ok, 0 ms" not in shown
+    assert "  <- slow_report: started as task #1;" in shown and "ok, 0 ms" not in shown
     assert "task #1 slow_report: exited, exit 0" in shown

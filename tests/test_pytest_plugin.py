@@ -37,4 +37,5 @@ def test_an_export_in_a_test_folder_is_a_test_that_fails_with_the_diff(pytester:
     shutil.copy(REPLAYS / "word_count.zagent.jsonl", pytester.path / "word_count.zagent.jsonl")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*DIVERGES*", "*step 2, output differs*", "*+5 words, 4 unique*"])
+    result.stdout.fnmatch_lines(["*DIVERGES*", "*step 2, output differs*", "*+5 words, 4 unique*",
+                                 "   2. cat  1", "\\ No newline at end of file"])

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 from conftest import EXAMPLES, PYTHON
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent
 from zagent_core.models import load_model
-from zagent_core.replay import replay
+from zagent_core.replay import output_diff, replay
 from zagent_store import SQLiteJournal
 
 
@@ -55,8 +57,23 @@ def test_a_changed_tool_is_a_divergence_with_a_unified_diff(recorded, tmp_path: 
     (difference,) = report.differences
     assert difference.step == 1 and difference.field == "output"
     assert "-5 words, 4 distinct" in difference.diff and "+5 tokens, 4 distinct" in difference.diff
+    assert difference.diff.endswith("   2. cat  1\n\\ No newline at end of file")
     with pytest.raises(AssertionError, match="step 2, output differs"):
         report.assert_matches()
+
+
+def test_a_changed_last_line_is_not_glued_to_the_next_line_of_the_diff(recorded, tmp_path: Path) -> None:
+    home, session_id = recorded
+    script = home / "tools" / "word_count" / "word_count.py"
+    script.write_text(script.read_text().replace('f"{i:>3}. {w.ljust(width)}  {n}"', 'f"{i:>3}. {w.ljust(width)} = {n}"'))
+    base = ["--home", str(home), "replay", session_id, "--tools", "rerun", "--allow-unsafe"]
+    shown = CliRunner().invoke(cli, base).output.splitlines()
+    # The outputs end without a newline: each side's last line is a line of its own, as in diff -u.
+    assert shown[-6:] == ["-  1. the  2", "-  2. cat  1", "\\ No newline at end of file",
+                          "+  1. the = 2", "+  2. cat = 1", "\\ No newline at end of file"]
+    body = json.loads(CliRunner().invoke(cli, [*base, "--json"]).output)
+    assert body["replays"][0]["differences"][0]["diff"].splitlines()[-3:] == [
+        "+  1. the = 2", "+  2. cat = 1", "\\ No newline at end of file"]
 
 
 def test_a_changed_schema_is_a_different_host_decision(recorded, tmp_path: Path) -> None:
@@ -73,7 +90,7 @@ def test_a_changed_schema_is_a_different_host_decision(recorded, tmp_path: Path)
 def test_unsafe_tools_are_not_rerun_without_permission(recorded, tmp_path: Path) -> None:
     home, session_id = recorded
     report = run_replay(home, session_id, tmp_path, tools="rerun")
-    assert report.matched and len(report.not_rerun) == 2
+    assert len(report.not_rerun) == 2 and report.rerun == 0 and not report.differences
 
 
 def test_the_cli_replays_exports_and_normalises(recorded, tmp_path: Path) -> None:
@@ -129,3 +146,26 @@ def test_a_session_whose_turn_failed_and_was_resumed_replays_the_same(tmp_path: 
         assert Agent(resumed, ScriptedModel([ModelReply(text="hi")])).run(None).reason == "idle"
     report = run_replay(home, session.session_id, tmp_path / "r", tools="recorded")
     assert report.matched, report.text()
+
+
+_DIFF_TEXT = st.text(st.sampled_from(["a", "b", "\n", "\r", "\x0c", " "]), max_size=12)
+
+
+@given(_DIFF_TEXT, _DIFF_TEXT)
+def test_an_output_diff_keeps_every_line_on_a_line_of_its_own(old: str, new: str) -> None:
+    diff = output_diff(old, new)
+    if old == new:
+        assert diff == ""
+        return
+    lines = diff.split("\n")
+    assert lines[:2] == ["--- recorded", "+++ replayed"]
+    body = lines[2:]
+    assert all(line[:1] in " -+@\\" for line in body), diff
+    # Each removed or kept line is a whole line of the old output, each added or kept one of the new.
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    assert all(line[1:] in old_lines for line in body if line[:1] in " -")
+    assert all(line[1:] in new_lines for line in body if line[:1] in " +")
+    # The marker follows exactly the lines that ended an output without a final newline.
+    for index, line in enumerate(body):
+        if line.startswith("\\"):
+            assert line == "\\ No newline at end of file" and body[index - 1][:1] in " -+"

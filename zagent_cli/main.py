@@ -557,13 +557,26 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     sys.exit(0 if reason in ("idle", "ended") else 1)
 
 
+def _latest_open_session(obj: Context) -> str:
+    """The most recently active session that has not ended (what ``-c``/``--last`` continue)."""
+    with obj.existing_journal() as journal:
+        for limit in (20, None):
+            found = next((s.session_id for s in journal.sessions(limit) if not s.ended), None)
+            if found is not None:
+                return found
+    raise click.UsageError("no session to continue: every session of the journal has ended "
+                           "(`zagent sessions list` shows them); start one with zagent run PROMPT")
+
+
 @cli.command()
 @click.argument("prompt", type=TEXT)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
 @click.option("--session", "session_id", type=TEXT, metavar="ID", shell_complete=complete_sessions,
               help="Continue this session instead of starting one.")
+@click.option("-c", "--continue", "continue_latest", is_flag=True,
+              help="Continue the most recently active session that has not ended.")
 @click.pass_obj
-def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None) -> None:
+def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None, continue_latest: bool) -> None:
     """Run the agent on PROMPT (``-``: read it from stdin), headless, printing the conversation
     as it happens.
 
@@ -571,17 +584,29 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
     agent when they end; the session stays resumable. Exit 0 when the agent is idle, 1
     when a turn was stopped (limit, model error), 130 on Ctrl-C.
     """
+    if continue_latest:
+        if session_id is not None:
+            raise click.UsageError("give --session ID or -c (the latest session), not both")
+        session_id = _latest_open_session(obj)
     _drive(obj, model_spec, session_id, _prompt_text(prompt))
 
 
 @cli.command()
-@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
 @click.argument("prompt", type=TEXT, required=False)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
+@click.option("--last", is_flag=True, help="Resume the most recently active session that has not ended.")
 @click.pass_obj
-def resume(obj: Context, session_id: str, prompt: str | None, model_spec: str | None) -> None:
+def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec: str | None, last: bool) -> None:
     """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
-    pending wake-ups, and continue, with PROMPT if given (``-``: read it from stdin)."""
+    pending wake-ups, and continue, with PROMPT if given (``-``: read it from stdin). With
+    --last, the one argument given is the PROMPT."""
+    if last:
+        if prompt is not None:
+            raise click.UsageError("--last names the session: give at most a PROMPT")
+        session_id, prompt = _latest_open_session(obj), session_id
+    elif session_id is None:
+        raise click.UsageError("name the SESSION_ID to resume, or give --last (the most recently active session)")
     _drive(obj, model_spec, session_id, _prompt_text(prompt))
 
 
@@ -723,8 +748,10 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
            replay_all: bool, allow_unsafe: bool, rules: list[tuple[str, str]], as_json: bool) -> None:
     """Drive a recorded session again and report, step by step, what differs.
 
-    Model replies always come from the recording. Exit 0 when everything matches, 1 on
-    a divergence, 2 on a usage error.
+    Model replies always come from the recording. With --tools rerun, the tools run in a
+    copy of the recorded workspace, or of the global --workspace DIR when given. Exit 0
+    when everything matches, 1 on a divergence (or a rerun that ran nothing again), 2 on
+    a usage error.
     """
     from zagent_core.config import load_config
     from zagent_core.exports import ExportError, import_session, parse_export
@@ -735,6 +762,8 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
 
     if bool(session_id) + bool(export_file) + replay_all != 1:
         raise click.UsageError("name one SESSION_ID, or give --file EXPORT, or --all")
+    if obj.workspace is not None and not Path(obj.workspace).is_dir():
+        raise click.UsageError(f"workspace {obj.workspace} is not a folder (--workspace: the folder a rerun copies)")
     config, _ = load_config(obj.home.config_path)
     if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
         _withhold_model_key(config.model.api_key_env)
@@ -766,12 +795,13 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
                 try:
                     with SQLiteJournal(workdir / "replay.db") as into:
                         report = replay_session(source, sid, obj.home, into, tools=tools, allow_unsafe=allow_unsafe,
-                                                normalisers=normalisers, config=config, workdir=workdir)
+                                                normalisers=normalisers, config=config, workdir=workdir,
+                                                workspace=obj.workspace)
                 except LookupError as exc:
                     raise click.UsageError(str(exc)) from None
                 reports.append(report)
                 if replay_all and not as_json:
-                    say(f"[{number}/{len(ids)}] {sid}: {'matches' if report.matched else 'DIVERGES'}", err=True)
+                    say(f"[{number}/{len(ids)}] {sid}: {report.verdict}", err=True)
     if as_json:
         emit_json({"matched": all(r.matched for r in reports), "replays": [r.to_dict() for r in reports]})
     else:
@@ -884,21 +914,22 @@ def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
             say("no sessions yet")
         return
     with obj.existing_journal() as journal:
-        from zagent_core.status import listed_status
+        from zagent_core.status import first_prompt, listed_status
 
         summaries = journal.sessions(limit or None)
         statuses = {s.session_id: listed_status(journal, s) for s in summaries}
+        prompts = {s.session_id: first_prompt(journal, s.session_id) for s in summaries}
     if as_json:
-        emit_json({"sessions": [s.model_dump() | {"status": statuses[s.session_id]}
+        emit_json({"sessions": [s.model_dump() | {"status": statuses[s.session_id],
+                                                  "first_prompt": prompts[s.session_id]}
                                  for s in summaries]})
         return
     if not summaries:
         say("no sessions yet")
         return
-    say(f"{'SESSION':<22}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  STATUS")
-    for s in summaries:
-        say(f"{s.session_id:<22}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
-            f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]}")
+    from zagent_cli.show import print_sessions
+
+    print_sessions(summaries, statuses, prompts)
 
 
 @sessions.command("export")
@@ -970,12 +1001,17 @@ def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
 @click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
 @click.option("--json", "as_json", is_flag=True, help="Print the session state as one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
+@click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
+              help="text for a terminal, md for Markdown.")
 @click.pass_obj
-def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool) -> None:
-    """The timeline of SESSION_ID (default: the most recent session)."""
+def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool, fmt: str) -> None:
+    """The conversation of SESSION_ID, in order (default: the most recent session)."""
     from zagent_core import rebuild
     from zagent_core.events import EventSchemaError
     from zagent_core.status import session_status
+
+    if as_json and fmt != "text":
+        raise click.UsageError("give --json or --format, not both")
 
     with obj.existing_journal() as journal:
         if session_id is None:
@@ -997,7 +1033,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
         return
     from zagent_cli.show import print_session
 
-    print_session(state, status, events if show_events else None)
+    print_session(state, status, events, fmt=fmt, show_events=show_events)
 
 
 def main() -> None:

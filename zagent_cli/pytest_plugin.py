@@ -2,13 +2,16 @@
 
 * Exports named ``*.zagent.jsonl`` (``zagent sessions export ID -o x.zagent.jsonl``) under
   your test paths become test items: each replays its session against the tools of the
-  home named by the ``zagent_home`` ini option, and fails with the step-by-step diff.
+  home named by the ``zagent_home`` ini option, and fails with the step-by-step diff. An
+  item whose replay ran no tool again (every call served from the recording, its tools
+  being ``replay: unsafe``) tested nothing: it is skipped, with the reason, never passed.
 * The ``zagent_replay`` fixture does the same from a test:
   ``zagent_replay("tests/replays/x.zagent.jsonl", tools="rerun").assert_matches()``.
 
 Ini options: ``zagent_home`` (relative to the rootdir; default ``$ZAGENT_HOME`` or
-``~/.zagent``), ``zagent_replay_tools`` (``rerun``, the default, or ``recorded``) and
-``zagent_replay_allow_unsafe`` (rerun tools marked ``replay: unsafe`` too).
+``~/.zagent``), ``zagent_workspace`` (the folder a rerun copies, relative to the rootdir;
+default the recorded workspace), ``zagent_replay_tools`` (``rerun``, the default, or
+``recorded``) and ``zagent_replay_allow_unsafe`` (rerun tools marked ``replay: unsafe`` too).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from zagent_core.replay import ReplayReport
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("zagent_home", "agent home whose tools zagent replays use")
+    parser.addini("zagent_workspace", "folder a zagent rerun copies as the workspace (default: the recorded one)")
     parser.addini("zagent_replay_tools", "recorded or rerun (default)", default="rerun")
     parser.addini("zagent_replay_allow_unsafe", "also rerun tools marked replay: unsafe", type="bool", default=False)
 
@@ -34,9 +38,23 @@ def _home(config: pytest.Config) -> Home:
     return Home(config.rootpath / configured) if configured else Home.locate()
 
 
+def _workspace(config: pytest.Config) -> Path | None:
+    configured = config.getini("zagent_workspace")
+    return config.rootpath / configured if configured else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Said once, before any test runs, rather than as a failure of every replay.
+    workspace = _workspace(config)
+    if workspace is not None and not workspace.is_dir():
+        raise pytest.UsageError(f"zagent_workspace = {config.getini('zagent_workspace')}: {workspace} is not a "
+                                "folder (the workspace zagent replays copy, relative to the rootdir)")
+
+
 def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_unsafe: bool = False,
-                  normalize: list[tuple[str, str]] | None = None) -> ReplayReport:
-    """Replay the session of an export file against ``home``'s tools."""
+                  normalize: list[tuple[str, str]] | None = None, workspace: str | Path | None = None) -> ReplayReport:
+    """Replay the session of an export file against ``home``'s tools (in a copy of
+    ``workspace`` when given, else of the recorded workspace)."""
     from zagent_core.config import load_config
     from zagent_core.exports import import_session, parse_export
     from zagent_core.replay import replay, replay_folder
@@ -50,7 +68,8 @@ def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_u
         with SQLiteJournal(Path(tmp) / "recorded.db") as recorded, SQLiteJournal(Path(tmp) / "replay.db") as into:
             session_id = import_session(recorded, imported, home=Home(tmp))
             return replay(recorded, session_id, home, into, tools=tools,  # type: ignore[arg-type]
-                          allow_unsafe=allow_unsafe, normalisers=rules, config=config, workdir=Path(tmp) / "work")
+                          allow_unsafe=allow_unsafe, normalisers=rules, config=config, workdir=Path(tmp) / "work",
+                          workspace=workspace)
 
 
 class ReplayDiverged(AssertionError):
@@ -59,13 +78,24 @@ class ReplayDiverged(AssertionError):
         self.report = report
 
 
+def _skip_reason(report: ReplayReport) -> str:
+    served = len(report.not_rerun)
+    return (f"zagent replay ran nothing again: its {served} call(s) were served from the recording (their tools "
+            "are replay: unsafe); set zagent_replay_allow_unsafe = true, mark the tools \"replay\": \"safe\", "
+            "or set zagent_replay_tools = recorded to check only the host's decisions")
+
+
 class ReplayItem(pytest.Item):
     def runtest(self) -> None:
         config = self.config
         report = replay_export(self.path, _home(config), tools=config.getini("zagent_replay_tools").strip().lower(),
-                               allow_unsafe=config.getini("zagent_replay_allow_unsafe"))
-        if not report.matched:
+                               allow_unsafe=config.getini("zagent_replay_allow_unsafe"),
+                               workspace=_workspace(config))
+        if report.diverged:
             raise ReplayDiverged(report)
+        if report.nothing_rerun:
+            # Neither a pass (nothing was tested) nor a failure (nothing differs): said, with what to change.
+            pytest.skip(_skip_reason(report))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, ReplayDiverged):
@@ -89,12 +119,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ReplayFile
 
 @pytest.fixture
 def zagent_replay(request: pytest.FixtureRequest) -> Callable[..., ReplayReport]:
-    """``zagent_replay(path, tools="rerun", home=None, allow_unsafe=False, normalize=None)`` -> report."""
+    """``zagent_replay(path, tools="rerun", home=None, allow_unsafe=False, normalize=None, workspace=None)``
+    -> report."""
     def run(path: str | Path, tools: str | None = None, home: str | Path | None = None,
-            allow_unsafe: bool | None = None, normalize: list[tuple[str, str]] | None = None) -> ReplayReport:
+            allow_unsafe: bool | None = None, normalize: list[tuple[str, str]] | None = None,
+            workspace: str | Path | None = None) -> ReplayReport:
         config = request.config
         return replay_export(
             path, Home(home) if home else _home(config), tools=tools or config.getini("zagent_replay_tools"),
             allow_unsafe=config.getini("zagent_replay_allow_unsafe") if allow_unsafe is None else allow_unsafe,
-            normalize=normalize)
+            normalize=normalize, workspace=workspace if workspace is not None else _workspace(config))
     return run

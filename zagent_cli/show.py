@@ -8,13 +8,21 @@ journal, so ``zagent --help`` does not load the event models.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from zagent_core.events import (
+    Event,
     ModelReplied,
     NoteReceived,
+    SessionEnded,
+    SessionForked,
+    SessionResumed,
+    SessionStarted,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
@@ -22,17 +30,21 @@ from zagent_core.events import (
     ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
+    ToolCallStarted,
     TurnEnded,
     TurnStarted,
     UserMessage,
+    WakeRequested,
     dump_event,
 )
-from zagent_core.journal import StoredEvent
-from zagent_core.state import CallView, SessionState
+from zagent_core.journal import SessionSummary, StoredEvent
+from zagent_core.state import SessionState, TaskView
 from zagent_cli.output import head, plural, say
 
 #: Event bodies up to this long are printed on the event's line by ``sessions show --events``.
 _BODY_ON_ONE_LINE = 100
+#: Below an event line (itself indented by two), a long body is indented by four more.
+_BODY_INDENT = " " * 6
 
 
 def _arguments(arguments: Any, width: int) -> str:
@@ -74,56 +86,220 @@ def show_event(stored: StoredEvent) -> None:
         say(line)
 
 
-def _call_status(call: CallView) -> str:
-    if call.status != "finished":
-        return call.status
-    if call.task_id is not None and not call.is_error:  # its answer took 0 ms; the task line says how it went
-        return f"started task #{call.task_id}"
-    status = f"{'error' if call.is_error else 'ok'}, {call.duration_ms} ms"
-    if call.exit_code is not None:
-        status += f", exit {call.exit_code}"
-    return status + (", timed out" if call.timed_out else "")
+# -- sessions show: the conversation --------------------------------------------------------
 
 
-def _print_call(call: CallView) -> None:
-    say(f"\n{call.requested_at:%H:%M:%S.%f}"[:-3] + f"  {call.call_id}  {call.tool}  {_arguments(call.arguments, 60)}")
-    status = _call_status(call)
-    say(f"    {status}: {head(call.output)}" if call.output else f"    {status}")
-    for item in call.files:
-        say(f"    file: {item.path}")
+@dataclass(frozen=True)
+class Entry:
+    """One thing of a session's conversation, as ``sessions show`` prints it.
+
+    A ``section`` starts a new part (who speaks, or what happened to the session); an
+    ``item`` belongs to the section before it (a call, its result, a note). ``text`` is
+    prose (what the user or the model said, a reason); ``code`` is shown verbatim (the
+    arguments, an output)."""
+
+    at: datetime
+    section: bool
+    title: str
+    text: str = ""
+    code: str | None = None
+    language: str = ""
 
 
-def _print_header(state: SessionState, status: str) -> None:
-    started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
-    say(f"session {state.session_id} ({status}), {state.origin}, started {started}")
-    if state.model_replies:
-        say(f"model: {plural(state.model_replies, 'reply', 'replies')} in {plural(state.turns, 'turn')}, "
-            f"{state.input_tokens} tokens in, {state.output_tokens} out")
-    say(f"workspace: {state.workspace}")
-    if state.forked_from:
-        say(f"forked from: {state.forked_from}")
-    say(f"tools offered: {', '.join(t.name for t in state.tools) or 'none'}")
-    for warning in state.warnings:
-        say(f"warning: {warning}")
+def _result_title(result: ToolCallFinished | TaskExited | TaskKilled) -> str:
+    status = f"{'error' if result.is_error else 'ok'}, {result.duration_ms} ms"
+    if result.exit_code is not None:
+        status += f", exit {result.exit_code}"
+    return status + (", timed out" if result.timed_out else "")
 
 
-def print_session(state: SessionState, status: str, events: Iterable[StoredEvent] | None) -> None:
-    """``zagent sessions show``: the header, tasks, pending wake-ups, calls, and the events if asked."""
-    _print_header(state, status)
-    for task in sorted(state.tasks.values(), key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0):
-        ended = f", ended {task.ended_at:%H:%M:%S}Z" if task.ended_at else ""
-        code = f", exit {task.exit_code}" if task.exit_code is not None else ""
-        say(f"task #{task.task_id} {task.tool}: {task.status}{code}, pid {task.pid}, "
-            f"started {task.started_at:%H:%M:%S}Z{ended}")
-    for wake in state.pending_wakes.values():
-        say(f"pending wake-up: {head(wake.text)}")
-    for call in state.calls.values():
-        _print_call(call)
-    if events is not None:
-        say("\nevents:")
+def _with_files(output: str, result: ToolCallFinished | TaskExited | TaskKilled) -> str:
+    listed = [f"file: {item.path}" for item in result.files if item.path not in output]
+    return "\n".join([output, *listed]) if listed else output
+
+
+class _Conversation:
+    """Turns a session's events, in order, into :class:`Entry` items."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, str] = {}  # call id -> tool
+        self.background: set[str] = set()  # calls that started a task
+        self.origin = "session"
+        self.unanswered: dict[str, datetime] = {}  # calls without a result so far, and when asked
+
+    def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
+        opened = False
         for stored in events:
-            say(f"  #{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3] + f" {stored.event.type}"
-                + _event_body(stored))
+            if isinstance(stored.event, SessionStarted):
+                self.origin = stored.event.origin or self.origin
+            entry = self.entry(stored.event, stored.at)
+            if entry is None:
+                continue
+            if not entry.section and not opened:  # a call nobody's reply asked for: a tools run
+                yield Entry(entry.at, True, self.origin)
+            opened = True
+            yield entry
+        for call_id in self.unanswered:
+            yield Entry(self.unanswered[call_id], False, f"<- {self.tools[call_id]} ({call_id}): no result yet",
+                        text="it runs, or was cut off (zagent resume settles it)")
+
+    def _task(self, task_id: str, call_id: str) -> str:
+        return f"task #{task_id} ({self.tools.get(call_id, '?')})"
+
+    def entry(self, event: Event, at: datetime) -> Entry | None:  # noqa: C901 - one case per event type
+        if isinstance(event, (ToolCallFinished, ToolCallRejected, ToolCallInterrupted)):
+            self.unanswered.pop(event.call_id, None)
+        match event:
+            case UserMessage(text=text):
+                return Entry(at, True, "user", text=text)
+            case ModelReplied(text=text):
+                return Entry(at, True, "assistant", text=text)
+            case ToolCallRequested(call_id=call_id, tool=tool, arguments=arguments):
+                self.tools[call_id] = tool
+                self.unanswered[call_id] = at
+                return Entry(at, False, f"-> {tool} ({call_id})",
+                             code=json.dumps(arguments, ensure_ascii=False), language="json")
+            case ToolCallStarted(call_id=call_id, task_id=task_id) if task_id is not None:
+                self.background.add(call_id)
+            case ToolCallFinished(call_id=call_id) as result if call_id in self.background and not result.is_error:
+                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: {head(result.output, 60)}")
+            case ToolCallFinished(call_id=call_id) as result:
+                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: {_result_title(result)}",
+                             code=_with_files(result.output, result))
+            case ToolCallRejected(call_id=call_id, message=message):
+                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: rejected", code=message)
+            case ToolCallInterrupted(call_id=call_id, message=message):
+                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: interrupted", code=message)
+            case NoteReceived(call_id=call_id, task_id=task_id, text=text):
+                source = self._task(task_id, call_id) if task_id else self.tools.get(call_id, "?")
+                return Entry(at, False, f"note from {source}", text=text)
+            case TaskExited(task_id=task_id, call_id=call_id) | TaskKilled(task_id=task_id, call_id=call_id) as ended:
+                verb = "exited" if isinstance(ended, TaskExited) else "was killed"
+                return Entry(at, True, f"{self._task(task_id, call_id)} {verb}: {_result_title(ended)}",
+                             code=_with_files(ended.output, ended))
+            case TaskInterrupted(task_id=task_id, call_id=call_id, message=message):
+                return Entry(at, True, f"{self._task(task_id, call_id)} was interrupted", code=message)
+            case WakeRequested(text=text):
+                return Entry(at, False, "wake-up queued", text=head(text, 100))
+            case TurnStarted(reason="wake", wakes=wakes, notes=notes):
+                return Entry(at, True, "woken", text=f"{len(wakes)} wake-up(s) and {len(notes)} note(s) delivered")
+            case TurnStarted(reason="resume"):
+                return Entry(at, True, "resumed turn", text="the turn that was cut off goes on")
+            case TurnEnded(reason=reason) if reason != "idle":
+                return Entry(at, True, "turn stopped", text=reason)
+            case SessionResumed(taken_over_from=taken):
+                return Entry(at, True, "session resumed", text="from a dead driver" if taken else "")
+            case SessionForked(parent_session_id=parent, parent_seq=seq):
+                return Entry(at, True, "forked", text=f"from session {parent} at #{seq}")
+            case SessionEnded(reason=reason):
+                return Entry(at, True, "session ended", text=reason)
+        return None
+
+
+#: How much of a call's output the text format shows (--format md shows all of it).
+_TEXT_LINES = 12
+_TEXT_WIDTH = 200
+
+
+def _text_block(code: str, indent: str) -> list[str]:
+    lines = code.split("\n")
+    shown = [indent + (line if len(line) <= _TEXT_WIDTH else line[: _TEXT_WIDTH - 3] + "...")
+             for line in lines[:_TEXT_LINES]]
+    if len(lines) > _TEXT_LINES:
+        shown.append(f"{indent}... ({len(lines) - _TEXT_LINES} more lines)")
+    return shown
+
+
+#: Sections whose text is what someone said: shown as a block, even when short.
+_SPEAKERS = ("user", "assistant")
+
+
+def _text_entry(entry: Entry) -> list[str]:
+    if entry.section:
+        title = f"{entry.at:%H:%M:%S}Z  {entry.title}"
+        if entry.title not in _SPEAKERS and entry.code is None and "\n" not in entry.text:
+            return ["", title + (f": {entry.text}" if entry.text else "")]  # what happened, on one line
+        lines = ["", title + (":" if entry.text or entry.code else "")]
+        lines += [f"  {line}" for line in entry.text.split("\n")] if entry.text else []
+        return lines + (_text_block(entry.code, "  ") if entry.code is not None else [])
+    if entry.code is not None and entry.language == "json":
+        return [f"  {entry.title} {head(entry.code, 100)}"]
+    lines = [f"  {entry.title}" + (f": {entry.text}" if entry.text else "")]
+    return lines + (_text_block(entry.code, "     ") if entry.code is not None else [])
+
+
+def _fenced(code: str, language: str = "") -> list[str]:
+    # A fence longer than any run of backticks in the content, so the content cannot close it.
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{language}", *code.split("\n"), fence, ""]
+
+
+def _md_entry(entry: Entry) -> list[str]:
+    title = entry.title.replace("-> ", "Call: ", 1).replace("<- ", "Result of ", 1)
+    title = title[:1].upper() + title[1:]
+    lines = [f"## {title} · {entry.at:%H:%M:%S}Z", ""] if entry.section else [f"**{title}**", ""]
+    if entry.text:
+        lines += [entry.text, ""]
+    return lines + (_fenced(entry.code, entry.language) if entry.code is not None else [])
+
+
+def _header_facts(state: SessionState, status: str, failure: str | None) -> list[tuple[str, str]]:
+    started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
+    facts = [("status", status + (f": {failure}" if failure and status == "failed" else "")),
+             ("origin", f"{state.origin}, started {started}")]
+    if state.model_replies:
+        facts.append(("model", f"{state.model + ', ' if state.model else ''}"
+                               f"{plural(state.model_replies, 'reply', 'replies')} in {plural(state.turns, 'turn')}, "
+                               f"{state.input_tokens} tokens in, {state.output_tokens} out"))
+    facts.append(("workspace", str(state.workspace)))
+    if state.forked_from:
+        facts.append(("forked from", state.forked_from))
+    facts.append(("tools offered", ", ".join(t.name for t in state.tools) or "none"))
+    facts += [("warning", warning) for warning in state.warnings]
+    facts += [(f"task #{task.task_id} {task.tool}", _task_line(task)) for task in sorted(
+        state.tasks.values(), key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0)]
+    facts += [("pending wake-up", head(wake.text)) for wake in state.pending_wakes.values()]
+    return facts
+
+
+def _task_line(task: TaskView) -> str:
+    ended = f", ended {task.ended_at:%H:%M:%S}Z" if task.ended_at else ""
+    code = f", exit {task.exit_code}" if task.exit_code is not None else ""
+    error = ", error" if task.is_error and task.status == "exited" else ""
+    return (f"{task.status}{error}{code}, pid {task.pid}, "
+            f"started {task.started_at:%H:%M:%S}Z{ended}")
+
+
+def print_session(state: SessionState, status: str, events: list[StoredEvent], *, fmt: str = "text",
+                  show_events: bool = False) -> None:
+    """``zagent sessions show``: the header (status, model, workspace, tools, tasks, pending
+    wake-ups), then the conversation in order (``fmt``: ``text`` or ``md``), then the
+    stored events if asked."""
+    from zagent_core.status import turn_failure
+
+    facts = _header_facts(state, status, turn_failure(state))
+    if fmt == "md":
+        say(f"# Session {state.session_id}\n")
+        for name, value in facts:
+            say(f"- **{name}:** {value}")
+        for entry in _Conversation().entries(events):
+            say("\n".join(["", *_md_entry(entry)]).rstrip("\n"))
+    else:
+        say(f"session {state.session_id} ({facts[0][1]}), {facts[1][1]}")
+        for name, value in facts[2:]:
+            say(f"{name}: {value}")
+        for entry in _Conversation().entries(events):
+            say("\n".join(_text_entry(entry)))
+    if show_events:
+        lines = [f"#{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
+                 + f" {stored.event.type}" + _event_body(stored) for stored in events]
+        if fmt == "md":
+            say("\n".join(["", "## Events", "", *_fenced("\n".join(lines))]).rstrip("\n"))
+        else:
+            say("\nevents:")
+            for line in lines:
+                say(f"  {line}")
 
 
 def _event_body(stored: StoredEvent) -> str:
@@ -131,7 +307,19 @@ def _event_body(stored: StoredEvent) -> str:
     body = dump_event(stored.event)
     if len(body) <= _BODY_ON_ONE_LINE:
         return f" {body}"
-    return "\n" + textwrap.indent(json.dumps(json.loads(body), indent=2, ensure_ascii=False), "      ")
+    return "\n" + textwrap.indent(json.dumps(json.loads(body), indent=2, ensure_ascii=False), _BODY_INDENT)
+
+
+def print_sessions(summaries: list[SessionSummary], statuses: dict[str, str], prompts: dict[str, str | None]) -> None:
+    """``zagent sessions list``: one line per session, its first prompt last (shortened)."""
+    width = max([len("STATUS"), *(len(status) for status in statuses.values())])
+    say(f"{'SESSION':<22}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  "
+        f"{'STATUS':<{width}}  FIRST PROMPT")
+    for s in summaries:
+        prompt = prompts[s.session_id]
+        say(f"{s.session_id:<22}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
+            f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]:<{width}}  "
+            f"{head(prompt, 50) if prompt is not None else '-'}".rstrip())
 
 
 def print_audit(rows: list[dict[str, Any]]) -> None:

@@ -91,7 +91,12 @@ class Difference:
 
 @dataclass
 class ReplayReport:
-    """What a replay found. ``matched`` is the verdict; ``differences`` say where and how."""
+    """What a replay found. ``matched`` is the verdict; ``differences`` say where and how.
+
+    A replay says it matches only of what it checked: with ``tools="rerun"``, a replay
+    whose calls were all served from the recording (their tools are ``replay: unsafe``)
+    ran nothing again, and is not ``matched`` (``nothing_rerun``), though nothing differs.
+    """
 
     session_id: str
     tools: ToolsMode
@@ -100,39 +105,76 @@ class ReplayReport:
     differences: list[Difference] = field(default_factory=list)
     #: Calls served from the recording in rerun mode (replay: unsafe, no --allow-unsafe).
     not_rerun: list[str] = field(default_factory=list)
+    #: How many calls really ran again (rerun mode; 0 in recorded mode).
+    rerun: int = 0
     error: str | None = None
     replay_session_id: str | None = None
     #: Things the reader should know that are not differences (an uncopied workspace).
     notes: list[str] = field(default_factory=list)
 
     @property
+    def diverged(self) -> bool:
+        return bool(self.differences) or self.error is not None
+
+    @property
+    def nothing_rerun(self) -> bool:
+        """Rerun mode, calls to check, and none ran again: the replay tested no tool."""
+        return self.tools == "rerun" and self.rerun == 0 and bool(self.not_rerun)
+
+    @property
     def matched(self) -> bool:
-        return not self.differences and self.error is None
+        return not self.diverged and not self.nothing_rerun
+
+    @property
+    def verdict(self) -> str:
+        """``matches``, ``DIVERGES`` or ``NOTHING RERUN``."""
+        if self.diverged:
+            return "DIVERGES"
+        return "NOTHING RERUN" if self.nothing_rerun else "matches"
+
+    def _checked(self) -> str:
+        """What the steps' results were checked against, for the report's first line."""
+        if self.tools == "recorded":
+            return "results served from the recording"
+        if not self.not_rerun:
+            return "all run again" if self.rerun else "nothing to run"
+        if not self.rerun:
+            return f"none run again: {len(self.not_rerun)} served from the recording"
+        return f"{self.rerun} run again and checked, {len(self.not_rerun)} served from the recording"
 
     def text(self) -> str:
-        verdict = "matches" if self.matched else "DIVERGES"
-        lines = [f"replay of {self.session_id} (tools {self.tools}): {verdict}, "
-                 f"{len(self.actual)} of {len(self.expected)} steps"]
+        lines = [f"replay of {self.session_id} (tools {self.tools}): {self.verdict}, "
+                 f"{len(self.actual)} of {len(self.expected)} steps ({self._checked()})"]
         if self.error:
             lines.append(f"error: {self.error}")
         lines += [d.describe() for d in self.differences]
         if self.not_rerun:
             lines.append(f"served from the recording (replay: unsafe): {', '.join(self.not_rerun)}")
+        if self.nothing_rerun:
+            lines.append(NOTHING_RERUN)
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "session_id": self.session_id, "tools": self.tools, "matched": self.matched, "error": self.error,
-            "expected_steps": len(self.expected), "actual_steps": len(self.actual),
-            "differences": [d.__dict__ for d in self.differences], "not_rerun": self.not_rerun,
-            "replay_session_id": self.replay_session_id, "notes": self.notes,
+            "session_id": self.session_id, "tools": self.tools, "matched": self.matched, "verdict": self.verdict,
+            "error": self.error, "expected_steps": len(self.expected), "actual_steps": len(self.actual),
+            "rerun_steps": self.rerun, "differences": [d.__dict__ for d in self.differences],
+            "not_rerun": self.not_rerun, "replay_session_id": self.replay_session_id, "notes": self.notes,
         }
 
     def assert_matches(self) -> None:
-        """For tests: raise AssertionError carrying the structured diff when the replay diverged."""
+        """For tests: raise AssertionError carrying the report when the replay diverged, or
+        ran no tool again in rerun mode (a test that cannot fail is no test)."""
         if not self.matched:
             raise AssertionError(self.text())
+
+
+#: What a replay that ran nothing again tells its reader to do.
+NOTHING_RERUN = ("nothing ran again, so no tool was tested: their manifests say \"replay\": \"unsafe\" (the "
+                 "default). Rerun them anyway with --allow-unsafe (pytest: zagent_replay_allow_unsafe = true), "
+                 "mark the tools \"replay\": \"safe\", or replay with --tools recorded to check only the "
+                 "host's decisions")
 
 
 class ReplayModel:
@@ -214,10 +256,30 @@ def compare(expected: list[Step], actual: list[Step], tools: ToolsMode, normalis
                     differences.append(Difference(index, name, getattr(want, name), getattr(got, name)))
             old, new = normalise(want.output), normalise(got.output)
             if old != new:
-                diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                                    "recorded", "replayed"))
-                differences.append(Difference(index, "output", old, new, diff=diff))
+                differences.append(Difference(index, "output", old, new, diff=output_diff(old, new)))
     return differences
+
+
+_NO_NEWLINE = "\\ No newline at end of file"
+
+
+def _diff_lines(text: str) -> list[str]:
+    """``text`` as lines for a diff: split at newlines only (a tool's ``\\r`` or form feed
+    stays in its line), the last one marked when the text does not end with a newline."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    else:
+        lines[-1] += "\n" + _NO_NEWLINE
+    return lines
+
+
+def output_diff(old: str, new: str) -> str:
+    """A unified diff of two outputs, one line per line, as ``diff -u`` prints it: an output
+    without a final newline gets ``\\ No newline at end of file`` rather than being glued
+    to the next line of the diff."""
+    return "\n".join(difflib.unified_diff(_diff_lines(old), _diff_lines(new), "recorded", "replayed",
+                                           lineterm=""))
 
 
 #: A workspace larger than this is not copied for a rerun (the replay says so).
@@ -336,18 +398,20 @@ def _copy_file(source: Path, target: Path, room: int) -> int:
     return copied
 
 
-def _workspace_copy(recorded: str | None, into: Path, home: Home) -> tuple[Path, str | None]:
-    """A fresh copy of the recorded workspace for a rerun, and what the report should say
-    about it (what was left out, or why nothing was copied)."""
+def _workspace_copy(source: Path | None, which: str, into: Path, home: Home) -> tuple[Path, str | None]:
+    """A fresh copy of the workspace ``source`` for a rerun (``which``: ``recorded`` or
+    ``given``), and what the report should say about it (what was left out, or why
+    nothing was copied)."""
     target = into / "workspace"
     target.mkdir(parents=True, exist_ok=True)
-    if recorded is None:
+    if source is None:
         return target, None
-    source = Path(recorded).resolve()
+    source = source.resolve()
     if not source.is_dir():
-        return target, f"the recorded workspace {source} no longer exists"
+        return target, (f"the {which} workspace {source} does not exist (any more); nothing was copied: give the "
+                        "folder to copy with --workspace DIR (pytest: the zagent_workspace ini option)")
     if source == Path("/"):
-        return target, "the recorded workspace is /; not copied"
+        return target, f"the {which} workspace is /; not copied"
     # zagent's own folders are not the workspace's content, even when they are in it.
     copy = _WorkspaceCopy(source, excluded={home.root, into.resolve()})
     try:
@@ -356,8 +420,15 @@ def _workspace_copy(recorded: str | None, into: Path, home: Home) -> tuple[Path,
     except _TooLarge:
         _remove(target)
         target.mkdir()
-        return target, f"the recorded workspace {source} is over {MAX_WORKSPACE_BYTES} bytes; not copied"
+        return target, f"the {which} workspace {source} is over {MAX_WORKSPACE_BYTES} bytes; not copied"
     return target, copy.note()
+
+
+def _workspace_names(*paths: str | Path | None) -> list[str]:
+    """Every spelling of the workspaces a path in an output may use (as given, and with its
+    links resolved), longest first: a workspace inside another is replaced whole."""
+    names = {str(path) for path in paths if path} | {os.path.realpath(path) for path in paths if path}
+    return sorted(names, key=len, reverse=True)
 
 
 # -- the replay's own folder ------------------------------------------------------------------
@@ -411,25 +482,40 @@ def _remove(path: Path) -> None:
 # -- replay ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Options:
+    tools: ToolsMode
+    allow_unsafe: bool
+    normalisers: tuple[tuple[str, str], ...]
+    config: Config
+    #: The folder to copy for a rerun, instead of the recorded workspace.
+    workspace: Path | None
+    wait: float
+
+
 def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tools: ToolsMode = "recorded",
            allow_unsafe: bool = False, normalisers: Iterable[tuple[str, str]] = (),
-           config: Config | None = None, workdir: Path | None = None, wait_seconds: float = 60.0) -> ReplayReport:
+           config: Config | None = None, workdir: Path | None = None, workspace: str | Path | None = None,
+           wait_seconds: float = 60.0) -> ReplayReport:
     """Drive session ``session_id`` of ``journal`` again, journaling the replay into ``into``.
 
     ``home`` provides the tools (as they are now: that is what a regression test checks).
     ``workdir`` holds the replay's scratch home and, for ``rerun``, the fresh copy of the
-    recorded workspace (by default a :func:`replay_folder` of ``home``, removed after).
+    workspace (by default a :func:`replay_folder` of ``home``, removed after).
+    ``workspace`` is the folder that copy is made of, when not the recorded workspace (a
+    fixture replayed in another checkout); paths of either in outputs compare equal.
     """
     if tools not in ("recorded", "rerun"):
         raise ValueError(f'tools must be "recorded" or "rerun", not {tools!r}')
     recorded = list(journal.read(session_id))
     if not recorded:
         raise LookupError(f'no session "{session_id}" to replay')
+    options = _Options(tools, allow_unsafe, tuple(normalisers), config or Config(),
+                       Path(workspace) if workspace is not None else None, wait_seconds)
     if workdir is None:
         with replay_folder(home) as folder:
-            return _replay(recorded, home, into, tools, allow_unsafe, normalisers, config or Config(), folder,
-                           wait_seconds)
-    return _replay(recorded, home, into, tools, allow_unsafe, normalisers, config or Config(), workdir, wait_seconds)
+            return _replay(recorded, home, into, options, folder)
+    return _replay(recorded, home, into, options, workdir)
 
 
 def _replay_config(config: Config, recorded: list[StoredEvent], replies: int) -> Config:
@@ -441,9 +527,8 @@ def _replay_config(config: Config, recorded: list[StoredEvent], replies: int) ->
     return config.model_copy(update={"agent": agent})
 
 
-def _replay(recorded: list[StoredEvent], home: Home, into: Journal, tools: ToolsMode, allow_unsafe: bool,
-            normalisers: Iterable[tuple[str, str]], config: Config, workdir: Path, wait: float) -> ReplayReport:
-    session_id = recorded[0].session_id
+def _replay(recorded: list[StoredEvent], home: Home, into: Journal, options: _Options, workdir: Path) -> ReplayReport:
+    session_id, tools = recorded[0].session_id, options.tools
     started = recorded[0].event
     workspace_then = started.workspace if isinstance(started, SessionStarted) else None
     expected = _steps(recorded)
@@ -454,17 +539,19 @@ def _replay(recorded: list[StoredEvent], home: Home, into: Journal, tools: Tools
     scratch_home.mkdir(parents=True, exist_ok=True)
     if home.tools_dir.is_dir() and not (scratch_home / "tools").exists():
         (scratch_home / "tools").symlink_to(home.tools_dir, target_is_directory=True)
-    workspace, copy_note = _workspace_copy(workspace_then if tools == "rerun" else None, workdir, home)
+    source = options.workspace or (Path(workspace_then) if workspace_then else None)
+    workspace, copy_note = _workspace_copy(source if tools == "rerun" else None,
+                                           "given" if options.workspace else "recorded", workdir, home)
     if copy_note:
         report.notes.append(copy_note)
-    engine = Engine(Home(scratch_home), into, workspace=workspace, config=_replay_config(config, recorded,
-                                                                                          len(replies)))
+    engine = Engine(Home(scratch_home), into, workspace=workspace,
+                    config=_replay_config(options.config, recorded, len(replies)))
     session = engine.start_session(origin=f"replay of {session_id} (tools {tools})")
     report.replay_session_id = session.session_id
-    calls = _Calls(session, into, _results(recorded), tools, allow_unsafe)
+    calls = _Calls(session, into, _results(recorded), tools, options.allow_unsafe)
     agent = Agent(session, ReplayModel(replies), run_call=calls.run)
     try:
-        _drive(agent, session, recorded, tools, wait)
+        _drive(agent, session, recorded, tools, options.wait)
     except ModelError as exc:
         report.error = str(exc)
     finally:
@@ -473,8 +560,10 @@ def _replay(recorded: list[StoredEvent], home: Home, into: Journal, tools: Tools
         if session.state.status == "open":
             session.end()
     report.not_rerun = calls.not_rerun
+    report.rerun = calls.rerun
     report.actual = _steps(into.read(session.session_id))
-    normalise = Normaliser(normalisers, workspaces=[w for w in (workspace_then, str(workspace)) if w])
+    normalise = Normaliser(options.normalisers, workspaces=_workspace_names(workspace_then, options.workspace,
+                                                                            workspace))
     report.differences = calls.decisions + compare(expected, report.actual, tools, normalise)
     recorded_end = next((e.event.reason for e in reversed(recorded) if isinstance(e.event, TurnEnded)), None)
     ended = session.state.last_turn_end
@@ -496,6 +585,8 @@ class _Calls:
         self.decisions: list[Difference] = []
         #: Calls served from the recording in rerun mode (replay: unsafe, no allow_unsafe).
         self.not_rerun: list[str] = []
+        #: How many calls ran again.
+        self.rerun = 0
 
     def run(self, call: RepliedCall) -> None:
         tool = self.session.tools.tools.get(call.name)
@@ -505,6 +596,7 @@ class _Calls:
             self.not_rerun.append(f"{call.name} ({call.call_id})")
             self.serve(call)
         else:
+            self.rerun += 1
             self.session.call(call.name, call.arguments, call_id=call.call_id)
 
     def serve(self, call: RepliedCall) -> None:

@@ -119,10 +119,15 @@ def audit_query(*, session: str | None = None, tool: str | None = None, since: s
     if slowest and not where:
         # Pick the slowest calls from the duration index first; the view then only
         # describes those few (a walk of every call otherwise).
-        return ("SELECT * FROM tool_calls WHERE (session_id, call_id) IN ("
-                " SELECT session_id, call_id FROM events WHERE type = 'tool_call_finished'"
+        # A background call's duration is its task's: the slowest task ends are candidates
+        # too. Joined from the few picked (CROSS JOIN keeps that order): each is then found
+        # by its call, where an IN over the union would walk every call.
+        return ("WITH pick AS (SELECT * FROM (SELECT session_id, call_id FROM events WHERE type = 'tool_call_finished'"
                 " ORDER BY json_extract(data, '$.duration_ms') DESC LIMIT ?)"
-                " ORDER BY duration_ms DESC", [slowest])
+                f" UNION SELECT * FROM (SELECT session_id, call_id FROM events WHERE {TASK_ENDS}"
+                " ORDER BY json_extract(data, '$.duration_ms') DESC LIMIT ?))"
+                " SELECT t.* FROM pick CROSS JOIN tool_calls t ON t.session_id = pick.session_id"
+                " AND t.call_id = pick.call_id ORDER BY t.duration_ms DESC LIMIT ?", [slowest, slowest, slowest])
     if where:
         sql += " WHERE " + " AND ".join(where)
     if slowest:
@@ -237,3 +242,80 @@ def lean_audit_schema(db: sqlite_utils.Database) -> None:
         db.execute(f"CREATE INDEX {name} ON events {columns}")
     for name, sql in VIEWS_3.items():
         db.create_view(name, sql, replace=True)
+
+
+# -- schema 4: a background call reports its task's outcome ------------------------------
+#
+# A background call finishes at once with "started as task #N"; what the tool really did
+# is in its task's end. Schema 4's ``tool_calls`` reports that end for such a call (its
+# status, error flag, exit code, duration and output), and ``tasks`` gains the same
+# columns, so ``zagent audit --errors`` lists a task that failed.
+
+#: The events that answer a call, in the order they come: the call's result, then (for a
+#: background call) its task's end, which is the answer that counts.
+_ANSWERS = ("'tool_call_finished', 'tool_call_rejected', 'tool_call_interrupted', "
+            "'task_exited', 'task_killed', 'task_interrupted'")
+_OUTPUT = "substr(coalesce(json_extract(e.data, '$.output'), json_extract(e.data, '$.message')), 1, 200)"
+
+# The task ends, spelled as a range (exactly task_exited, task_interrupted, task_killed).
+TASK_ENDS = "type BETWEEN 'task_exited' AND 'task_killed'"
+
+INDEXES_4 = {
+    # audit --slowest over background calls: their durations are their tasks'
+    "events_task_duration": f"(json_extract(data, '$.duration_ms')) WHERE {TASK_ENDS}",
+}
+
+# The status looks at the task's events first (a background call is running until its
+# task ends, though its call has finished), then at the call's own.
+TOOL_CALLS_4 = f"""
+SELECT r.session_id AS session_id,
+       r.call_id AS call_id,
+       json_extract(r.data, '$.tool') AS tool,
+       json_extract(r.data, '$.arguments') AS arguments,
+       coalesce((SELECT CASE e.type WHEN 'tool_call_finished' THEN 'finished' WHEN 'tool_call_rejected' THEN 'rejected'
+                        WHEN 'tool_call_interrupted' THEN 'interrupted' WHEN 'task_exited' THEN 'finished'
+                        WHEN 'task_killed' THEN 'killed' WHEN 'task_interrupted' THEN 'interrupted'
+                        ELSE 'running' END
+                 FROM events e WHERE e.session_id = r.session_id AND e.call_id = r.call_id AND e.{CALLS_AND_TASKS}
+                 AND e.type IN ('tool_call_started', {_ANSWERS}, 'task_started')
+                 ORDER BY e.type BETWEEN 'task_exited' AND 'task_started' DESC, e.seq DESC LIMIT 1),
+                'requested') AS status,
+       {_outcome("json_extract(e.data, '$.is_error')", f"IN ({_ANSWERS})")} AS is_error,
+       {_outcome("json_extract(e.data, '$.exit_code')", f"IN ({_ANSWERS})")} AS exit_code,
+       r.at AS requested_at,
+       {_outcome("e.at", "= 'tool_call_started'")} AS started_at,
+       {_outcome("json_extract(e.data, '$.duration_ms')", f"IN ({_ANSWERS})")} AS duration_ms,
+       {_outcome(_OUTPUT, f"IN ({_ANSWERS})")} AS output_head,
+       {_outcome("json_array_length(json_extract(e.data, '$.files'))", f"IN ({_ANSWERS})")} AS files,
+       {_outcome("json_extract(e.data, '$.task_id')", "= 'tool_call_started'")} AS task_id
+FROM events r
+WHERE r.{CALLS_AND_TASKS} AND r.type = 'tool_call_requested'
+"""
+
+_ENDS = "'task_exited', 'task_killed', 'task_interrupted'"
+
+TASKS_4 = f"""
+SELECT s.session_id AS session_id,
+       json_extract(s.data, '$.task_id') AS task_id,
+       s.call_id AS call_id,
+       json_extract(s.data, '$.tool') AS tool,
+       coalesce({_task_end("substr(e.type, 6)", _ENDS)}, 'running') AS status,
+       {_task_end("json_extract(e.data, '$.is_error')", _ENDS)} AS is_error,
+       s.at AS started_at,
+       {_task_end("e.at", _ENDS)} AS ended_at,
+       {_task_end("json_extract(e.data, '$.duration_ms')", _ENDS)} AS duration_ms,
+       {_task_end("json_extract(e.data, '$.exit_code')", _ENDS)} AS exit_code,
+       {_task_end(_OUTPUT, _ENDS)} AS output_head,
+       json_extract(s.data, '$.pid') AS pid,
+       json_extract(s.data, '$.task_dir') AS task_dir
+FROM events s
+WHERE s.{CALLS_AND_TASKS} AND s.type = 'task_started'
+"""
+
+
+def task_outcome_views(db: sqlite_utils.Database) -> None:
+    """Migration 4's part for the audit: background calls report their task's end."""
+    for name, columns in INDEXES_4.items():
+        db.execute(f"CREATE INDEX {name} ON events {columns}")
+    db.create_view("tool_calls", TOOL_CALLS_4, replace=True)
+    db.create_view("tasks", TASKS_4, replace=True)

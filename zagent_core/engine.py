@@ -493,6 +493,13 @@ class Session:
         tool = self.tools.tools.get(name)
         return tool is not None and tool.manifest.concurrency_safe
 
+    def validator_of(self, name: str) -> Any | None:
+        """The JSON Schema validator of tool ``name``'s parameters, or None if there is no such tool."""
+        builtin, tool = self.engine.builtins.get(name), self.tools.tools.get(name)
+        if builtin is not None:
+            return builtin.validator
+        return tool.validator if tool is not None else None
+
     def replay_policy(self, name: str) -> Literal["safe", "unsafe"] | None:
         """What may be done again with a call of ``name``: ``safe`` (it only reads), ``unsafe``, or None (no such tool)."""
         builtin, tool = self.engine.builtins.get(name), self.tools.tools.get(name)
@@ -737,6 +744,11 @@ class Session:
         # Finished calls are not in the state: the journal knows every id the session used.
         return call_id in self.state.calls or self.engine.journal.has_call(self.session_id, call_id)
 
+    def record(self, events: Sequence[Event]) -> None:
+        """Journal events as given: what a replay serves from a recording (a call's recorded
+        request, effects and result; a recorded turn's notes and wake-ups)."""
+        self._append(events)
+
     def record_user_message(self, text: str) -> None:
         self._append([UserMessage(text=text)])
 
@@ -819,10 +831,9 @@ class Session:
         if self.replay_policy(name) != "safe":
             return None
         builtin = self.engine.builtins.get(name)
-        if builtin is not None:
-            return builtin.validator, functools.partial(self._run_builtin, builtin)
-        tool = self.tools.tools[name]
-        return tool.validator, functools.partial(self._run, tool)
+        run = functools.partial(self._run_builtin, builtin) if builtin else functools.partial(self._run,
+                                                                                            self.tools.tools[name])
+        return self.validator_of(name), run
 
     def _settle_task_start(self, call: CallView) -> None:
         """A background call whose start was cut off: find its supervisor, if it ever ran."""

@@ -28,15 +28,18 @@ from zagent_core.agent import Agent
 from zagent_core.config import AgentConfig, Config
 from zagent_core.engine import Engine, Session
 from zagent_core.events import (
+    ArtifactRecorded,
     Event,
     ModelReplied,
     NoteReceived,
+    ReadStateUpdated,
     RepliedCall,
     SessionStarted,
     ToolCallFinished,
     ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
+    ToolStateWritten,
     TurnEnded,
     TurnStarted,
     UserMessage,
@@ -202,6 +205,30 @@ def _results(events: Iterable[StoredEvent]) -> dict[str, CallResult]:
     """Each call's result, by call id."""
     return {stored.event.call_id: stored.event for stored in events
             if isinstance(stored.event, (ToolCallFinished, ToolCallRejected, ToolCallInterrupted))}
+
+
+#: What a call changes besides its result: served with the result, so a replay knows what the live session knew.
+Effect = ReadStateUpdated | ToolStateWritten | ArtifactRecorded
+
+
+def _effects(events: Iterable[StoredEvent], workspace_then: str | None, workspace: Path) -> dict[str, list[Effect]]:
+    """Each call's staged effects, by call id; read-state paths moved from the recorded
+    workspace to the replay's, so the read-before-edit gate finds them there."""
+    effects: dict[str, list[Effect]] = {}
+    for stored in events:
+        event = stored.event
+        if isinstance(event, ReadStateUpdated) and workspace_then:
+            event = event.model_copy(update={"entries": [
+                entry.model_copy(update={"path": _moved(entry.path, workspace_then, workspace)})
+                for entry in event.entries]})
+        if isinstance(event, (ReadStateUpdated, ToolStateWritten, ArtifactRecorded)):
+            effects.setdefault(event.call_id, []).append(event)
+    return effects
+
+
+def _moved(path: str, then: str, now: Path) -> str:
+    relative = os.path.relpath(path, then)
+    return path if relative == ".." or relative.startswith("../") else os.path.normpath(os.path.join(now, relative))
 
 
 def _steps(events: Iterable[StoredEvent]) -> list[Step]:
@@ -548,7 +575,8 @@ def _replay(recorded: list[StoredEvent], home: Home, into: Journal, options: _Op
                     config=_replay_config(options.config, recorded, len(replies)))
     session = engine.start_session(origin=f"replay of {session_id} (tools {tools})")
     report.replay_session_id = session.session_id
-    calls = _Calls(session, into, _results(recorded), tools, options.allow_unsafe)
+    calls = _Calls(session, into, _results(recorded), _effects(recorded, workspace_then, workspace), tools,
+                   options.allow_unsafe)
     agent = Agent(session, ReplayModel(replies), run_call=calls.run)
     try:
         _drive(agent, session, recorded, tools, options.wait)
@@ -575,11 +603,12 @@ def _replay(recorded: list[StoredEvent], home: Home, into: Journal, options: _Op
 class _Calls:
     """How the replay answers each call: run it again, or serve the recorded result."""
 
-    def __init__(self, session: Session, into: Journal, results: dict[str, CallResult], tools: ToolsMode,
-                 allow_unsafe: bool) -> None:
+    def __init__(self, session: Session, into: Journal, results: dict[str, CallResult],
+                 effects: dict[str, list[Effect]], tools: ToolsMode, allow_unsafe: bool) -> None:
         self.session = session
         self.into = into
         self.results = results
+        self.effects = effects
         self.tools = tools
         self.allow_unsafe = allow_unsafe
         self.decisions: list[Difference] = []
@@ -589,10 +618,9 @@ class _Calls:
         self.rerun = 0
 
     def run(self, call: RepliedCall) -> None:
-        tool = self.session.tools.tools.get(call.name)
         if self.tools == "recorded":
             self.serve(call)
-        elif tool is not None and tool.manifest.replay == "unsafe" and not self.allow_unsafe:
+        elif self.session.replay_policy(call.name) == "unsafe" and not self.allow_unsafe:
             self.not_rerun.append(f"{call.name} ({call.call_id})")
             self.serve(call)
         else:
@@ -603,15 +631,15 @@ class _Calls:
         """Answer a call with the recorded result, without running anything; but check that
         validation still decides the same (refused then, refused now)."""
         result = self.results.get(call.call_id)
-        tool = self.session.tools.tools.get(call.name)
+        validator = self.session.validator_of(call.name)
         step = sum(1 for e in self.into.read(self.session.session_id) if isinstance(e.event, ToolCallRequested))
         unknown_then = isinstance(result, ToolCallRejected) and result.reason == "unknown_tool"
-        if tool is None and call.name not in self.session.engine.builtins and not unknown_then:
+        if validator is None and not unknown_then:
             self.decisions.append(Difference(step, "tool", f"{call.name} (offered)",
                                              f"{call.name} (no such tool now)"))
-        if tool is not None and result is not None and not isinstance(result, ToolCallInterrupted):
+        if validator is not None and result is not None and not isinstance(result, ToolCallInterrupted):
             refused_then = isinstance(result, ToolCallRejected) and result.reason == "invalid_arguments"
-            refused_now = not validate_arguments(tool.validator, call.arguments).ok
+            refused_now = not validate_arguments(validator, call.arguments).ok
             if refused_then != refused_now:
                 self.decisions.append(Difference(step, "validation", "refused" if refused_then else "accepted",
                                                  "refused" if refused_now else "accepted"))
@@ -619,7 +647,7 @@ class _Calls:
         if result is None:
             result = ToolCallRejected(call_id=call.call_id, reason="invalid_arguments",
                                       message=f"replay: the recording has no result for call {call.call_id}")
-        self.session._append([requested, result])
+        self.session.record([requested, *self.effects.get(call.call_id, []), result])
 
 
 def _drive(agent: Agent, session: Session, recorded: list[StoredEvent], tools: ToolsMode, wait: float) -> None:
@@ -686,4 +714,4 @@ def _recreate_delivery(session: Session, turn: TurnStarted, by_version: dict[int
         if isinstance(event, WakeRequested) and event.wake_id in turn.wakes and event.reason != "note":
             events.append(event.model_copy(update={"wake_id": new_wake_id()}))
     if events:
-        session._append(events)
+        session.record(events)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from zagent_core.events import (
+    ArtifactRecorded,
     Event,
     ModelReplied,
     NoteReceived,
@@ -193,6 +194,8 @@ class _Conversation:
                 return Entry(at, True, "forked", text=f"from session {parent} at #{seq}")
             case SessionEnded(reason=reason):
                 return Entry(at, True, "session ended", text=reason)
+            case ArtifactRecorded() as artifact:
+                return Entry(at, False, f"artifact recorded: {artifact_line(artifact)}")
         return None
 
 
@@ -244,7 +247,14 @@ def _md_entry(entry: Entry) -> list[str]:
     return lines + (_fenced(entry.code, entry.language) if entry.code is not None else [])
 
 
-def _header_facts(state: SessionState, status: str, failure: str | None) -> list[tuple[str, str]]:
+def artifact_line(artifact: ArtifactRecorded) -> str:
+    """An artifact in a line: its kind, title, and where it is."""
+    where = [value for value in (artifact.url, artifact.path, artifact.ref) if value]
+    return f"{artifact.kind.replace('_', ' ')} {artifact.title}" + (f" ({', '.join(where)})" if where else "")
+
+
+def _header_facts(state: SessionState, status: str, failure: str | None,
+                  artifacts: list[ArtifactRecorded]) -> list[tuple[str, str]]:
     started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
     facts = [("status", status + (f": {failure}" if failure and status == "failed" else "")),
              ("origin", f"{state.origin}, started {started}")]
@@ -260,6 +270,7 @@ def _header_facts(state: SessionState, status: str, failure: str | None) -> list
     facts += [(f"task #{task.task_id} {task.tool}", _task_line(task)) for task in sorted(
         state.tasks.values(), key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0)]
     facts += [("pending wake-up", head(wake.text)) for wake in state.pending_wakes.values()]
+    facts += [("artifact", artifact_line(artifact)) for artifact in artifacts]
     return facts
 
 
@@ -278,7 +289,8 @@ def print_session(state: SessionState, status: str, events: list[StoredEvent], *
     stored events if asked."""
     from zagent_core.status import turn_failure
 
-    facts = _header_facts(state, status, turn_failure(state))
+    facts = _header_facts(state, status, turn_failure(state),
+                          [e.event for e in events if isinstance(e.event, ArtifactRecorded)])
     if fmt == "md":
         say(f"# Session {state.session_id}\n")
         for name, value in facts:

@@ -39,7 +39,14 @@ from zagent_core.journal import (
     canonical_owner,
 )
 from zagent_store import clock
-from zagent_store.views import CALLS_AND_TASKS, audit_query, create_audit_views, lean_audit_schema, task_outcome_views
+from zagent_store.views import (
+    CALLS_AND_TASKS,
+    artifacts_view,
+    audit_query,
+    create_audit_views,
+    lean_audit_schema,
+    task_outcome_views,
+)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -136,7 +143,7 @@ def _lean_hot_path(db: sqlite_utils.Database) -> None:
 
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views, _lean_hot_path,
-                                                              task_outcome_views]
+                                                              task_outcome_views, artifacts_view]
 
 
 _INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)"

@@ -319,3 +319,21 @@ def task_outcome_views(db: sqlite_utils.Database) -> None:
         db.execute(f"CREATE INDEX {name} ON events {columns}")
     db.create_view("tool_calls", TOOL_CALLS_4, replace=True)
     db.create_view("tasks", TASKS_4, replace=True)
+
+
+ARTIFACTS = """
+SELECT session_id, seq, at, call_id,
+       json_extract(data, '$.kind') AS kind,
+       json_extract(data, '$.title') AS title,
+       json_extract(data, '$.url') AS url,
+       json_extract(data, '$.path') AS path,
+       json_extract(data, '$.ref') AS ref,
+       json_extract(data, '$.description') AS description
+FROM events
+WHERE type = 'artifact_recorded'
+"""
+
+
+def artifacts_view(db: sqlite_utils.Database) -> None:
+    """Migration 5: what sessions recorded with ``record_artifact`` (``events_session_type`` keeps a session's cheap)."""
+    db.create_view("artifacts", ARTIFACTS, replace=True)

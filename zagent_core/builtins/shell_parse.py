@@ -250,7 +250,7 @@ _READERS: dict[str, tuple[Callable[[list[str]], bool], bool]] = {
         "cat", "head", "tail", "wc", "ls", "grep", "egrep", "fgrep", "pwd", "echo", "printf", "stat", "du", "df",
         "basename", "dirname", "realpath", "readlink", "nl", "cut", "tr", "od", "diff", "cmp", "column",
         "md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "true", "false", "which", "printenv", "jq",
-        "hexdump", "comm", "tac", "rev", "fold", "expand", "strings", "cd", "test",
+        "hexdump", "comm", "tac", "rev", "fold", "expand", "strings", "cd", "test", "sleep",
     )},
     "rg": (_no_option("--pre"), False),
     "find": (lambda args: not any(arg in _FIND_ACTIONS for arg in args), False),

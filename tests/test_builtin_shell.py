@@ -10,9 +10,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +294,140 @@ def test_the_cli_keeps_zagents_variables_and_the_model_key_from_the_command(tmp_
     for secret in ("sk-shell-model-key", "sk-shell-zagent-key"):
         assert secret not in parent
     assert "NOTIFY=" + str(home) in parent  # zagent's own variables for the call are there
+
+
+# -- a crash mid-shell -------------------------------------------------------------------------
+
+#: Starts a session, runs ``argv[3]`` (JSON arguments of a shell call), prints ``CALLED`` once
+#: the call returned, then waits to be killed, as an engine a crash stops.
+DRIVER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from zagent_core import Engine, Home
+    from zagent_core.config import Config, LimitsConfig
+    from zagent_store import SQLiteJournal
+    home, workspace = Path(sys.argv[1]), Path(sys.argv[2])
+    engine = Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace,
+                    config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
+    session = engine.start_session("crash")
+    print("SESSION", session.session_id, flush=True)
+    session.call("shell", json.loads(sys.argv[3]))
+    print("CALLED", flush=True)
+    time.sleep(300)
+""")
+
+
+def _crashed_session(tmp_path: Path, arguments: dict[str, Any],
+                     ready: Callable[[], Any] | None = None) -> tuple[Engine, str]:
+    """Run the driver until ``ready()`` holds (or its call returned), SIGKILL it, and open its journal again."""
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    (home / "tools").mkdir(parents=True)
+    workspace.mkdir(exist_ok=True)
+    driver = subprocess.Popen([PYTHON, "-c", DRIVER, str(home), str(workspace), json.dumps(arguments)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None
+        session_id = driver.stdout.readline().split()[1]
+        if ready is None:
+            assert driver.stdout.readline() == "CALLED\n"
+        else:
+            wait_for(ready, "the driver to get there", seconds=20)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    engine = Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace,
+                    config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
+    return engine, session_id
+
+
+def test_a_sigkill_mid_shell_then_resume_kills_the_orphan_and_reports_the_call_interrupted(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    command = "echo $$ > sh.pid; sleep 300 & echo $! > child.pid; wait"
+    engine, session_id = _crashed_session(tmp_path, {"command": command},
+                                          lambda: (workspace / "child.pid").is_file() and (workspace / "child.pid").read_text())
+    orphans = [read_pid(workspace / "sh.pid"), read_pid(workspace / "child.pid")]
+    assert all(running(pid) for pid in orphans)  # the crash left them running
+    with engine.resume(session_id):
+        (interrupted,) = events(engine, session_id, ToolCallInterrupted)
+        assert "zagent stopped while shell was running" in interrupted.message
+        assert "effect may or may not have happened" in interrupted.message
+        for pid in orphans:
+            wait_for(lambda pid=pid: not running(pid), f"orphan {pid} to be gone")
+
+
+@pytest.mark.parametrize("ends_while_down", [False, True])
+def test_a_background_shell_survives_a_sigkill_and_is_finished_after_resume(tmp_path: Path,
+                                                                         ends_while_down: bool) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    command = "echo waiting; while [ ! -f go ]; do sleep 0.05; done; echo finished"
+    engine, session_id = _crashed_session(tmp_path, {"command": command, "run_in_background": True})
+    if ends_while_down:
+        (workspace / "go").touch()
+        task_dir = Path(engine.session_state(session_id).tasks["1"].task_dir)
+        wait_for(lambda: (task_dir / tasks.EXIT_FILE).exists(), "the task's exit record", seconds=10)
+    with engine.resume(session_id) as session:
+        if not ends_while_down:
+            assert session.state.tasks["1"].status == "running"  # re-attached
+            (workspace / "go").touch()
+        done = session.call("wait_task", {"task_id": 1, "timeout": 10})
+        assert done.output.startswith("#1 shell: exited") and done.output.endswith("waiting\nfinished")
+
+
+# -- record_artifact ---------------------------------------------------------------------------
+
+def test_record_artifact_journals_each_kind_with_its_result(engine: Engine, workspace: Path) -> None:
+    (workspace / "report.md").write_text("# report\n")
+    session = engine.start_session("test")
+    calls = [
+        ({"kind": "pull_request", "title": "Fix the parser", "url": "https://github.com/o/r/pull/7", "ref": "fix-parser"},
+         'Recorded pull request "Fix the parser": https://github.com/o/r/pull/7'),
+        ({"kind": "branch", "title": "Parser work", "ref": "fix-parser"}, 'Recorded branch "Parser work": fix-parser'),
+        ({"kind": "commit", "title": "Parser fix", "ref": "0123abc"}, 'Recorded commit "Parser fix": 0123abc'),
+        ({"kind": "file", "title": "The report", "path": "./report.md", "description": "what was found"},
+         f'Recorded file "The report": {workspace / "report.md"}'),
+        ({"kind": "custom", "title": "Deployed to staging"}, 'Recorded custom "Deployed to staging"'),
+    ]
+    for arguments, said in calls:
+        result = session.call("record_artifact", arguments)
+        assert (result.output, result.is_error) == (said, False)
+    recorded = events(engine, session.session_id, ArtifactRecorded)
+    assert [a.kind for a in recorded] == ["pull_request", "branch", "commit", "file", "custom"]
+    assert recorded[0].ref == "fix-parser" and recorded[3].path == str(workspace / "report.md")
+    assert recorded[3].description == "what was found"
+    # committed in the same append as the call's result
+    stored = list(engine.journal.read(session.session_id))
+    for artifact in recorded:
+        (at,) = [s for s in stored if s.event is artifact or s.event == artifact]
+        following = next(s for s in stored if s.seq == at.seq + 1)
+        assert isinstance(following.event, ToolCallFinished) and following.event.call_id == artifact.call_id
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"kind": "pull_request", "title": "x"}, 'nothing recorded: a pull request needs "url"'),
+    ({"kind": "pull_request", "title": "x", "url": "github.com/o/r/pull/1"},
+     "nothing recorded: \"url\" must be a web address (http:// or https://, no spaces), not 'github.com/o/r/pull/1'"),
+    ({"kind": "commit", "title": "x", "ref": "HEAD"},
+     "nothing recorded: \"ref\" of a commit is its hash (7 to 64 hex digits), not 'HEAD'"),
+    ({"kind": "branch", "title": "x", "ref": "my branch"},
+     "nothing recorded: \"ref\" must be a branch or tag name without spaces, not 'my branch'"),
+    ({"kind": "file", "title": "x", "path": "missing.txt"}, "nothing recorded: no such file: missing.txt (looked for "),
+    ({"kind": "custom", "title": "   "}, 'nothing recorded: "title" is empty: give the artifact a short title'),
+])
+def test_record_artifact_refuses_what_points_nowhere_and_records_nothing(
+        engine: Engine, arguments: dict[str, Any], message: str) -> None:
+    session = engine.start_session("test")
+    result = session.call("record_artifact", arguments)
+    assert result.is_error and result.output.startswith(message)
+    assert events(engine, session.session_id, ArtifactRecorded) == []
+
+
+def test_record_artifact_refuses_a_file_outside_a_confined_workspace(home_dir: Path, journal: SQLiteJournal,
+                                                                    workspace: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    config = Config.model_validate({"builtins": {"confine_to_workspace": True}})
+    session = Engine(Home(home_dir), journal, workspace=workspace, config=config).start_session("test")
+    result = session.call("record_artifact", {"kind": "file", "title": "x", "path": str(outside)})
+    assert result.is_error and "is outside the workspace" in result.output

@@ -11,12 +11,13 @@ that only explore, whose start matters as much; the whole output is kept in the 
 
 from __future__ import annotations
 
-import signal as signals
 from typing import Any
 
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.builtins.shell_parse import explores, is_read_only
+# One wording, for folder tools and shell alike, of how a process ended when it was not exit code 0.
 from zagent_core.results import ToolResult
+from zagent_core.results import _exit_note as ending_of
 from zagent_core.runner import ProcessOutcome
 
 NAME = "shell"
@@ -91,26 +92,11 @@ def shown_output(outcome: ProcessOutcome, *, explore: bool, cap: int = OUTPUT_CA
             head = _head_end(handle.read(cap // 2))
         tail = _tail_start(tail[-(cap - cap // 2):])
         dropped = total - len(head) - len(tail)
-        return f"{_text(head).rstrip(chr(10))}\n…({dropped} bytes truncated from middle)… {full}\n{_text(tail)}", dropped
+        head_text = _text(head).rstrip("\n")
+        return f"{head_text}\n…({dropped} bytes truncated from middle)… {full}\n{_text(tail)}", dropped
     tail = _tail_start(tail)
     dropped = total - len(tail)
     return f"…({dropped} bytes truncated from head)… {full}\n{_text(tail)}", dropped
-
-
-def _ending(outcome: ProcessOutcome, timeout: float) -> str | None:
-    """How the command ended, when it is worth saying (anything but exit code 0)."""
-    if outcome.timed_out:
-        return (f"[timed out after {timeout:g} s: the command and every process it started were killed; "
-                "the output above is what it printed until then]")
-    if outcome.signal is not None:
-        try:
-            name = signals.Signals(outcome.signal).name
-        except ValueError:
-            name = f"signal {outcome.signal}"
-        return f"[killed by {name}]"
-    if outcome.exit_code:
-        return f"[exit code {outcome.exit_code}]"
-    return None
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
@@ -125,7 +111,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     if outcome.start_error is not None:
         return ToolResult(output=f"the command could not be started: {outcome.start_error}", is_error=True)
     text, dropped = shown_output(outcome, explore=explores(command))
-    ending = _ending(outcome, timeout)
+    ending = ending_of(outcome, timeout)
     parts = [text.rstrip("\n") or ("(no output)" if ending is None else ""), ending or ""]
     return ToolResult(
         output="\n".join(part for part in parts if part), is_error=ending is not None,

@@ -8,12 +8,12 @@ from zagent_core.builtins import terminal
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.results import ToolResult
 
+#: The parameter naming a task, as the seed's shell_kill and wait_task take it.
+TASK_ID: dict[str, Any] = {"type": "integer", "minimum": 1,
+                           "description": "The task number (#N) that shell with run_in_background answered."}
 PARAMETERS: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "task_id": {"type": "integer", "minimum": 1,
-                    "description": "The task number (#N) that shell with run_in_background answered."},
-    },
+    "properties": {"task_id": TASK_ID},
     "required": ["task_id"],
     "additionalProperties": False,
 }

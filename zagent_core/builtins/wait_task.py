@@ -10,6 +10,7 @@ from typing import Any
 
 from zagent_core.builtins import terminal
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
+from zagent_core.builtins.shell_kill import TASK_ID
 from zagent_core.results import ToolResult
 
 TIMED_OUT = "wait_task: timed out"
@@ -19,8 +20,7 @@ MAX_TIMEOUT_SECONDS = 600
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "task_id": {"type": "integer", "minimum": 1,
-                    "description": "The task number (#N) that shell with run_in_background answered."},
+        "task_id": TASK_ID,
         "timeout": {"type": "number", "minimum": 0, "maximum": MAX_TIMEOUT_SECONDS,
                     "description": f"Seconds to wait at most (default {DEFAULT_TIMEOUT_SECONDS:g}, at most "
                                    f"{MAX_TIMEOUT_SECONDS}); the task keeps running if it has not ended by then."},

@@ -65,8 +65,7 @@ def test_a_timeout_kills_the_command_and_everything_it_started(engine: Engine, w
                "echo started; wait")
     result = session.call("shell", {"command": command, "timeout": 1})
     assert result.is_error and result.timed_out
-    assert result.output.startswith("started\n[timed out after 1 s: the command and every process it started "
-                                    "were killed")
+    assert result.output.startswith("started\n[timed out after 1 s: the tool and its child processes were stopped")
     for name in ("child.pid", "escaped.pid"):
         pid = int((workspace / name).read_text())
         wait_for(lambda pid=pid: not running(pid), f"{name} ({pid}) to be gone", seconds=5)

@@ -24,12 +24,14 @@ from test_docs import _FENCE, DOCS, MARKER, _clean_env, _shown_lines_printed
 
 from zagent_core import Engine, Home, tasks
 from zagent_core.agent import Agent, conversation
+from zagent_core.builtins.shell import shown_output
 from zagent_core.builtins.shell_parse import explores, is_read_only
 from zagent_core.builtins.wait_task import TIMED_OUT
 from zagent_core.config import Config, LimitsConfig
 from zagent_core.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted
 from zagent_core.models import ModelReply, ToolCallRequest
 from zagent_core.models.scripted import ScriptedModel
+from zagent_core.runner import ProcessOutcome
 from zagent_store import SQLiteJournal
 
 
@@ -345,8 +347,10 @@ def test_a_sigkill_mid_shell_then_resume_kills_the_orphan_and_reports_the_call_i
     workspace = tmp_path / "ws"
     workspace.mkdir()
     command = "echo $$ > sh.pid; sleep 300 & echo $! > child.pid; wait"
-    engine, session_id = _crashed_session(tmp_path, {"command": command},
-                                          lambda: (workspace / "child.pid").is_file() and (workspace / "child.pid").read_text())
+    # Killed once the engine recorded who the command is (until then a crash cannot know it).
+    recorded = lambda: any((tmp_path / "home" / "sessions").glob(f"*/calls/*/{tasks.TOOL_FILE}"))  # noqa: E731
+    engine, session_id = _crashed_session(tmp_path, {"command": command}, lambda: recorded() and (
+        workspace / "child.pid").is_file() and (workspace / "child.pid").read_text())
     orphans = [read_pid(workspace / "sh.pid"), read_pid(workspace / "child.pid")]
     assert all(running(pid) for pid in orphans)  # the crash left them running
     with engine.resume(session_id):
@@ -470,3 +474,33 @@ def test_the_shell_sections_transcripts_are_what_zagent_prints(tmp_path: Path) -
         missing = _shown_lines_printed(_SECONDS.sub("after <n> s", shown or ""), _SECONDS.sub("after <n> s", printed))
         assert not missing, f"docs/builtins.md:\n{command}\nshows lines it does not print:\n" + "\n".join(missing) + \
             f"\n\nit printed:\n{printed}"
+
+
+_LINE = st.text(alphabet=st.sampled_from(["a", "é", "€", "𝄞", " "]), max_size=300)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_LINE, min_size=1, max_size=400), st.booleans(), st.integers(min_value=64, max_value=2048))
+def test_a_cut_output_shows_a_true_head_and_tail_and_counts_what_it_left_out(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[str], explore: bool, cap: int) -> None:
+    data = "\n".join(lines).encode()
+    spilled = tmp_path_factory.mktemp("out") / "full_output.txt"
+    spilled.write_bytes(data)
+    outcome = ProcessOutcome(pid=1, returncode=0, timed_out=False, stdout=data[-cap:], stdout_total=len(data),
+                             stderr=b"", stderr_total=0, spilled=spilled if len(data) > cap else None, duration=0.0)
+    shown, dropped = shown_output(outcome, explore=explore, cap=cap)
+    if len(data) <= cap:
+        assert (shown, dropped) == (data.decode(), 0)
+        return
+    assert "\ufffd" not in shown  # no cut inside a character
+    kind = "middle" if explore else "head"
+    before, marker, after = re.match(r"(?s)(.*?)\n?(…\((\d+) bytes truncated from \w+\)… \[full output: .*?\])\n(.*)",
+                                     shown).group(1, 3, 4)  # type: ignore[union-attr]
+    assert f"truncated from {kind})" in shown and int(marker) == dropped
+    assert data.endswith(after.encode())
+    if explore:
+        assert data.startswith(before.encode())
+        head_bytes = len(data) - dropped - len(after.encode())  # its line end is the marker's line start
+        assert head_bytes - len(before.encode()) in (0, 1)
+    else:
+        assert before == "" and dropped + len(after.encode()) == len(data)

@@ -61,20 +61,34 @@ def _argv(command: str) -> list[str]:
     return [SHELL, "-c", command]
 
 
+def _utf8_length(lead: int) -> int:
+    """How many bytes the UTF-8 sequence starting with ``lead`` takes (1 for a stray byte)."""
+    for length, prefix, bits in ((2, 0b110, 5), (3, 0b1110, 4), (4, 0b11110, 3)):
+        if lead >> (8 - bits) == prefix:
+            return length
+    return 1
+
+
 def _tail_start(data: bytes) -> bytes:
-    """``data`` from its first line start, when one is near; no half character either way."""
+    """``data`` from its first line start when one is near, else from its first whole character."""
     newline = data.find(b"\n", 0, _LINE_SNAP)
-    return data[newline + 1:] if newline != -1 else data
+    if newline != -1:
+        return data[newline + 1:]
+    skip = 0
+    while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:  # continuation bytes of a cut character
+        skip += 1
+    return data[skip:]
 
 
 def _head_end(data: bytes) -> bytes:
+    """``data`` up to its last line end when one is near, else up to its last whole character."""
     newline = data.rfind(b"\n", max(0, len(data) - _LINE_SNAP))
-    return data[:newline + 1] if newline != -1 else data
-
-
-def _text(data: bytes) -> str:
-    # A cut may fall inside a character: what is left of it is not worth a replacement mark.
-    return data.decode("utf-8", "replace").strip("\ufffd")
+    if newline != -1:
+        return data[:newline + 1]
+    for back in range(1, min(4, len(data)) + 1):
+        if data[-back] & 0xC0 != 0x80:  # the last character's first byte
+            return data if _utf8_length(data[-back]) <= back else data[:-back]
+    return data
 
 
 def shown_output(outcome: ProcessOutcome, *, explore: bool, cap: int = OUTPUT_CAP_BYTES) -> tuple[str, int]:
@@ -82,6 +96,7 @@ def shown_output(outcome: ProcessOutcome, *, explore: bool, cap: int = OUTPUT_CA
 
     ``outcome.stdout`` is the kept tail (``cap`` bytes at most); past the cap the runner
     spilled the whole output to a file, which the head of an exploring command is read from.
+    Cuts fall on line starts when one is near, and never inside a character.
     """
     total, tail = outcome.stdout_total, outcome.stdout
     if total <= cap:
@@ -92,11 +107,12 @@ def shown_output(outcome: ProcessOutcome, *, explore: bool, cap: int = OUTPUT_CA
             head = _head_end(handle.read(cap // 2))
         tail = _tail_start(tail[-(cap - cap // 2):])
         dropped = total - len(head) - len(tail)
-        head_text = _text(head).rstrip("\n")
-        return f"{head_text}\n…({dropped} bytes truncated from middle)… {full}\n{_text(tail)}", dropped
+        head_text = head.decode("utf-8", "replace").removesuffix("\n")
+        marker = f"…({dropped} bytes truncated from middle)… {full}"
+        return f"{head_text}\n{marker}\n{tail.decode('utf-8', 'replace')}", dropped
     tail = _tail_start(tail)
     dropped = total - len(tail)
-    return f"…({dropped} bytes truncated from head)… {full}\n{_text(tail)}", dropped
+    return f"…({dropped} bytes truncated from head)… {full}\n{tail.decode('utf-8', 'replace')}", dropped
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:

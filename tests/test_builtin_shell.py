@@ -270,6 +270,17 @@ def test_wait_task_times_out_with_its_prefix_and_the_task_keeps_running(engine: 
     assert not session.outlook()[0]
 
 
+def test_a_background_shell_is_killed_at_its_timeout_only_when_one_is_given(engine: Engine) -> None:
+    session = engine.start_session("test")
+    session.call("shell", {"command": "echo begun; sleep 30", "run_in_background": True, "timeout": 0.5})
+    session.call("shell", {"command": "sleep 1.5; echo slow but fine", "run_in_background": True})
+    limited = session.call("wait_task", {"task_id": 1, "timeout": 20})
+    assert limited.is_error and limited.output.startswith("#1 shell: timed out") and "begun" in limited.output
+    assert "[timed out after 0.5 s: the tool and its child processes were stopped" in limited.output
+    unlimited = session.call("wait_task", {"task_id": 2, "timeout": 20})
+    assert not unlimited.is_error and unlimited.output.endswith("slow but fine")
+
+
 def _notes(engine: Engine, session_id: str) -> list[Any]:
     from zagent_core.events import NoteReceived
 

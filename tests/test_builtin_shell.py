@@ -73,6 +73,20 @@ def test_a_timeout_kills_the_command_and_everything_it_started(engine: Engine, w
         wait_for(lambda pid=pid: not running(pid), f"{name} ({pid}) to be gone", seconds=5)
 
 
+def test_a_command_with_a_nul_character_is_refused_saying_so(engine: Engine) -> None:
+    session = engine.start_session("test")
+    result = session.call("shell", {"command": "echo a\x00b"})
+    assert result.is_error and result.output.startswith("the command contains a NUL character")
+
+
+def test_a_workspace_that_is_gone_is_said_not_crashed_on(engine: Engine, workspace: Path) -> None:
+    session = engine.start_session("test")
+    workspace.rmdir()
+    result = session.call("shell", {"command": "ls"})
+    assert (result.output, result.is_error) == (
+        f"could not start /bin/sh: its working folder {workspace} does not exist", True)
+
+
 def test_a_call_that_asks_too_long_a_timeout_is_refused_saying_the_limit(engine: Engine) -> None:
     session = engine.start_session("test")
     result = session.call("shell", {"command": "true", "timeout": 99999})

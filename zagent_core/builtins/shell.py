@@ -118,6 +118,9 @@ def shown_output(outcome: ProcessOutcome, *, explore: bool, cap: int = OUTPUT_CA
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Run one validated shell call, in the foreground or as a background task."""
     command: str = arguments["command"]
+    if "\x00" in command:
+        return ToolResult(output="the command contains a NUL character, which no shell command can hold; remove it",
+                          is_error=True)
     if arguments.get("run_in_background"):
         given = arguments.get("timeout")
         return context.host.start_call_task(context, _argv(command), timeout=None if given is None else float(given))
@@ -125,7 +128,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     outcome = context.host.run_call_process(context, _argv(command), timeout=timeout,
                                             capture_limit=OUTPUT_CAP_BYTES)
     if outcome.start_error is not None:
-        return ToolResult(output=f"the command could not be started: {outcome.start_error}", is_error=True)
+        return ToolResult(output=outcome.start_error, is_error=True)
     text, dropped = shown_output(outcome, explore=explores(command))
     ending = ending_of(outcome, timeout)
     parts = [text.rstrip("\n") or ("(no output)" if ending is None else ""), ending or ""]

@@ -151,7 +151,7 @@ WRITES = [
     "sed -f script f", "sed --in-place=.bak s/a/b/ f", "sort -o out in", "sort -uo out in",
     "sort --output=out in", "git diff --output=x", "git log --output x", "git -c core.pager=x log",
     "git commit -m x", "git push", "git branch new", "git tag v1", "git grep -Ovim x", "rg --pre ./x foo",
-    "rg --pre=./x foo", "rg foo *", "A=1 ls", "env ls", "xargs rm < list", "uniq a b", "tree -o out",
+    "rg --pre=./x foo", "rg --hostname-bin ./x foo", "rg foo *", "A=1 ls", "env ls", "xargs rm < list", "uniq a b", "tree -o out",
     "python3 -c 'print(1)'", "./cat a", "/bin/rm x", "cp a b", "mv a b", "ls | xargs rm", "cat a | sh -c x",
     "tar -xf a.tar", "curl -o x http://h", "ls 'unterminated", "",
 ]

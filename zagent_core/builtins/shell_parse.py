@@ -252,7 +252,8 @@ _READERS: dict[str, tuple[Callable[[list[str]], bool], bool]] = {
         "md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "true", "false", "which", "printenv", "jq",
         "hexdump", "comm", "tac", "rev", "fold", "expand", "strings", "cd", "test", "sleep",
     )},
-    "rg": (_no_option("--pre"), False),
+    # --pre and --hostname-bin run a program of the caller's choosing.
+    "rg": (_no_option("--pre", "--hostname-bin"), False),
     "find": (lambda args: not any(arg in _FIND_ACTIONS for arg in args), False),
     "sed": (_sed, False),
     "git": (_git, False),

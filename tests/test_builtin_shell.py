@@ -257,6 +257,16 @@ def test_an_idle_agent_is_woken_by_its_background_shells_end(engine: Engine) -> 
     assert any("background done" in str(content) for content in woken), woken
 
 
+def test_terminal_lists_and_kills_a_background_shell_with_its_children(engine: Engine, workspace: Path) -> None:
+    session = engine.start_session("test")
+    session.call("shell", {"command": "sleep 300 & echo $! > child.pid; wait", "run_in_background": True})
+    child = read_pid(workspace / "child.pid")
+    assert session.call("terminal", {"action": "list"}).output.startswith("#1 shell: running since ")
+    killed = session.call("terminal", {"action": "kill", "task": 1})
+    assert killed.output.startswith("#1 shell: killed")
+    wait_for(lambda: not running(child), "the task's child to be gone")
+
+
 def test_shell_kill_stops_a_background_shell_and_its_children(engine: Engine, workspace: Path) -> None:
     session = engine.start_session("test")
     session.call("shell", {"command": "sleep 300 & echo $! > child.pid; echo up; wait", "run_in_background": True})

@@ -71,6 +71,7 @@ def main(task_dir: Path, request: dict[str, Any]) -> int:
         "pid": outcome.pid,
         "returncode": outcome.returncode,
         "timed_out": outcome.timed_out,
+        "timeout": spec.timeout,  # a built-in's task has it only here (its call journals none)
         "stopped": outcome.stopped,
         "duration": outcome.duration,
         "start_error": outcome.start_error,

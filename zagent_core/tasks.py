@@ -140,7 +140,8 @@ def result_of(record: dict, task_dir: Path, *, output_mode: str, timeout: float 
         stopped=record.get("stopped") is True,
     )
     try:
-        return build_result(outcome, output_mode=output_mode, timeout=timeout, attach_outputs=attach_outputs,
+        return build_result(outcome, output_mode=output_mode, attach_outputs=attach_outputs,
+                            timeout=timeout if timeout is not None else _seconds(record.get("timeout")),
                             paths=CallPaths(call_dir=task_dir, output_dir=task_dir / "output"), cwd=cwd, caps=caps,
                             limits=limits)
     except Exception as exc:  # noqa: BLE001 - a bug of ours must not leave the task without an end

@@ -10,6 +10,10 @@ from zagent_core.problems import Problem, did_you_mean
 
 #: One module per built-in, each with a ``TOOL``; the order is the order they are offered in.
 _MODULES = (
+    "shell",
+    "shell_kill",
+    "wait_task",
+    "record_artifact",
     "terminal",
 )
 

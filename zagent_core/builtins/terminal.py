@@ -39,7 +39,8 @@ READ_ONLY = frozenset({"list", "read"})
 DEFAULT_WAIT_SECONDS = 30.0
 
 
-def _describe(task: TaskView) -> str:
+def describe(task: TaskView) -> str:
+    """One line on a task: number, tool, and whether it runs or how it ended."""
     if task.status == "running":
         return f"#{task.task_id} {task.tool}: running since {task.started_at:%H:%M:%S}Z"
     how = {"exited": "exited", "killed": "killed", "interrupted": "interrupted"}[task.status]
@@ -51,50 +52,74 @@ def _describe(task: TaskView) -> str:
     return f"#{task.task_id} {task.tool}: {how}{took}"
 
 
-def _ended(task: TaskView) -> ToolResult:
-    return ToolResult(output=f"{_describe(task)}\n{task.output or ''}".rstrip(), is_error=bool(task.is_error))
+def ended(task: TaskView) -> ToolResult:
+    """A task's end as a result: how it ended, then its output."""
+    return ToolResult(output=f"{describe(task)}\n{task.output or ''}".rstrip(), is_error=bool(task.is_error))
+
+
+def task_at_hand(context: BuiltinContext, task_id: str) -> TaskView | ToolResult:
+    """The task numbered ``task_id`` if the session keeps it at hand, else the error result saying why."""
+    tasks_kept, numbered = context.host.tasks_at_hand()
+    for task in tasks_kept:
+        if task.task_id == task_id:
+            return task
+    if task_id.isdigit() and 1 <= int(task_id) <= numbered:
+        return ToolResult(output=f"task #{task_id} ended earlier in this session and its result was delivered "
+                          f"then; only the latest {MAX_ENDED_TASKS} ended tasks are kept at hand", is_error=True)
+    known = ", ".join(f"#{t.task_id}" for t in _in_order(tasks_kept)) or "none"
+    return ToolResult(output=f"there is no task #{task_id} (tasks: {known})", is_error=True)
+
+
+def _in_order(tasks_kept: list[TaskView]) -> list[TaskView]:
+    return sorted(tasks_kept, key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0)
+
+
+def wait(context: BuiltinContext, task_id: str, timeout: float) -> TaskView:
+    """Wait for a task at most ``timeout`` seconds; an end seen here is answered (no wake-up repeats it)."""
+    task = context.host.wait_task(task_id, timeout)
+    if task.status != "running":
+        context.host.answer_wakes(task_id)
+    return task
+
+
+def kill(context: BuiltinContext, task_id: str) -> ToolResult:
+    """Kill a task and everything it started; the result tells its end (no wake-up repeats it)."""
+    task = context.host.kill_task(task_id)
+    context.host.answer_wakes(task_id)
+    return ended(task)
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Carry out one validated terminal call."""
     action = arguments["action"]
-    host = context.host
-    tasks_kept, numbered = host.tasks_at_hand()
-    at_hand = sorted(tasks_kept, key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0)
-    by_id = {t.task_id: t for t in at_hand}
-    older = numbered - len(at_hand)
     if action == "list":
-        if not at_hand:
+        tasks_kept, numbered = context.host.tasks_at_hand()
+        if not tasks_kept:
             return ToolResult(output="no background tasks in this session", is_error=False)
-        lines = [_describe(t) for t in at_hand]
+        lines = [describe(t) for t in _in_order(tasks_kept)]
+        older = numbered - len(tasks_kept)
         if older > 0:
             lines.append(f"({older} older tasks ended earlier; their results were delivered when they ended)")
         return ToolResult(output="\n".join(lines), is_error=False)
     if "task" not in arguments:
         return ToolResult(output=f'"{action}" needs "task": the task number', is_error=True)
     task_id = str(arguments["task"])
-    if task_id not in by_id:
-        if task_id.isdigit() and 1 <= int(task_id) <= numbered:
-            return ToolResult(output=f"task #{task_id} ended earlier in this session and its result was delivered "
-                              f"then; only the latest {MAX_ENDED_TASKS} ended tasks are kept at hand", is_error=True)
-        known = ", ".join(f"#{t.task_id}" for t in at_hand) or "none"
-        return ToolResult(output=f"there is no task #{task_id} (tasks: {known})", is_error=True)
+    found = task_at_hand(context, task_id)
+    if isinstance(found, ToolResult):
+        return found
     if action == "read":
         limit = context.config.limits.output_cap_bytes
-        data, start, size = tasks.read_output(Path(by_id[task_id].task_dir), arguments.get("offset"), limit)
+        data, start, size = tasks.read_output(Path(found.task_dir), arguments.get("offset"), limit)
         end = start + len(data)
         text = data.decode("utf-8", "replace")
         more = f"; read on with offset {end}" if end < size else ""
         return ToolResult(output=f"{text}\n[bytes {start}-{end} of {size}{more}]", is_error=False)
-    if action == "wait":
-        task = host.wait_task(task_id, float(arguments.get("timeout_seconds", DEFAULT_WAIT_SECONDS)))
-        if task.status == "running":
-            return ToolResult(output=f"task #{task_id} is still running", is_error=False)
-    else:
-        task = host.kill_task(task_id)
-    # The agent gets the task's end in this result: its wake-up must not tell it again.
-    host.answer_wakes(task_id)
-    return _ended(task)
+    if action == "kill":
+        return kill(context, task_id)
+    task = wait(context, task_id, float(arguments.get("timeout_seconds", DEFAULT_WAIT_SECONDS)))
+    if task.status == "running":
+        return ToolResult(output=f"task #{task_id} is still running", is_error=False)
+    return ended(task)
 
 
 TOOL = Builtin(

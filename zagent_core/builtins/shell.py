@@ -1,0 +1,155 @@
+"""The built-in ``shell`` tool: a command run by ``/bin/sh -c`` in the workspace.
+
+This is the one place zagent runs a shell: the model writes shell, so ``/bin/sh`` reads
+it. The command runs in its own process group with the engine's environment less its
+credentials (as a tool folder's program), stdout and stderr merged; at the timeout the
+whole group is killed (and any process of the call that left it). What the model sees is
+capped at 32 KiB, keeping the end (errors and summaries come last) except for commands
+that only explore, whose start matters as much; the whole output is kept in the call's
+``full_output.txt`` and the marker says where.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
+from zagent_core.builtins.shell_parse import explores, is_read_only
+# One wording, for folder tools and shell alike, of how a process ended when it was not exit code 0.
+from zagent_core.results import ToolResult
+from zagent_core.results import _exit_note as ending_of
+from zagent_core.runner import ProcessOutcome
+
+NAME = "shell"
+SHELL = "/bin/sh"
+#: What the model is shown of the output at most (stdout and stderr combined).
+OUTPUT_CAP_BYTES = 32 * 1024
+DEFAULT_TIMEOUT_SECONDS = 120
+MAX_TIMEOUT_SECONDS = 3600
+#: How far a cut may move to fall on a line boundary.
+_LINE_SNAP = 256
+
+DESCRIPTION = (
+    "Run a shell command (/bin/sh -c) in the workspace and return its output, stdout and stderr together, "
+    "with the exit code when it is not 0. The command is killed with everything it started at the timeout. "
+    "Output over 32 KiB keeps its end (for commands that only read, like cat, grep or git log, its start "
+    "and end); the whole output is kept in a file the result names. With run_in_background the command "
+    "runs as a background task: the result comes at once with its task number, you are woken when it "
+    "ends, and terminal, wait_task and shell_kill manage it. Prefer read_file, edit, grep and glob "
+    "for files: they are safer and journaled with what you saw."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "minLength": 1, "description": "The command, as /bin/sh reads it."},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_SECONDS,
+                    "description": f"Seconds before the command and everything it started are killed (default "
+                                   f"{DEFAULT_TIMEOUT_SECONDS}, at most {MAX_TIMEOUT_SECONDS}). In the background, "
+                                   "no limit unless given."},
+        "run_in_background": {"type": "boolean",
+                              "description": "Run as a background task (servers, watchers, long builds) and "
+                                             "answer at once with its task number."},
+        "description": {"type": "string",
+                        "description": "What the command does, in 5-10 words (journaled with the call)."},
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+def _argv(command: str) -> list[str]:
+    return [SHELL, "-c", command]
+
+
+def _utf8_length(lead: int) -> int:
+    """How many bytes the UTF-8 sequence starting with ``lead`` takes (1 for a stray byte)."""
+    for length, prefix, bits in ((2, 0b110, 5), (3, 0b1110, 4), (4, 0b11110, 3)):
+        if lead >> (8 - bits) == prefix:
+            return length
+    return 1
+
+
+def _tail_start(data: bytes) -> bytes:
+    """``data`` from its first line start when one is near, else from its first whole character."""
+    newline = data.find(b"\n", 0, _LINE_SNAP)
+    if newline != -1:
+        return data[newline + 1:]
+    skip = 0
+    while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:  # continuation bytes of a cut character
+        skip += 1
+    return data[skip:]
+
+
+def _head_end(data: bytes) -> bytes:
+    """``data`` up to its last line end when one is near, else up to its last whole character."""
+    newline = data.rfind(b"\n", max(0, len(data) - _LINE_SNAP))
+    if newline != -1:
+        return data[:newline + 1]
+    for back in range(1, min(4, len(data)) + 1):
+        if data[-back] & 0xC0 != 0x80:  # the last character's first byte
+            return data if _utf8_length(data[-back]) <= back else data[:-back]
+    return data
+
+
+def shown_output(outcome: ProcessOutcome, *, explore: bool, cap: int = OUTPUT_CAP_BYTES) -> tuple[str, int]:
+    """What the model is shown of an output, and how many bytes of it were left out.
+
+    ``outcome.stdout`` is the kept tail (``cap`` bytes at most); past the cap the runner
+    spilled the whole output to a file, which the head of an exploring command is read from.
+    Cuts fall on line starts when one is near, and never inside a character.
+    """
+    total, tail = outcome.stdout_total, outcome.stdout
+    if total <= cap:
+        return tail.decode("utf-8", "replace"), 0
+    full = f"[full output: {outcome.spilled}]" if outcome.spilled else "[the full output could not be kept]"
+    if explore and outcome.spilled is not None:
+        with open(outcome.spilled, "rb") as handle:
+            head = _head_end(handle.read(cap // 2))
+        tail = _tail_start(tail[-(cap - cap // 2):])
+        dropped = total - len(head) - len(tail)
+        head_text = head.decode("utf-8", "replace").removesuffix("\n")
+        marker = f"…({dropped} bytes truncated from middle)… {full}"
+        return f"{head_text}\n{marker}\n{tail.decode('utf-8', 'replace')}", dropped
+    tail = _tail_start(tail)
+    dropped = total - len(tail)
+    return f"…({dropped} bytes truncated from head)… {full}\n{tail.decode('utf-8', 'replace')}", dropped
+
+
+def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
+    """Run one validated shell call, in the foreground or as a background task."""
+    command: str = arguments["command"]
+    if "\x00" in command:
+        return ToolResult(output="the command contains a NUL character, which no shell command can hold; remove it",
+                          is_error=True)
+    if arguments.get("run_in_background"):
+        given = arguments.get("timeout")
+        return context.host.start_call_task(context, _argv(command), timeout=None if given is None else float(given))
+    timeout = float(arguments.get("timeout", DEFAULT_TIMEOUT_SECONDS))
+    outcome = context.host.run_call_process(context, _argv(command), timeout=timeout,
+                                            capture_limit=OUTPUT_CAP_BYTES)
+    if outcome.start_error is not None:
+        return ToolResult(output=outcome.start_error, is_error=True)
+    text, dropped = shown_output(outcome, explore=explores(command))
+    ending = ending_of(outcome, timeout)
+    parts = [text.rstrip("\n") or ("(no output)" if ending is None else ""), ending or ""]
+    return ToolResult(
+        output="\n".join(part for part in parts if part), is_error=ending is not None,
+        exit_code=outcome.exit_code, timed_out=outcome.timed_out, duration_ms=round(outcome.duration * 1000),
+        truncated_bytes=dropped, full_output_path=str(outcome.spilled) if dropped and outcome.spilled else None,
+        pid=outcome.pid,
+    )
+
+
+def _concurrency_safe(arguments: Arguments) -> bool:
+    # A background start numbers a task: it stays in order with the calls around it.
+    return not arguments.get("run_in_background") and is_read_only(arguments["command"])
+
+
+TOOL = Builtin(
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
+    concurrency_safe=_concurrency_safe,
+    # A command may have written, sent or deleted anything before a crash cut it off.
+    replay="unsafe",
+    runs_process=lambda arguments: True,
+    background=lambda arguments: bool(arguments.get("run_in_background")),
+)

@@ -255,3 +255,23 @@ def test_a_state_value_that_is_not_json_is_refused_with_the_reason(value: Any) -
 
     with pytest.raises(StateValueError, match='tool state "k": the value is not plain JSON'):
         ToolState({}).set("k", value)
+
+
+# -- artifacts ----------------------------------------------------------------------------
+
+
+def test_artifacts_are_in_their_audit_view_and_in_sessions_show(home_dir: Path, engine: Engine) -> None:
+    with engine.start_session() as session:
+        session.call("record_artifact", {"kind": "pull_request", "title": "Fix retries",
+                                         "url": "https://example.com/o/r/pull/7"})
+        session.call("record_artifact", {"kind": "branch", "title": "Retry work", "ref": "fix-retries"})
+    rows = list(engine.journal.db.query("select kind, title, url, ref from artifacts where session_id = ?",
+                                        [session.session_id]))
+    assert rows == [
+        {"kind": "pull_request", "title": "Fix retries", "url": "https://example.com/o/r/pull/7", "ref": None},
+        {"kind": "branch", "title": "Retry work", "url": None, "ref": "fix-retries"}]
+    shown = subprocess.run([*ZAGENT, "--home", str(home_dir), "sessions", "show", session.session_id],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert "artifact: pull request Fix retries (https://example.com/o/r/pull/7)" in shown
+    assert "artifact: branch Retry work (fix-retries)" in shown
+    assert "  artifact recorded: branch Retry work (fix-retries)" in shown  # in the conversation, in order

@@ -12,6 +12,10 @@ from zagent_core.problems import Problem, did_you_mean
 
 #: One module per built-in, each with a ``TOOL``; the order is the order they are offered in.
 _MODULES = (
+    "read_file",
+    "write_file",
+    "edit",
+    "multi_edit",
     "terminal",
 )
 

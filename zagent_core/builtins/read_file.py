@@ -1,0 +1,178 @@
+"""The built-in ``read_file`` tool: one file, or several files and ranges, as numbered lines.
+
+Each file read is remembered (its hash, the slice shown) for the read-before-edit gate,
+and journaled with the result; a re-read of the same slice of an unchanged file is
+answered with a short stub instead of the same text again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zagent_core.builtins import files
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
+from zagent_core.events import Media
+from zagent_core.results import ToolResult, _attachable, _guess_mime
+
+NAME = "read_file"
+DESCRIPTION = (
+    "Read a text file as numbered lines (like cat -n), or several files and line ranges in one call. "
+    f"At most {files.DEFAULT_LINE_LIMIT} lines and {files.READ_BYTE_CAP // 1024} KiB are shown; a footer says how "
+    "to read the rest (offset). Binary files are answered with a marker; images are attached for you to see. "
+    "Read a file before you edit or overwrite it."
+)
+_RANGE: dict[str, Any] = {
+    "offset": {"type": "integer", "minimum": 1, "description": "The line to start at (1-based; default 1)."},
+    "limit": {"type": "integer", "minimum": 1,
+              "description": f"How many lines to show at most (default {files.DEFAULT_LINE_LIMIT})."},
+}
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "minLength": 1,
+                 "description": "The file: absolute, or relative to the workspace."},
+        **_RANGE,
+        "line_numbers": {"type": "boolean", "description": "Prefix each line with its number (default true)."},
+        "files": {
+            "type": "array", "minItems": 1, "maxItems": 50,
+            "description": "Several files or ranges in one call, instead of path (each with its own offset/limit).",
+            "items": {"type": "object", "properties": {"path": {"type": "string", "minLength": 1}, **_RANGE},
+                      "required": ["path"], "additionalProperties": False},
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+@dataclass
+class _Reading:
+    """What one call has shown so far (the byte cap is shared by its files)."""
+
+    budget: int = files.READ_BYTE_CAP
+    media: list[Media] = field(default_factory=list)
+
+
+def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
+    """Carry out one validated read_file call."""
+    line_numbers = bool(arguments.get("line_numbers", True))
+    if "files" in arguments:
+        if "path" in arguments:
+            return files.error("give either path or files, not both")
+        requests = arguments["files"]
+    elif "path" in arguments:
+        requests = [arguments]
+    else:
+        return files.error('read_file needs "path" (one file) or "files" (several files or ranges)')
+    reading = _Reading()
+    sections: list[str] = []
+    failed = 0
+    for request in requests:
+        try:
+            text = _read_one(context, reading, request, line_numbers)
+        except files.FileProblem as exc:
+            text, failed = str(exc), failed + 1
+        sections.append(text if "files" not in arguments else f"==> {request['path']} <==\n{text}")
+    return ToolResult(output="\n\n".join(sections), is_error=failed == len(requests), media=reading.media)
+
+
+def _read_one(context: BuiltinContext, reading: _Reading, request: dict[str, Any], line_numbers: bool) -> str:
+    shown = request["path"]
+    path = files.target(context, shown)
+    data = files.read_bytes(path, shown)
+    offset = int(request.get("offset", 1))
+    limit = int(request.get("limit", files.DEFAULT_LINE_LIMIT))
+    before = context.seen(path)
+    if (before is not None and not before.elided and before.offset == offset and before.limit == limit
+            and before.line_numbers == line_numbers and before.hash == files.content_hash(data)):
+        return f"{shown}: unchanged since your read at {before.at}; what that read showed is still current"
+    output = _render(path, shown, data, offset, limit, line_numbers, context, reading)
+    files.remember_read(context, path, data, offset, limit, line_numbers)
+    return output
+
+
+def _render(path: Path, shown: str, data: bytes, offset: int, limit: int, line_numbers: bool,
+            context: BuiltinContext, reading: _Reading) -> str:
+    mime = _guess_mime(path)
+    if mime and mime.startswith("image/"):
+        attach, why_not = _attachable(mime, len(data), context.config.capabilities, context.config.limits)
+        if attach:
+            reading.media.append(Media(path=str(path), mime=mime, size=len(data)))
+            return f"[image: {shown} ({len(data)} bytes, {mime}), attached for you to see]"
+        return f"[image: {shown} ({len(data)} bytes, {mime}); {why_not}]"
+    if files.looks_binary(data):
+        return f"[binary file: {shown} ({len(data)} bytes{', ' + mime if mime else ''}); not shown as text]"
+    if not data:
+        return f"({shown} is empty)"
+    if reading.budget <= 0:
+        raise files.FileProblem(f"not shown: the files before it filled the {files.READ_BYTE_CAP // 1024} KiB cap "
+                                "of one read; read it in another call")
+    return _slice(data.decode("utf-8", "replace"), shown, offset, limit, line_numbers, reading)
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of ``text``, each with its ``\\n`` (the edit tools number lines by ``\\n`` too)."""
+    lines = text.split("\n")
+    last = lines.pop()
+    lines = [line + "\n" for line in lines]
+    if last:
+        lines.append(last)
+    return lines
+
+
+def _slice(text: str, shown: str, offset: int, limit: int, line_numbers: bool, reading: _Reading) -> str:
+    lines = _lines(text)
+    total = len(lines)
+    if offset > total:
+        raise files.FileProblem(f"offset {offset} is past the end of {shown}, which has {total} lines; "
+                                f"use an offset from 1 to {total}")
+    chosen = lines[offset - 1:offset - 1 + limit]
+    body = files.numbered(chosen, offset) if line_numbers else "".join(chosen)
+    encoded = body.encode("utf-8")
+    footer = None
+    last = offset + len(chosen) - 1
+    if len(encoded) > reading.budget:
+        body, kept = _cut(chosen, offset, line_numbers, reading.budget)
+        cap = f"the {files.READ_BYTE_CAP // 1024} KiB cap of one read"
+        if kept == 0:
+            size = len(chosen[0].encode("utf-8"))
+            footer = (f"[line {offset} is {size} bytes and was cut at {cap}; the rest of that line is not shown: "
+                      "search it with grep, or cut it with shell]")
+            last = offset
+        else:
+            last = offset + kept - 1
+            footer = f"[lines {offset}-{last} of {total} shown ({cap} was reached); read on with offset {last + 1}]"
+        reading.budget = 0
+    else:
+        reading.budget -= len(encoded)
+    if footer is None and last < total:
+        footer = f"[lines {offset}-{last} of {total} shown; read on with offset {last + 1}]"
+    body = body[:-1] if body.endswith("\n") else body
+    return f"{body}\n{footer}" if footer else body
+
+
+def _cut(chosen: list[str], offset: int, line_numbers: bool, budget: int) -> tuple[str, int]:
+    """The whole lines of ``chosen`` that fit in ``budget`` bytes, and how many; when not even
+    the first fits, as much of it as does (and 0)."""
+    parts: list[str] = []
+    used = 0
+    for number, line in enumerate(chosen, start=offset):
+        part = f"{number:>6}\t{line}" if line_numbers else line
+        size = len(part.encode("utf-8"))
+        if used + size > budget:
+            break
+        parts.append(part)
+        used += size
+    if parts:
+        return "".join(parts), len(parts)
+    first = f"{offset:>6}\t{chosen[0]}" if line_numbers else chosen[0]
+    return first.encode("utf-8")[:budget].decode("utf-8", "ignore") + "\n", 0
+
+
+TOOL = Builtin(
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
+    concurrency_safe=True,
+    # It only reads: after a crash it is run again.
+    replay="safe",
+)

@@ -102,7 +102,7 @@ def _render(path: Path, shown: str, data: bytes, offset: int, limit: int, line_n
             return f"[image: {shown} ({len(data)} bytes, {mime}), attached for you to see]"
         return f"[image: {shown} ({len(data)} bytes, {mime}); {why_not}]"
     if files.looks_binary(data):
-        return f"[binary file: {shown} ({len(data)} bytes{', ' + mime if mime else ''}); not shown as text]"
+        return f"[binary file: {shown} ({len(data)} bytes{', ' + mime if mime and not mime.startswith('text/') else ''}); not shown as text]"
     if not data:
         return f"({shown} is empty)"
     if reading.budget <= 0:

@@ -72,6 +72,16 @@ def test_read_file_shows_2000_lines_by_default(session: Session, workspace: Path
     assert ok(session, "read_file", path="long.txt", offset=2001).endswith("  2500\tline 2500")
 
 
+def test_read_file_gives_a_large_file_in_mib(session: Session, workspace: Path) -> None:
+    text = lines_file(workspace / "log.txt", 60_000, width=20)
+    mib = f"{len(text.encode()) / 2**20:.1f}"
+    assert ok(session, "read_file", path="log.txt", offset=59_999, limit=1).endswith(
+        f"[lines 59999-59999 of a {mib} MiB file shown; read on with offset 60000]")
+    assert ok(session, "read_file", path="log.txt", offset=60_000).startswith(" 60000\tline 60000")
+    assert refused(session, "read_file", path="log.txt", offset=60_001) == (
+        "offset 60001 is past the end of log.txt, which has 60000 lines; use an offset from 1 to 60000")
+
+
 def test_read_file_stops_at_256_kib(session: Session, workspace: Path) -> None:
     lines_file(workspace / "wide.txt", 400, width=1000)
     output = ok(session, "read_file", path="wide.txt")

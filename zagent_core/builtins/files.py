@@ -1,9 +1,11 @@
 """What the file built-ins share: the content hash, the read-before-edit gate, atomic
 writes, binary detection and the numbered-lines rendering.
 
-The hash is ``blake2b`` with an 8-byte digest (16 hex digits) over the file's bytes: 64
-bits, so the gate is not betting on a 32-bit birthday bound, and computed in C by the
-standard library, which is faster in Python than any FNV lanes written by hand.
+The hash is the first 64 bits (16 hex digits) of SHA-256 over the file's bytes: wide
+enough that the gate is not betting on a 32-bit birthday bound, the same on every machine
+(a journal moves between them), and computed by the standard library in C: with the SHA
+instructions of current x86 and ARM CPUs it runs at about 2 GB/s, twice ``blake2b`` and far
+beyond FNV lanes written in Python (bench/builtin_files.py).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class FileProblem(Exception):
 
 
 def content_hash(data: bytes) -> str:
-    """The 64-bit hash (16 hex digits) the gate compares: blake2b with an 8-byte digest."""
-    return hashlib.blake2b(data, digest_size=8).hexdigest()
+    """The 64-bit hash (16 hex digits) the gate compares: SHA-256's first 8 bytes."""
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def now_iso() -> str:
@@ -171,7 +173,8 @@ def write_atomic(path: Path, data: bytes) -> Written:
     """Replace ``path``'s content with ``data`` so a crash leaves the old file or the new one.
 
     The bytes go to a temporary file in the same folder, are synced, and the temporary
-    file is renamed over the target; its mode is the old file's (a new file gets the
+    file is renamed over the target (the folder is not synced: if a power loss undoes the
+    rename, the gate sees a file that is not what the journal says was written, and refuses); its mode is the old file's (a new file gets the
     umask's). A symlink is written through: its target changes, the link stays.
     Parent folders are created.
     """
@@ -193,7 +196,6 @@ def write_atomic(path: Path, data: bytes) -> Written:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    _sync_folder(real.parent)
     return Written(created=mode is None, size=len(data))
 
 
@@ -205,16 +207,6 @@ def _read_umask() -> int:
 
 
 _NEW_FILE_MODE = 0o666 & ~_read_umask()
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the rename durable (the folder's entry), where the platform allows it."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def write_text_checked(context: BuiltinContext, path: Path, shown: str, data: bytes) -> Written:

@@ -46,6 +46,11 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
+#: Files up to this size get their lines counted for the footer ("of N"); larger ones are
+#: given in MiB: counting 100k lines costs as much as reading them.
+_COUNTED_BYTES = 1024 * 1024
+
+
 @dataclass
 class _Reading:
     """What one call has shown so far (the byte cap is shared by its files)."""
@@ -102,13 +107,24 @@ def _render(path: Path, shown: str, data: bytes, offset: int, limit: int, line_n
             return f"[image: {shown} ({len(data)} bytes, {mime}), attached for you to see]"
         return f"[image: {shown} ({len(data)} bytes, {mime}); {why_not}]"
     if files.looks_binary(data):
-        return f"[binary file: {shown} ({len(data)} bytes{', ' + mime if mime and not mime.startswith('text/') else ''}); not shown as text]"
+        kind = f", {mime}" if mime and not mime.startswith("text/") else ""
+        return f"[binary file: {shown} ({len(data)} bytes{kind}); not shown as text]"
     if not data:
         return f"({shown} is empty)"
     if reading.budget <= 0:
         raise files.FileProblem(f"not shown: the files before it filled the {files.READ_BYTE_CAP // 1024} KiB cap "
                                 "of one read; read it in another call")
-    return _slice(data.decode("utf-8", "replace"), shown, offset, limit, line_numbers, reading)
+    return _slice(data, shown, offset, limit, line_numbers, reading)
+
+
+def _after_lines(data: bytes, count: int, start: int) -> int:
+    """Where the line ``count`` lines after the one at ``start`` begins (the end of ``data`` at most)."""
+    for _ in range(count):
+        found = data.find(b"\n", start)
+        if found < 0:
+            return len(data)
+        start = found + 1
+    return start
 
 
 def _lines(text: str) -> list[str]:
@@ -121,35 +137,47 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def _slice(text: str, shown: str, offset: int, limit: int, line_numbers: bool, reading: _Reading) -> str:
-    lines = _lines(text)
-    total = len(lines)
-    if offset > total:
+def _line_count(data: bytes) -> int:
+    return data.count(b"\n") + (not data.endswith(b"\n"))
+
+
+def _slice(data: bytes, shown: str, offset: int, limit: int, line_numbers: bool, reading: _Reading) -> str:
+    # Only the lines shown are decoded: a read of a large file costs little more than reading it.
+    start = _after_lines(data, offset - 1, 0)
+    if start >= len(data):
+        total = _line_count(data)
         raise files.FileProblem(f"offset {offset} is past the end of {shown}, which has {total} lines; "
                                 f"use an offset from 1 to {total}")
-    chosen = lines[offset - 1:offset - 1 + limit]
+    end = _after_lines(data, limit, start)
+    chosen = _lines(data[start:end].decode("utf-8", "replace"))
     body = files.numbered(chosen, offset) if line_numbers else "".join(chosen)
     encoded = body.encode("utf-8")
-    footer = None
     last = offset + len(chosen) - 1
     if len(encoded) > reading.budget:
         body, kept = _cut(chosen, offset, line_numbers, reading.budget)
-        cap = f"the {files.READ_BYTE_CAP // 1024} KiB cap of one read"
+        reading.budget = 0
         if kept == 0:
             size = len(chosen[0].encode("utf-8"))
-            footer = (f"[line {offset} is {size} bytes and was cut at {cap}; the rest of that line is not shown: "
-                      "search it with grep, or cut it with shell]")
-            last = offset
-        else:
-            last = offset + kept - 1
-            footer = f"[lines {offset}-{last} of {total} shown ({cap} was reached); read on with offset {last + 1}]"
-        reading.budget = 0
+            cap = f"the {files.READ_BYTE_CAP // 1024} KiB cap of one read"
+            return (f"{body}[line {offset} is {size} bytes and was cut at {cap}; the rest of that line is not "
+                    "shown: search it with grep, or cut it with shell]")
+        last = offset + kept - 1
+        end = _after_lines(data, kept, start)
+        more = f" (the {files.READ_BYTE_CAP // 1024} KiB cap of one read was reached)"
     else:
         reading.budget -= len(encoded)
-    if footer is None and last < total:
-        footer = f"[lines {offset}-{last} of {total} shown; read on with offset {last + 1}]"
+        more = ""
     body = body[:-1] if body.endswith("\n") else body
-    return f"{body}\n{footer}" if footer else body
+    if end >= len(data):
+        return body
+    return f"{body}\n[lines {offset}-{last} of {_size_of(data)} shown{more}; read on with offset {last + 1}]"
+
+
+def _size_of(data: bytes) -> str:
+    """The file's length for a footer: in lines, unless counting them would cost more than the read."""
+    if len(data) <= _COUNTED_BYTES:
+        return str(_line_count(data))
+    return f"a {len(data) / 2**20:.1f} MiB file"
 
 
 def _cut(chosen: list[str], offset: int, line_numbers: bool, budget: int) -> tuple[str, int]:

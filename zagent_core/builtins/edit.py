@@ -21,7 +21,7 @@ DESCRIPTION = (
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "path": {"type": "string", "minLength": 1, "description": "The file: absolute, or relative to the workspace."},
+        "path": files.PATH_PARAMETER,
         "old_string": {"type": "string", "description": "The exact text to replace."},
         "new_string": {"type": "string", "description": "The text to put in its place (different from old_string)."},
         "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false: exactly one)."},

@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from zagent_core.builtins.base import BuiltinContext, PathRefused
 from zagent_core.events import ReadEntry
@@ -33,6 +34,11 @@ BINARY_SAMPLE = 8192
 BINARY_REPLACEMENT_SHARE = 0.10
 #: Refusals in a row after which the gate says something outside the session rewrites the file.
 REWRITER_REFUSALS = 2
+
+
+#: The ``path`` parameter of every file built-in.
+PATH_PARAMETER: dict[str, Any] = {"type": "string", "minLength": 1,
+                                  "description": "The file: absolute, or relative to the workspace."}
 
 
 class FileProblem(Exception):
@@ -66,14 +72,19 @@ def read_bytes(path: Path, shown: str) -> bytes:
     try:
         with open(path, "rb") as handle:
             return handle.read()
-    except FileNotFoundError:
-        raise FileProblem(f"no such file: {shown}{_siblings(path)}") from None
-    except IsADirectoryError:
-        raise FileProblem(f"{shown} is a folder, not a file; list it with list_files") from None
-    except PermissionError:
-        raise FileProblem(f"{shown}: permission denied (zagent runs as uid {os.getuid()})") from None
     except OSError as exc:
-        raise FileProblem(f"{shown}: cannot be read ({exc.strerror or exc})") from None
+        raise _problem(exc, path, shown, "read") from None
+
+
+def _problem(exc: OSError, path: Path, shown: str, doing: str) -> FileProblem:
+    """What the model is told when the file system refuses."""
+    if isinstance(exc, FileNotFoundError):
+        return FileProblem(f"no such file: {shown}{_siblings(path)}")
+    if isinstance(exc, IsADirectoryError):
+        return FileProblem(f"{shown} is a folder, not a file; list it with list_files")
+    if isinstance(exc, PermissionError):
+        return FileProblem(f"{shown}: permission denied (zagent runs as uid {os.getuid()})")
+    return FileProblem(f"{shown}: cannot be {doing} ({exc.strerror or exc})")
 
 
 def _siblings(path: Path) -> str:
@@ -213,12 +224,8 @@ def write_text_checked(context: BuiltinContext, path: Path, shown: str, data: by
     """Write ``data`` atomically and stage the new entry, or a :class:`FileProblem` saying why not."""
     try:
         written = write_atomic(path, data)
-    except PermissionError:
-        raise FileProblem(f"{shown}: permission denied (zagent runs as uid {os.getuid()})") from None
-    except IsADirectoryError:
-        raise FileProblem(f"{shown} is a folder, not a file") from None
     except OSError as exc:
-        raise FileProblem(f"{shown}: cannot be written ({exc.strerror or exc})") from None
+        raise _problem(exc, path, shown, "written") from None
     remember_write(context, path, data)
     return written
 

@@ -42,7 +42,7 @@ _EDIT: dict[str, Any] = {
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "path": {"type": "string", "minLength": 1, "description": "The file: absolute, or relative to the workspace."},
+        "path": files.PATH_PARAMETER,
         "edits": {"type": "array", "minItems": 1, "items": _EDIT, "description": "The edits, applied in order."},
     },
     "required": ["path", "edits"],

@@ -31,14 +31,13 @@ _RANGE: dict[str, Any] = {
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "path": {"type": "string", "minLength": 1,
-                 "description": "The file: absolute, or relative to the workspace."},
+        "path": files.PATH_PARAMETER,
         **_RANGE,
         "line_numbers": {"type": "boolean", "description": "Prefix each line with its number (default true)."},
         "files": {
             "type": "array", "minItems": 1, "maxItems": 50,
             "description": "Several files or ranges in one call, instead of path (each with its own offset/limit).",
-            "items": {"type": "object", "properties": {"path": {"type": "string", "minLength": 1}, **_RANGE},
+            "items": {"type": "object", "properties": {"path": files.PATH_PARAMETER, **_RANGE},
                       "required": ["path"], "additionalProperties": False},
         },
     },

@@ -21,7 +21,7 @@ DESCRIPTION = (
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "path": {"type": "string", "minLength": 1, "description": "The file: absolute, or relative to the workspace."},
+        "path": files.PATH_PARAMETER,
         "content": {"type": "string", "description": "The file's whole new content."},
     },
     "required": ["path", "content"],

@@ -8,6 +8,7 @@ the journal rebuild, are in ``test_read_state.py``.
 
 from __future__ import annotations
 
+import itertools
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +55,9 @@ def lines_file(path: Path, count: int, width: int = 0) -> str:
     return text
 
 
+_NAMES = itertools.count()
+
+
 # -- read_file ----------------------------------------------------------------------------
 
 
@@ -80,6 +84,29 @@ def test_read_file_gives_a_large_file_in_mib(session: Session, workspace: Path) 
     assert ok(session, "read_file", path="log.txt", offset=60_000).startswith(" 60000\tline 60000")
     assert refused(session, "read_file", path="log.txt", offset=60_001) == (
         "offset 60001 is past the end of log.txt, which has 60000 lines; use an offset from 1 to 60000")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.text(alphabet="ab é", max_size=5), min_size=1, max_size=30), end_newline=st.booleans(),
+       offset=st.integers(1, 35), limit=st.integers(1, 35))
+def test_read_file_shows_the_slice_cat_n_would(session: Session, workspace: Path, lines: list[str],
+                                                 end_newline: bool, offset: int, limit: int) -> None:
+    text = "\n".join(lines) + ("\n" if end_newline else "")
+    if not text:
+        return
+    name = f"s{next(_NAMES)}.txt"  # a new file each time: a re-read of the same one would be the stub
+    (workspace / name).write_text(text)
+    all_lines = text.splitlines(keepends=True)
+    result = session.call("read_file", {"path": name, "offset": offset, "limit": limit})
+    if offset > len(all_lines):
+        assert result.is_error and f"is past the end of {name}" in result.output
+        return
+    shown = all_lines[offset - 1:offset - 1 + limit]
+    body = "".join(f"{n:>6}\t{line}" for n, line in enumerate(shown, start=offset)).removesuffix("\n")
+    last = offset + len(shown) - 1
+    footer = (f"\n[lines {offset}-{last} of {len(all_lines)} shown; read on with offset {last + 1}]"
+              if last < len(all_lines) else "")
+    assert (result.output, result.is_error) == (body + footer, False)
 
 
 def test_read_file_stops_at_256_kib(session: Session, workspace: Path) -> None:

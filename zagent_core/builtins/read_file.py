@@ -48,6 +48,8 @@ PARAMETERS: dict[str, Any] = {
 #: Files up to this size get their lines counted for the footer ("of N"); larger ones are
 #: given in MiB: counting 100k lines costs as much as reading them.
 _COUNTED_BYTES = 1024 * 1024
+#: Lines are skipped (to an ``offset``) this many bytes at a time.
+_SKIP_CHUNK = 64 * 1024
 
 
 @dataclass
@@ -118,12 +120,20 @@ def _render(path: Path, shown: str, data: bytes, offset: int, limit: int, line_n
 
 def _after_lines(data: bytes, count: int, start: int) -> int:
     """Where the line ``count`` lines after the one at ``start`` begins (the end of ``data`` at most)."""
-    for _ in range(count):
-        found = data.find(b"\n", start)
-        if found < 0:
-            return len(data)
-        start = found + 1
-    return start
+    while count > 0 and start < len(data):
+        # Whole chunks are skipped by counting their newlines in C; the last one line by line.
+        chunk_end = min(start + _SKIP_CHUNK, len(data))
+        newlines = data.count(b"\n", start, chunk_end)
+        if newlines < count and chunk_end < len(data):
+            count, start = count - newlines, chunk_end
+            continue
+        for _ in range(count):
+            found = data.find(b"\n", start)
+            if found < 0:
+                return len(data)
+            start = found + 1
+        return start
+    return start if count == 0 else len(data)
 
 
 def _lines(text: str) -> list[str]:
@@ -147,8 +157,13 @@ def _slice(data: bytes, shown: str, offset: int, limit: int, line_numbers: bool,
         total = _line_count(data)
         raise files.FileProblem(f"offset {offset} is past the end of {shown}, which has {total} lines; "
                                 f"use an offset from 1 to {total}")
-    end = _after_lines(data, limit, start)
-    chosen = _lines(data[start:end].decode("utf-8", "replace"))
+    # No more than the cap can be shown: the lines are looked for in a window of that size.
+    window = data[start:start + files.READ_BYTE_CAP + 1]
+    pieces = window.split(b"\n", limit)
+    if len(pieces) > limit:
+        window = window[:len(window) - len(pieces[-1])]
+    end = start + len(window)
+    chosen = _lines(window.decode("utf-8", "replace"))
     body = files.numbered(chosen, offset) if line_numbers else "".join(chosen)
     encoded = body.encode("utf-8")
     last = offset + len(chosen) - 1
@@ -156,7 +171,8 @@ def _slice(data: bytes, shown: str, offset: int, limit: int, line_numbers: bool,
         body, kept = _cut(chosen, offset, line_numbers, reading.budget)
         reading.budget = 0
         if kept == 0:
-            size = len(chosen[0].encode("utf-8"))
+            newline = data.find(b"\n", start)
+            size = (newline + 1 if newline >= 0 else len(data)) - start
             cap = f"the {files.READ_BYTE_CAP // 1024} KiB cap of one read"
             return (f"{body}[line {offset} is {size} bytes and was cut at {cap}; the rest of that line is not "
                     "shown: search it with grep, or cut it with shell]")

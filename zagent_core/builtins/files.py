@@ -33,7 +33,7 @@ READ_BYTE_CAP = 256 * 1024
 BINARY_SAMPLE = 8192
 #: Share of U+FFFD in the decoded sample above which the file is taken for binary.
 BINARY_REPLACEMENT_SHARE = 0.10
-#: Refusals in a row after which the gate says something outside the session rewrites the file.
+#: From this many refusals in a row on, the gate says something outside the session rewrites the file.
 REWRITER_REFUSALS = 2
 
 
@@ -187,10 +187,10 @@ def write_atomic(path: Path, data: bytes) -> Written:
     """Replace ``path``'s content with ``data`` so a crash leaves the old file or the new one.
 
     The bytes go to a temporary file in the same folder, are synced, and the temporary
-    file is renamed over the target (the folder is not synced: if a power loss undoes the
-    rename, the gate sees a file that is not what the journal says was written, and refuses); its mode is the old file's (a new file gets the
-    umask's). A symlink is written through: its target changes, the link stays.
-    Parent folders are created.
+    file is renamed over the target; its mode is the old file's (a new file gets the
+    umask's). A symlink is written through: its target changes, the link stays. Parent
+    folders are created. The folder is not synced: if a power loss undoes the rename, the
+    gate sees a file other than the one the journal says was written, and refuses an edit.
     """
     real = Path(os.path.realpath(path))
     real.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,10 @@ the journal rebuild, are in ``test_read_state.py``.
 from __future__ import annotations
 
 import itertools
+import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -450,3 +453,14 @@ def test_atomic_write_leaves_no_temporary_file_on_failure(tmp_path: Path) -> Non
     with pytest.raises(IsADirectoryError):
         files.write_atomic(tmp_path / "dir", b"new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
+
+
+def test_a_write_removes_what_a_killed_write_left_and_nothing_else(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f".f.txt.{int(dead.stdout)}.abc{files._TEMPORARY}"
+    ours = tmp_path / f".f.txt.{os.getpid()}.abc{files._TEMPORARY}"  # a write still running
+    other = tmp_path / f".g.txt.{int(dead.stdout)}.abc{files._TEMPORARY}"  # another file's
+    for path in (orphan, ours, other):
+        path.write_text("half")
+    files.write_atomic(tmp_path / "f.txt", b"whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f.txt", ours.name, other.name])

@@ -207,9 +207,11 @@ def test_a_sigkill_during_write_file_never_leaves_half_a_file(tmp_path: Path, wr
             journaled = session.state.read_state[str(workspace / "big.txt")].hash
             interrupted = list(journal.read(session_id, types=["tool_call_interrupted"]))
     on_disk = (workspace / "big.txt").read_bytes()
+    leftovers = [p.name for p in workspace.iterdir() if p.name != "big.txt"]
     if result.is_error:
         assert "changed since you read it" in result.output
         assert on_disk in whole and files.content_hash(on_disk) != journaled
     else:
         assert on_disk == b"small\n"
+        assert not leftovers, "the next write removes what the killed one left"
     assert len(interrupted) <= 1  # the write the kill cut off, unless it fell between two calls

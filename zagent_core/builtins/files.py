@@ -198,7 +198,9 @@ def write_atomic(path: Path, data: bytes) -> Written:
         mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
     except FileNotFoundError:
         mode = None
-    fd, temporary = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".zagent-tmp", dir=real.parent)
+    _remove_orphans(real)
+    # The pid in the name tells a later write whether the writer of a leftover is dead.
+    fd, temporary = tempfile.mkstemp(prefix=f".{real.name}.{os.getpid()}.", suffix=_TEMPORARY, dir=real.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -211,6 +213,33 @@ def write_atomic(path: Path, data: bytes) -> Written:
             os.unlink(temporary)
         raise
     return Written(created=mode is None, size=len(data))
+
+
+_TEMPORARY = ".zagent-tmp"
+
+
+def _remove_orphans(real: Path) -> None:
+    """Delete the temporary files a killed write of ``real`` left behind (their writer is dead)."""
+    prefix = f".{real.name}."
+    try:
+        names = [n for n in os.listdir(real.parent) if n.startswith(prefix) and n.endswith(_TEMPORARY)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(real.parent / name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        pass
+    return True
 
 
 def _read_umask() -> int:

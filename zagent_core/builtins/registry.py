@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import functools
 import importlib
+
 from zagent_core.builtins.base import Builtin
 from zagent_core.config import Config
 from zagent_core.problems import Problem, did_you_mean
 
 #: One module per built-in, each with a ``TOOL``; the order is the order they are offered in.
 _MODULES = (
+    "read_file",
+    "write_file",
+    "edit",
+    "multi_edit",
     "shell",
     "shell_kill",
     "wait_task",

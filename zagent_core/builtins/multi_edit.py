@@ -1,0 +1,99 @@
+"""The built-in ``multi_edit`` tool: several replacements in one file, in order.
+
+Each edit applies to the text the previous applied edit left. A failed edit is reported
+against that edit only and the others still run; the file is written iff at least one
+applied. The result reports every edit's outcome in the seed's format::
+
+    Edited <path>: applied N of M edits (R replacements).
+    edit #2 failed: old_string not found in <path>. ...
+    <edit_outcomes>
+    #1 applied
+    #2 failed: old_string not found in <path>
+    </edit_outcomes>
+
+(the outcomes block only when an edit failed).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from zagent_core.builtins import files
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
+from zagent_core.results import ToolResult
+
+NAME = "multi_edit"
+DESCRIPTION = (
+    "Apply several edits to one file in order, each to the result of the previous one (each edit is "
+    "old_string/new_string/replace_all, as for edit). An edit that fails is reported and skipped; the file is "
+    "written if at least one edit applied. Read the file with read_file first."
+)
+_EDIT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "old_string": {"type": "string", "description": "The exact text to replace."},
+        "new_string": {"type": "string", "description": "The text to put in its place."},
+        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false: exactly one)."},
+    },
+    "required": ["old_string", "new_string"],
+    "additionalProperties": False,
+}
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": files.PATH_PARAMETER,
+        "edits": {"type": "array", "minItems": 1, "items": _EDIT, "description": "The edits, applied in order."},
+    },
+    "required": ["path", "edits"],
+    "additionalProperties": False,
+}
+_FIRST_CLAUSE = re.compile(r"[.;] ")
+
+
+def _short(message: str) -> str:
+    """A failure's first clause, for the outcomes block."""
+    return _FIRST_CLAUSE.split(message.split("\n", 1)[0], maxsplit=1)[0].rstrip(".")
+
+
+def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
+    """Carry out one validated multi_edit call."""
+    shown = arguments["path"]
+    edits = arguments["edits"]
+    try:
+        path, text = files.load_for_edit(context, shown)
+    except files.FileProblem as exc:
+        return files.error(str(exc))
+    outcomes: list[str] = []
+    failures: list[str] = []
+    applied = replacements = 0
+    for number, edit in enumerate(edits, start=1):
+        try:
+            text, count = files.replace(text, edit["old_string"], edit["new_string"],
+                                        bool(edit.get("replace_all", False)), shown)
+        except files.FileProblem as exc:
+            failures.append(f"edit #{number} failed: {exc}")
+            outcomes.append(f"#{number} failed: {_short(str(exc))}")
+            continue
+        applied += 1
+        replacements += count
+        outcomes.append(f"#{number} applied")
+    if applied:
+        try:
+            files.write_text_checked(context, path, shown, text.encode("utf-8"))
+        except files.FileProblem as exc:
+            return files.error(str(exc))
+        head = f"Edited {shown}: applied {applied} of {len(edits)} edits ({replacements} replacement{'s' if replacements != 1 else ''})."
+    else:
+        head = f"No change to {shown}: applied 0 of {len(edits)} edits."
+    if not failures:
+        return ToolResult(output=head, is_error=False)
+    block = "\n".join(["<edit_outcomes>", *outcomes, "</edit_outcomes>"])
+    return ToolResult(output="\n".join([head, *failures, block]), is_error=not applied)
+
+
+TOOL = Builtin(
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
+    # It changes a file: a barrier, and after a crash the model is told it was interrupted.
+    concurrency_safe=False, replay="unsafe",
+)

@@ -12,6 +12,9 @@ from zagent_core.problems import Problem, did_you_mean
 
 #: One module per built-in, each with a ``TOOL``; the order is the order they are offered in.
 _MODULES = (
+    "list_files",
+    "glob",
+    "grep",
     "terminal",
 )
 

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -131,8 +131,13 @@ def _matching_lines(regex: re.Pattern[str], text: str, lines: list[str], multili
     starts = [0]
     for line in lines[:-1]:
         starts.append(starts[-1] + len(line) + 1)
+    # A match may take the last line's "\n", but one that starts after it (an empty match at the
+    # very end) is on no line.
+    end = starts[-1] + len(lines[-1])
     touched: set[int] = set()
     for match in regex.finditer(text):
+        if match.start() > end:
+            break
         first = bisect.bisect_right(starts, match.start()) - 1
         last = bisect.bisect_right(starts, max(match.end() - 1, match.start())) - 1
         touched.update(range(first, min(last, len(lines) - 1) + 1))
@@ -162,19 +167,25 @@ def python_search(query: Query) -> Iterator[Item]:
                 data = handle.read()
         except OSError:
             continue
-        if b"\0" in data:
+        if not data or b"\0" in data:
             continue
-        text = data.decode("utf-8", errors="replace")
-        if regex.search(text) is None:
+        whole = data.decode("utf-8", errors="replace")
+        # Lines end at "\n": the one ending the file does not start an empty line.
+        text = whole[:-1] if whole.endswith("\n") else whole
+        # One search of the whole text rules out most files; it can match across lines where a
+        # line-by-line search does not, so a hit is checked line by line.
+        if regex.search(whole if query.multiline else text) is None:
+            continue
+        lines = text.split("\n")
+        if query.mode == "files_with_matches" and not query.multiline:
+            if any(regex.search(line) for line in lines):
+                yield relative
+            continue
+        matched = _matching_lines(regex, whole, lines, query.multiline)
+        if not matched:
             continue
         if query.mode == "files_with_matches":
             yield relative
-            continue
-        lines = text.split("\n")
-        if text.endswith("\n"):
-            lines.pop()
-        matched = _matching_lines(regex, text, lines, query.multiline)
-        if not matched:
             continue
         if query.mode == "count":
             yield relative, len(matched)
@@ -371,9 +382,29 @@ def _query(context: BuiltinContext, arguments: Arguments) -> tuple[Query, str] |
     return query, shown_path(context.workspace, str(root.parent if root_is_file else root))
 
 
+def _lines_per_file(lines: Iterator[Item]) -> Iterator[Item]:
+    """Content items as ``(path, matching lines)``, for files in the order they come."""
+    path, count = None, 0
+    for item in lines:
+        assert isinstance(item, Line)
+        if item.path != path:
+            if path is not None:
+                yield path, count
+            path, count = item.path, 0
+        count += 1
+    if path is not None:
+        yield path, count
+
+
 def search(query: Query, rg: str | None, timeout: float) -> Iterator[Item]:
     """The items of ``query``, from ripgrep when ``rg`` is given, else from the Python search."""
-    return rg_search(rg, query, timeout) if rg else python_search(query)
+    if rg is None:
+        return python_search(query)
+    if query.mode == "count" and query.multiline:
+        # ripgrep's multiline --count counts matches, not lines, for a pattern that can match a
+        # line break; counting the lines it prints keeps "count" one meaning in both searches.
+        return _lines_per_file(rg_search(rg, replace(query, mode="content", before=0, after=0), timeout))
+    return rg_search(rg, query, timeout)
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:

@@ -7,8 +7,9 @@ Python fallback of ``grep`` and the ``rg`` path give the same files:
   with any including glob, a file that matches none is skipped (folders are not).
   An override beats ``.gitignore`` and hidden-file rules.
 - then ``.gitignore`` files, the deepest folder's first (last matching line wins within
-  a file; ``!`` re-includes), from the searched folder up to the nearest folder holding
-  ``.git`` (or the filesystem root when there is none);
+  a file; ``!`` re-includes), in the searched folders and every folder above them, in a
+  git repository or not (ripgrep's ``--no-require-git``, under which a ``.git`` folder
+  does not stop the ascent either);
 - then a file type filter (``--type``);
 - then hidden names (starting with ``.``) are skipped unless a rule above included them.
 
@@ -186,8 +187,6 @@ class RuleSet:
 
     base: str
     rules: tuple[Rule, ...]
-    #: The folder holds ``.git``: ``.gitignore`` files above it do not apply below it.
-    has_git: bool
 
     def decide(self, path: str, is_dir: bool) -> Decision:
         relative = path[len(self.base) + 1:] if self.base != "/" else path[1:]
@@ -200,14 +199,13 @@ class RuleSet:
 
 
 def load_rules(folder: str) -> RuleSet:
-    has_git = os.path.exists(os.path.join(folder, ".git"))
     try:
         with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
-        return RuleSet(folder, (), has_git)
+        return RuleSet(folder, ())
     rules = tuple(rule for line in text.splitlines() if (rule := parse_rule(line)) is not None)
-    return RuleSet(folder, rules, has_git)
+    return RuleSet(folder, rules)
 
 
 def parent_rules(root: str) -> list[RuleSet]:
@@ -215,8 +213,6 @@ def parent_rules(root: str) -> list[RuleSet]:
     found: list[RuleSet] = []
     folder = root
     while True:
-        if os.path.exists(os.path.join(folder, ".git")):
-            return found
         parent = os.path.dirname(folder)
         if parent == folder:
             return found
@@ -259,8 +255,6 @@ def _decide(path: str, relative: str, name: str, is_dir: bool, chain: Sequence[R
             return False
         if decision == "include":
             included = True
-            break
-        if rules.has_git:
             break
     if type_globs is not None and not is_dir:
         if not any(glob.fullmatch(name) for glob in type_globs):

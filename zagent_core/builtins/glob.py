@@ -63,8 +63,9 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     pattern: str = arguments["pattern"]
     given = arguments.get("path") or "."
     literal, rest = split_pattern(pattern)
-    where = os.path.join(given, literal) if literal else given
+    where = os.path.join(given, literal) if literal and given != "." else literal or given
     try:
+        compile_glob(pattern)  # a mistake is told about where it is in the pattern as written
         base = context.resolve(where)
         regex = compile_glob(rest)
     except (PathRefused, GlobError) as exc:

@@ -30,8 +30,10 @@ def searcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     return str(request.param)
 
 
-def make_engine(home_dir: Path, journal: SQLiteJournal, workspace: Path, **builtins: bool) -> Engine:
-    config = Config(limits=LimitsConfig(kill_grace_seconds=0.3), builtins=BuiltinsConfig(**builtins))
+def make_engine(home_dir: Path, journal: SQLiteJournal, workspace: Path, timeout: float = 120,
+                **builtins: bool) -> Engine:
+    config = Config(limits=LimitsConfig(kill_grace_seconds=0.3, default_timeout_seconds=timeout),
+                    builtins=BuiltinsConfig(**builtins))
     return Engine(Home(home_dir), journal, workspace=workspace, config=config)
 
 
@@ -326,6 +328,16 @@ def test_grep_nested_gitignores_negation_and_anchors(workspace: Path, call: Call
         "cache.txt", "sub/keep.gen", "sub/top.txt"]
     # The .gitignore files above the searched folder apply too.
     assert call("grep", pattern="x", path="sub").output.splitlines() == ["sub/keep.gen", "sub/top.txt"]
+
+
+def test_a_search_that_takes_too_long_is_stopped_with_a_message(home_dir: Path, journal: SQLiteJournal,
+                                                                 workspace: Path, searcher: str) -> None:
+    write(workspace, {f"d{index}/f.txt": "x\n" for index in range(50)})
+    with make_engine(home_dir, journal, workspace, timeout=1e-9).start_session("test") as session:
+        result = session.call("grep", {"pattern": "x"})
+    assert result.is_error
+    assert result.output == ("the search took longer than 1e-09 s and was stopped; search a smaller folder or "
+                             "narrow it with glob or type")
 
 
 def test_grep_calls_are_journaled_as_builtins(tree: Path, engine: Engine, searcher: str) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -156,12 +157,20 @@ def _with_context(path: str, lines: list[str], matched: list[int], before: int, 
             shown = number
 
 
-def python_search(query: Query) -> Iterator[Item]:
+def _too_long(timeout: float) -> SearchError:
+    return SearchError(f"the search took longer than {timeout:g} s and was stopped; search a smaller folder or "
+                       "narrow it with glob or type")
+
+
+def python_search(query: Query, timeout: float) -> Iterator[Item]:
     """Search with Python's ``re``: the files of :func:`search.walk`, in its order."""
     regex = compile_pattern(query)
     files = iter([os.path.basename(query.root)]) if query.root_is_file else walk(query.root, query.filters)
     base = os.path.dirname(query.root) if query.root_is_file else query.root
+    deadline = time.monotonic() + timeout
     for relative in files:
+        if time.monotonic() > deadline:
+            raise _too_long(timeout)
         try:
             with open(os.path.join(base, relative), "rb") as handle:
                 data = handle.read()
@@ -260,14 +269,20 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
                                        stdout=subprocess.PIPE, stderr=errors)
         except OSError as exc:
             raise SearchError(f"ripgrep ({rg}) could not be started: {exc.strerror or exc}") from None
-        timer = threading.Timer(timeout, process.kill)
-        timer.start()
         stdout = process.stdout
         assert stdout is not None
+        deadline = time.monotonic() + timeout
         try:
             separator = b"\0" if query.mode == "files_with_matches" else b"\n"
             pending = b""
-            while chunk := os.read(stdout.fileno(), 1 << 16):
+            while True:
+                # Waiting on the pipe with a deadline: no timer thread to start for every call.
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([stdout], [], [], remaining)[0]:
+                    raise _too_long(timeout)
+                chunk = os.read(stdout.fileno(), 1 << 16)
+                if not chunk:
+                    break
                 records = (pending + chunk).split(separator)
                 pending = records.pop()
                 for record in records:
@@ -278,8 +293,7 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
                 item = _rg_items(query, pending)
                 if item is not None:
                     yield item
-            code = process.wait()
-            if code == 2:
+            if process.wait() == 2:
                 errors.seek(0)
                 message = errors.read().decode("utf-8", errors="replace").strip()
                 if "regex parse error" in message:
@@ -288,11 +302,7 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
                                       f"ripgrep: {reason}")
                 if message:
                     raise SearchError(f"ripgrep refused the search: {message.removeprefix('rg: ')}")
-            if code < 0 and not timer.is_alive():
-                raise SearchError(f"the search took longer than {timeout:g} s and was stopped; search a smaller "
-                                  "folder or narrow it with glob or type")
         finally:
-            timer.cancel()
             if process.poll() is None:
                 process.kill()
             stdout.close()
@@ -399,7 +409,7 @@ def _lines_per_file(lines: Iterator[Item]) -> Iterator[Item]:
 def search(query: Query, rg: str | None, timeout: float) -> Iterator[Item]:
     """The items of ``query``, from ripgrep when ``rg`` is given, else from the Python search."""
     if rg is None:
-        return python_search(query)
+        return python_search(query, timeout)
     if query.mode == "count" and query.multiline:
         # ripgrep's multiline --count counts matches, not lines, for a pattern that can match a
         # line break; counting the lines it prints keeps "count" one meaning in both searches.

@@ -87,7 +87,7 @@ def main() -> None:
             files_args: dict[str, object] = {"pattern": "NEEDLE"}
             content_args: dict[str, object] = {"pattern": "retry config", "output_mode": "content", "head_limit": 250}
             query = Query(pattern="NEEDLE", root=str(tree), root_is_file=False)
-            exact = rg_argv(rg, query)
+            exact = rg_argv(rg, query, "files_with_matches")
 
             def run(argv: list[str]) -> Callable[[], object]:
                 return lambda: subprocess.run(argv, cwd=tree, stdin=subprocess.DEVNULL, capture_output=True)

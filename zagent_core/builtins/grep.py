@@ -21,13 +21,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
-from zagent_core.builtins.search import FILE_TYPES, Filters, GlobError, describe_missing, shown_path, walk
+from zagent_core.builtins.search import FILE_TYPES, Filters, GlobError, describe_missing, shown_path, sort_key, walk
 from zagent_core.results import ToolResult
 
 Mode = Literal["files_with_matches", "content", "count"]
@@ -214,15 +214,21 @@ def find_rg() -> str | None:
     return shutil.which("rg") or (str(beside) if os.access(beside, os.X_OK) else None)
 
 
-def rg_argv(rg: str, query: Query) -> list[str]:
-    """The ripgrep command of ``query``, with every source of rules but ``.gitignore`` turned off, so
-    it looks at exactly the files :func:`search.walk` does."""
+#: Matching files whose lines one ``rg`` run prints, at most (the list is its command line).
+FILES_PER_RUN = 500
+
+
+def rg_argv(rg: str, query: Query, mode: Mode, paths: Sequence[str] = ()) -> list[str]:
+    """The ripgrep command of ``query`` in ``mode``, over ``paths`` (none: the folder), with every
+    source of rules but ``.gitignore`` turned off, so it looks at the files :func:`search.walk` does."""
     argv = [rg, "--no-config", "--no-require-git", "--no-ignore-dot", "--no-ignore-global", "--no-ignore-exclude",
-            "--no-messages", "--color=never", "--null", "--with-filename", "--sort=path"]
-    argv.append({"files_with_matches": "--files-with-matches", "count": "--count", "content": "--line-number"}
-                [query.mode])
-    if query.mode == "content" and (query.before or query.after):
-        argv += [f"--before-context={query.before}", f"--after-context={query.after}"]
+            "--no-messages", "--color=never", "--null", "--with-filename"]
+    argv.append({"files_with_matches": "--files-with-matches", "count": "--count", "content": "--line-number"}[mode])
+    if mode == "content":
+        # Files in the order given: one thread (the order is the whole point of this run).
+        argv.append("--threads=1")
+        if query.before or query.after:
+            argv += [f"--before-context={query.before}", f"--after-context={query.after}"]
     if query.ignore_case:
         argv.append("--ignore-case")
     if query.multiline:
@@ -235,45 +241,39 @@ def rg_argv(rg: str, query: Query) -> list[str]:
         argv += [f"--type-add={name}:{glob}" for glob in FILE_TYPES[name]]
         argv.append(f"--type={name}")
     argv += ["--regexp", query.pattern]
-    if query.root_is_file:
-        argv += ["--", os.path.basename(query.root)]
+    if paths:
+        argv += ["--", *paths]
     return argv
 
 
 _CONTENT = re.compile(rb"(\d+)([:-])")
 
 
-def _rg_items(query: Query, out: bytes) -> Item | None:
+def _rg_item(mode: Mode, out: bytes) -> Item | None:
     """One record of ripgrep's output (``--null``: the path ends at a NUL byte)."""
-    if query.mode == "files_with_matches":
+    if mode == "files_with_matches":
         return os.fsdecode(out)
     path, _, rest = out.partition(b"\0")
-    if query.mode == "count":
+    if mode == "count":
         return os.fsdecode(path), int(rest)
-    if not rest:
-        return None  # a "--" gap: gaps are drawn again from the line numbers
     number = _CONTENT.match(rest)
     if number is None:
-        return None
+        return None  # a "--" gap (drawn again from the line numbers), or a "binary file" notice
     text = rest[number.end():].decode("utf-8", errors="replace")
     return Line(os.fsdecode(path), int(number.group(1)), text, number.group(2) == b":")
 
 
-def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
-    """Search with ripgrep, streaming its output (closing the iterator stops it)."""
-    compile_pattern(query)  # one message for a bad pattern, whichever search runs
-    cwd = os.path.dirname(query.root) if query.root_is_file else query.root
+def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float, timeout: float) -> Iterator[Item]:
+    """Run ripgrep, yielding its records as they come (closing the iterator stops it)."""
     with tempfile.TemporaryFile() as errors:
         try:
-            process = subprocess.Popen(rg_argv(rg, query), cwd=cwd, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=errors)
+            process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
         except OSError as exc:
-            raise SearchError(f"ripgrep ({rg}) could not be started: {exc.strerror or exc}") from None
+            raise SearchError(f"ripgrep ({argv[0]}) could not be started: {exc.strerror or exc}") from None
         stdout = process.stdout
         assert stdout is not None
-        deadline = time.monotonic() + timeout
+        separator = b"\0" if mode == "files_with_matches" else b"\n"
         try:
-            separator = b"\0" if query.mode == "files_with_matches" else b"\n"
             pending = b""
             while True:
                 # Waiting on the pipe with a deadline: no timer thread to start for every call.
@@ -286,19 +286,16 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
                 records = (pending + chunk).split(separator)
                 pending = records.pop()
                 for record in records:
-                    item = _rg_items(query, record)
-                    if item is not None:
+                    if (item := _rg_item(mode, record)) is not None:
                         yield item
-            if pending:
-                item = _rg_items(query, pending)
-                if item is not None:
-                    yield item
+            if pending and (item := _rg_item(mode, pending)) is not None:
+                yield item
             if process.wait() == 2:
                 errors.seek(0)
                 message = errors.read().decode("utf-8", errors="replace").strip()
                 if "regex parse error" in message:
                     reason = message.rsplit("error:", 1)[-1].strip()
-                    raise SearchError(f"the pattern {query.pattern!r} is not a valid regular expression for "
+                    raise SearchError(f"the pattern {pattern!r} is not a valid regular expression for "
                                       f"ripgrep: {reason}")
                 if message:
                     raise SearchError(f"ripgrep refused the search: {message.removeprefix('rg: ')}")
@@ -307,6 +304,33 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
                 process.kill()
             stdout.close()
             process.wait()
+
+
+def _path_of(item: Item) -> str:
+    return item if isinstance(item, str) else item[0] if isinstance(item, tuple) else item.path
+
+
+def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
+    """Search with ripgrep: which files match (all threads, then sorted), then, in content mode,
+    their lines, file after file, as many as are read (closing the iterator stops ripgrep)."""
+    compile_pattern(query)  # one message for a bad pattern, whichever search runs
+    deadline = time.monotonic() + timeout
+    if query.root_is_file:
+        name = os.path.basename(query.root)
+        yield from _rg_run(rg_argv(rg, query, query.mode, [name]), os.path.dirname(query.root), query.mode,
+                           query.pattern, deadline, timeout)
+        return
+    listing: Mode = "count" if query.mode == "count" else "files_with_matches"
+    found = sorted(_rg_run(rg_argv(rg, query, listing), query.root, listing, query.pattern, deadline, timeout),
+                   key=lambda item: sort_key(_path_of(item)))
+    if query.mode != "content":
+        yield from found
+        return
+    paths = [_path_of(item) for item in found]
+    for start in range(0, len(paths), FILES_PER_RUN):
+        batch = paths[start:start + FILES_PER_RUN]
+        yield from _rg_run(rg_argv(rg, query, "content", batch), query.root, "content", query.pattern, deadline,
+                           timeout)
 
 
 # -- what the model is shown ------------------------------------------------------------

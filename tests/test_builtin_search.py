@@ -281,6 +281,8 @@ def test_grep_says_what_is_wrong(tree: Path, call: Call, searcher: str) -> None:
     binary = call("grep", pattern="RETRIES", path="blob.bin")
     assert binary.output == "blob.bin is a binary file; grep searches text files" and not binary.is_error
     assert "blob.bin" not in call("grep", pattern="RETRIES").output
+    bad_glob = call("grep", pattern="x", glob="src/{a,b")
+    assert bad_glob.is_error and bad_glob.output == "unclosed { at position 4 in glob 'src/{a,b'"
     unknown = call("grep", pattern="x", type="python")
     assert unknown.is_error and "grep was not run" in unknown.output and "py" in unknown.output
 
@@ -379,4 +381,5 @@ def test_the_search_transcripts_of_docs_builtins_are_what_zagent_prints(tmp_path
     blocks = proc.stdout.split(MARKER + "\n")
     for (command, shown), printed in zip(steps, blocks):
         missing = _shown_lines_printed(shown or "", printed)
-        assert not missing, f"{command}\nshows lines it does not print:\n" + "\n".join(missing) + f"\n\nit printed:\n{printed}"
+        assert not missing, (f"{command}\nshows lines it does not print:\n" + "\n".join(missing)
+                             + f"\n\nit printed:\n{printed}")

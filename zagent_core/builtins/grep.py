@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
-from zagent_core.builtins.search import FILE_TYPES, Filters, GlobError, describe_missing, shown_path, sort_key, walk
+from zagent_core.builtins.search import (FILE_TYPES, Filters, GlobError, compile_glob, describe_missing, shown_path,
+                                         sort_key, walk)
 from zagent_core.results import ToolResult
 
 Mode = Literal["files_with_matches", "content", "count"]
@@ -119,7 +120,8 @@ def compile_pattern(query: Query) -> re.Pattern[str]:
         return re.compile(query.pattern, flags)
     except re.error as exc:
         where = f" at position {exc.pos}" if exc.pos is not None else ""
-        raise SearchError(f"the pattern {query.pattern!r} is not a valid regular expression: {exc.msg}{where}") from None
+        raise SearchError(
+            f"the pattern {query.pattern!r} is not a valid regular expression: {exc.msg}{where}") from None
     except (OverflowError, RecursionError):
         raise SearchError(f"the pattern {query.pattern!r} is too large or nested to compile") from None
 
@@ -404,11 +406,17 @@ def _query(context: BuiltinContext, arguments: Arguments) -> tuple[Query, str] |
                     return ToolResult(output=f"{given} is a binary file; grep searches text files", is_error=False)
         except OSError as exc:
             return ToolResult(output=f"{given} cannot be read: {exc.strerror or exc}", is_error=True)
+    globs = (arguments["glob"],) if arguments.get("glob") else ()
+    try:
+        for glob in globs:
+            compile_glob(glob.removeprefix("!"))  # told the same way whichever search runs
+    except GlobError as exc:
+        return ToolResult(output=str(exc), is_error=True)
     mode: Mode = arguments.get("output_mode") or "files_with_matches"
     context_lines: int = arguments.get("-C", 0)
     query = Query(
         pattern=arguments["pattern"], root=str(root), root_is_file=root_is_file, mode=mode,
-        filters=Filters(globs=(arguments["glob"],) if arguments.get("glob") else (), file_type=arguments.get("type")),
+        filters=Filters(globs=globs, file_type=arguments.get("type")),
         ignore_case=bool(arguments.get("-i", False)), multiline=bool(arguments.get("multiline", False)),
         before=int(arguments.get("-B", context_lines)) if mode == "content" else 0,
         after=int(arguments.get("-A", context_lines)) if mode == "content" else 0,

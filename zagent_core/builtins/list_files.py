@@ -23,7 +23,8 @@ DESCRIPTION = (
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "path": {"type": "string", "description": "The folder to list, relative to the workspace or absolute (default: .)."},
+        "path": {"type": "string",
+                 "description": "The folder to list, relative to the workspace or absolute (default: .)."},
     },
     "additionalProperties": False,
 }

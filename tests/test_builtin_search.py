@@ -141,17 +141,20 @@ def test_glob_matches_star_within_one_folder_only(tree: Path, call: Call) -> Non
     assert call("glob", pattern="src/*", metadata=False).output == "src/app.py\nsrc/config.py"
 
 
-def test_glob_reaches_outside_the_workspace_unless_confined(home_dir: Path, journal: SQLiteJournal,
+def test_glob_and_list_files_reach_outside_the_workspace_unless_confined(home_dir: Path, journal: SQLiteJournal,
                                                             tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     write(tmp_path, {"ws/a.txt": "a", "other/b.txt": "b"})
     with make_engine(home_dir, journal, workspace).start_session("test") as session:
         assert session.call("glob", {"pattern": "../other/*.txt", "metadata": False}).output == str(
             tmp_path / "other" / "b.txt")
+        assert session.call("list_files", {"path": "../other"}).output == "b.txt"
     with make_engine(home_dir, journal, workspace, confine_to_workspace=True).start_session("test") as session:
         refused = session.call("glob", {"pattern": "../other/*.txt"})
         assert refused.is_error and "outside the workspace" in refused.output
         assert "confine_to_workspace" in refused.output
+        listing = session.call("list_files", {"path": str(tmp_path / "other")})
+        assert listing.is_error and "outside the workspace" in listing.output
         assert session.call("glob", {"pattern": "*.txt", "metadata": False}).output == "a.txt"
 
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -218,17 +218,20 @@ def find_rg() -> str | None:
 
 #: Matching files whose lines one ``rg`` run prints, at most (the list is its command line).
 FILES_PER_RUN = 500
+#: Content of one search sorted in memory, at most; more is read again in order, as far as shown.
+CONTENT_BUFFER = 4 * 1024 * 1024
 
 
 def rg_argv(rg: str, query: Query, mode: Mode, paths: Sequence[str] = ()) -> list[str]:
-    """The ripgrep command of ``query`` in ``mode``, over ``paths`` (none: the folder), with every
-    source of rules but ``.gitignore`` turned off, so it looks at the files :func:`search.walk` does."""
+    """The ripgrep command of ``query`` in ``mode``, over ``paths`` (none: the folder, with all
+    threads; else those files in that order, on one thread), with every source of rules but
+    ``.gitignore`` turned off, so it looks at the files :func:`search.walk` does."""
     argv = [rg, "--no-config", "--no-require-git", "--no-ignore-dot", "--no-ignore-global", "--no-ignore-exclude",
             "--no-messages", "--color=never", "--null", "--with-filename"]
     argv.append({"files_with_matches": "--files-with-matches", "count": "--count", "content": "--line-number"}[mode])
-    if mode == "content":
-        # Files in the order given: one thread (the order is the whole point of this run).
+    if paths:
         argv.append("--threads=1")
+    if mode == "content":
         if query.before or query.after:
             argv += [f"--before-context={query.before}", f"--after-context={query.after}"]
     if query.ignore_case:
@@ -265,7 +268,8 @@ def _rg_item(mode: Mode, out: bytes) -> Item | None:
     return Line(os.fsdecode(path), int(number.group(1)), text, number.group(2) == b":")
 
 
-def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float, timeout: float) -> Iterator[Item]:
+def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float,
+            timeout: float) -> Generator[Item, None, None]:
     """Run ripgrep, yielding its records as they come (closing the iterator stops it)."""
     with tempfile.TemporaryFile() as errors:
         try:
@@ -312,9 +316,25 @@ def _path_of(item: Item) -> str:
     return item if isinstance(item, str) else item[0] if isinstance(item, tuple) else item.path
 
 
+def _sorted_content(lines: Iterator[Item], budget: int) -> list[Item] | None:
+    """The lines of an unordered content run, sorted by file (each file's lines come together and
+    in order), or ``None`` when they are more than ``budget`` bytes."""
+    by_file: dict[str, list[Item]] = {}
+    size = 0
+    for item in lines:
+        assert isinstance(item, Line)
+        size += len(item.text) + len(item.path) + 16
+        if size > budget:
+            return None
+        by_file.setdefault(item.path, []).append(item)
+    return [line for path in sorted(by_file, key=sort_key) for line in by_file[path]]
+
+
 def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
-    """Search with ripgrep: which files match (all threads, then sorted), then, in content mode,
-    their lines, file after file, as many as are read (closing the iterator stops ripgrep)."""
+    """Search with ripgrep, with all its threads, and sort what it found by path. Content that
+    would take more than :data:`CONTENT_BUFFER` bytes to sort is read again file after file
+    (the matching files, listed and sorted first), as many lines as the caller reads (closing
+    the iterator stops ripgrep)."""
     compile_pattern(query)  # one message for a bad pattern, whichever search runs
     deadline = time.monotonic() + timeout
     if query.root_is_file:
@@ -322,6 +342,15 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
         yield from _rg_run(rg_argv(rg, query, query.mode, [name]), os.path.dirname(query.root), query.mode,
                            query.pattern, deadline, timeout)
         return
+    if query.mode == "content":
+        run = _rg_run(rg_argv(rg, query, "content"), query.root, "content", query.pattern, deadline, timeout)
+        try:
+            ordered = _sorted_content(run, CONTENT_BUFFER)
+        finally:
+            run.close()
+        if ordered is not None:
+            yield from ordered
+            return
     listing: Mode = "count" if query.mode == "count" else "files_with_matches"
     found = sorted(_rg_run(rg_argv(rg, query, listing), query.root, listing, query.pattern, deadline, timeout),
                    key=lambda item: sort_key(_path_of(item)))

@@ -219,7 +219,8 @@ def find_rg() -> str | None:
 #: Matching files whose lines one ``rg`` run prints, at most (the list is its command line).
 FILES_PER_RUN = 500
 #: Content of one search sorted in memory, at most; more is read again in order, as far as shown.
-CONTENT_BUFFER = 4 * 1024 * 1024
+#: A call shows 32 KiB by default: past a few times that, reading again in order is the cheaper way.
+CONTENT_BUFFER = 256 * 1024
 
 
 def rg_argv(rg: str, query: Query, mode: Mode, paths: Sequence[str] = ()) -> list[str]:

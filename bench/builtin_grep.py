@@ -34,8 +34,8 @@ WORDS = ("alpha", "beta", "gamma", "delta", "retry", "config", "value", "return"
 
 
 def make_tree(root: Path, files: int) -> None:
-    """``files`` text files of 40 lines in folders of 100; one in 100 holds ``NEEDLE``, a few
-    are .gitignored or hidden."""
+    """A repository of ``files`` text files of 40 lines in folders of 100; one in 100 holds
+    ``NEEDLE``, a few are .gitignored or hidden."""
     rng = random.Random(7)
     for index in range(files):
         folder = root / f"pkg{index // 100:03}" / ("sub" if index % 3 else "")
@@ -44,6 +44,7 @@ def make_tree(root: Path, files: int) -> None:
         if index % 100 == 0:
             lines[rng.randrange(40)] += " NEEDLE"
         (folder / f"mod{index:05}.py").write_text("\n".join(lines) + "\n")
+    (root / ".git").mkdir()  # a repository, so its .gitignore counts
     (root / ".gitignore").write_text("*.log\nbuild/\n")
     (root / "build").mkdir()
     (root / "build" / "out.py").write_text("NEEDLE\n")

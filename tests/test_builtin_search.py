@@ -60,6 +60,7 @@ def write(root: Path, files: dict[str, str | bytes]) -> None:
 
 @pytest.fixture
 def tree(workspace: Path) -> Path:
+    (workspace / ".git").mkdir()  # a repository: its .gitignore counts
     write(workspace, {
         "README.md": "# demo\nretries are configured in src/config.py\n",
         "src/config.py": "RETRIES = 3\n\ndef retry(n):\n    return n * RETRIES\n",
@@ -94,7 +95,7 @@ def test_list_files_lists_one_folder_sorted_with_folders_and_links_marked(tree: 
     result = call("list_files")
     assert not result.is_error
     assert result.output.splitlines() == [
-        ".env", ".gitignore", "README.md", "build/", "debug.log", "link.py -> src/app.py", "notes.txt", "src/",
+        ".env", ".git/", ".gitignore", "README.md", "build/", "debug.log", "link.py -> src/app.py", "notes.txt", "src/",
         "srclink/ -> src"]
     assert call("list_files", path="src").output.splitlines() == ["app.py", "config.py", "ui/"]
 
@@ -326,6 +327,7 @@ def test_grep_does_not_follow_links_and_finds_unicode_names(workspace: Path, cal
 
 
 def test_grep_nested_gitignores_negation_and_anchors(workspace: Path, call: Call, searcher: str) -> None:
+    (workspace / ".git").mkdir()
     write(workspace, {
         ".gitignore": "*.gen\n/top.txt\ncache/\n",
         "top.txt": "x\n", "sub/top.txt": "x\n", "a.gen": "x\n",
@@ -346,6 +348,23 @@ def test_a_search_that_takes_too_long_is_stopped_with_a_message(home_dir: Path, 
     assert result.is_error
     assert result.output == ("the search took longer than 1e-09 s and was stopped; search a smaller folder or "
                              "narrow it with glob or type")
+
+
+def test_gitignore_counts_inside_a_repository_only_and_up_to_its_top(tmp_path: Path, home_dir: Path,
+                                                                    journal: SQLiteJournal, searcher: str) -> None:
+    write(tmp_path, {
+        ".gitignore": "*\n",  # as in a home folder kept in git: it must not hide the projects below
+        "ws/.gitignore": "*.log\n", "ws/a.log": "x\n", "ws/a.txt": "x\n",
+        "ws/repo/.gitignore": "*.tmp\n", "ws/repo/b.tmp": "x\n", "ws/repo/b.log": "x\n", "ws/repo/b.txt": "x\n",
+        "ws/repo/.git": "gitdir: elsewhere\n",  # a worktree's .git is a file
+    })
+    with make_engine(home_dir, journal, tmp_path / "ws").start_session("test") as session:
+        assert session.call("grep", {"pattern": "x"}).output.splitlines() == [
+            "a.log", "a.txt", "repo/b.log", "repo/b.txt"]
+        assert session.call("grep", {"pattern": "x", "path": "repo"}).output.splitlines() == [
+            "repo/b.log", "repo/b.txt"]
+        assert session.call("glob", {"pattern": "**/b.*", "metadata": False}).output.splitlines() == [
+            "repo/b.log", "repo/b.txt"]
 
 
 def test_grep_calls_are_journaled_as_builtins(tree: Path, engine: Engine, searcher: str) -> None:

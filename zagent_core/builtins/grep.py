@@ -227,7 +227,7 @@ def rg_argv(rg: str, query: Query, mode: Mode, paths: Sequence[str] = ()) -> lis
     """The ripgrep command of ``query`` in ``mode``, over ``paths`` (none: the folder, with all
     threads; else those files in that order, on one thread), with every source of rules but
     ``.gitignore`` turned off, so it looks at the files :func:`search.walk` does."""
-    argv = [rg, "--no-config", "--no-require-git", "--no-ignore-dot", "--no-ignore-global", "--no-ignore-exclude",
+    argv = [rg, "--no-config", "--no-ignore-dot", "--no-ignore-global", "--no-ignore-exclude",
             "--no-messages", "--color=never", "--null", "--with-filename"]
     argv.append({"files_with_matches": "--files-with-matches", "count": "--count", "content": "--line-number"}[mode])
     if paths:

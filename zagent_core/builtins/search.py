@@ -6,10 +6,10 @@ Python fallback of ``grep`` and the ``rg`` path give the same files:
 - ``--glob`` overrides come first: the last matching one decides (``!`` excludes);
   with any including glob, a file that matches none is skipped (folders are not).
   An override beats ``.gitignore`` and hidden-file rules.
-- then ``.gitignore`` files, the deepest folder's first (last matching line wins within
-  a file; ``!`` re-includes), in the searched folders and every folder above them, in a
-  git repository or not (ripgrep's ``--no-require-git``, under which a ``.git`` folder
-  does not stop the ascent either);
+- then ``.gitignore`` files, inside a git repository only (a folder holding ``.git``, a
+  folder or a file, in the searched folder or above it), the deepest folder's first (last
+  matching line wins within a file; ``!`` re-includes), up to the repository's top: those
+  above it do not count (a ``.gitignore`` in a home folder does not hide a project's files);
 - then a file type filter (``--type``);
 - then hidden names (starting with ``.``) are skipped unless a rule above included them.
 
@@ -187,6 +187,8 @@ class RuleSet:
 
     base: str
     rules: tuple[Rule, ...]
+    #: The folder holds ``.git``: it is the top of a repository for what is below it.
+    has_git: bool
 
     def decide(self, path: str, is_dir: bool) -> Decision:
         relative = path[len(self.base) + 1:] if self.base != "/" else path[1:]
@@ -199,25 +201,27 @@ class RuleSet:
 
 
 def load_rules(folder: str) -> RuleSet:
+    has_git = os.path.exists(os.path.join(folder, ".git"))
     try:
         with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
-        return RuleSet(folder, ())
+        return RuleSet(folder, (), has_git)
     rules = tuple(rule for line in text.splitlines() if (rule := parse_rule(line)) is not None)
-    return RuleSet(folder, rules)
+    return RuleSet(folder, rules, has_git)
 
 
 def parent_rules(root: str) -> list[RuleSet]:
-    """The ``.gitignore`` rule sets above ``root`` that apply inside it, nearest first."""
+    """The ``.gitignore`` rule sets above ``root`` up to the top of its repository, nearest first."""
     found: list[RuleSet] = []
     folder = root
-    while True:
+    while not os.path.exists(os.path.join(folder, ".git")):
         parent = os.path.dirname(folder)
         if parent == folder:
-            return found
+            break
         folder = parent
         found.append(load_rules(folder))
+    return found
 
 
 @dataclass(frozen=True)
@@ -239,7 +243,7 @@ class Filters:
         return tuple(rules), any(rule.negated for rule in rules)
 
 
-def _decide(path: str, relative: str, name: str, is_dir: bool, chain: Sequence[RuleSet],
+def _decide(path: str, relative: str, name: str, is_dir: bool, chain: Sequence[RuleSet] | None,
             overrides: tuple[Rule, ...], any_include: bool, type_globs: tuple[re.Pattern[str], ...] | None) -> bool:
     """Whether the walk keeps an entry (see the module docstring for the order of the rules)."""
     if overrides:
@@ -249,12 +253,14 @@ def _decide(path: str, relative: str, name: str, is_dir: bool, chain: Sequence[R
         if any_include and not is_dir:
             return False
     included = False
-    for rules in chain:
+    for rules in chain or ():
         decision = rules.decide(path, is_dir)
         if decision == "ignore":
             return False
         if decision == "include":
             included = True
+            break
+        if rules.has_git:
             break
     if type_globs is not None and not is_dir:
         if not any(glob.fullmatch(name) for glob in type_globs):
@@ -273,6 +279,8 @@ def walk(root: str, filters: Filters = Filters(), max_depth: int | None = None) 
 
     def visit(folder: str, relative: str, chain: list[RuleSet], depth: int) -> Iterator[str]:
         chain = [load_rules(folder), *chain]
+        # .gitignore files count inside a repository only (ripgrep's default).
+        rules = chain if any(ruleset.has_git for ruleset in chain) else None
         try:
             with os.scandir(folder) as scan:
                 entries = sorted(scan, key=lambda entry: entry.name)
@@ -287,7 +295,7 @@ def walk(root: str, filters: Filters = Filters(), max_depth: int | None = None) 
             if not (is_dir or is_file):
                 continue
             child = f"{relative}/{entry.name}" if relative else entry.name
-            if not _decide(entry.path, child, entry.name, is_dir, chain, overrides, any_include, type_globs):
+            if not _decide(entry.path, child, entry.name, is_dir, rules, overrides, any_include, type_globs):
                 continue
             if is_dir:
                 if max_depth is None or depth < max_depth:

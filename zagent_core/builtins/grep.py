@@ -269,9 +269,10 @@ def _rg_item(mode: Mode, out: bytes) -> Item | None:
     return Line(os.fsdecode(path), int(number.group(1)), text, number.group(2) == b":")
 
 
-def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float,
-            timeout: float) -> Generator[Item, None, None]:
-    """Run ripgrep, yielding its records as they come (closing the iterator stops it)."""
+def _rg_records(argv: list[str], cwd: str, separator: bytes, pattern: str, deadline: float,
+                timeout: float) -> Generator[bytes, None, None]:
+    """Run ripgrep, yielding its records (its output split at ``separator``) as they come
+    (closing the iterator stops it)."""
     with tempfile.TemporaryFile() as errors:
         try:
             process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
@@ -279,7 +280,6 @@ def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float
             raise SearchError(f"ripgrep ({argv[0]}) could not be started: {exc.strerror or exc}") from None
         stdout = process.stdout
         assert stdout is not None
-        separator = b"\0" if mode == "files_with_matches" else b"\n"
         try:
             pending = b""
             while True:
@@ -292,11 +292,9 @@ def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float
                     break
                 records = (pending + chunk).split(separator)
                 pending = records.pop()
-                for record in records:
-                    if (item := _rg_item(mode, record)) is not None:
-                        yield item
-            if pending and (item := _rg_item(mode, pending)) is not None:
-                yield item
+                yield from records
+            if pending:
+                yield pending
             if process.wait() == 2:
                 errors.seek(0)
                 message = errors.read().decode("utf-8", errors="replace").strip()
@@ -313,22 +311,37 @@ def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float
             process.wait()
 
 
+def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float,
+            timeout: float) -> Iterator[Item]:
+    """Run ripgrep, yielding the items of its output as they come (closing the iterator stops it)."""
+    records = _rg_records(argv, cwd, b"\0" if mode == "files_with_matches" else b"\n", pattern, deadline, timeout)
+    try:
+        for record in records:
+            if (item := _rg_item(mode, record)) is not None:
+                yield item
+    finally:
+        records.close()
+
+
 def _path_of(item: Item) -> str:
     return item if isinstance(item, str) else item[0] if isinstance(item, tuple) else item.path
 
 
-def _sorted_content(lines: Iterator[Item], budget: int) -> list[Item] | None:
-    """The lines of an unordered content run, sorted by file (each file's lines come together and
-    in order), or ``None`` when they are more than ``budget`` bytes."""
-    by_file: dict[str, list[Item]] = {}
+def _sorted_content(records: Iterator[bytes], budget: int) -> list[bytes] | None:
+    """The records of an unordered content run, sorted by file (each file's lines come together and
+    in order), or ``None`` when they are more than ``budget`` bytes. Records stay bytes: only
+    the lines shown are parsed."""
+    by_file: dict[bytes, list[bytes]] = {}
     size = 0
-    for item in lines:
-        assert isinstance(item, Line)
-        size += len(item.text) + len(item.path) + 16
+    for record in records:
+        size += len(record) + 1
         if size > budget:
             return None
-        by_file.setdefault(item.path, []).append(item)
-    return [line for path in sorted(by_file, key=sort_key) for line in by_file[path]]
+        end = record.find(b"\0")
+        if end >= 0:  # not a "--" gap
+            by_file.setdefault(record[:end], []).append(record)
+    return [record for path in sorted(by_file, key=lambda path: sort_key(os.fsdecode(path)))
+            for record in by_file[path]]
 
 
 def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
@@ -344,13 +357,15 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
                            query.pattern, deadline, timeout)
         return
     if query.mode == "content":
-        run = _rg_run(rg_argv(rg, query, "content"), query.root, "content", query.pattern, deadline, timeout)
+        records = _rg_records(rg_argv(rg, query, "content"), query.root, b"\n", query.pattern, deadline, timeout)
         try:
-            ordered = _sorted_content(run, CONTENT_BUFFER)
+            ordered = _sorted_content(records, CONTENT_BUFFER)
         finally:
-            run.close()
+            records.close()
         if ordered is not None:
-            yield from ordered
+            for record in ordered:
+                if (item := _rg_item("content", record)) is not None:
+                    yield item
             return
     listing: Mode = "count" if query.mode == "count" else "files_with_matches"
     found = sorted(_rg_run(rg_argv(rg, query, listing), query.root, listing, query.pattern, deadline, timeout),

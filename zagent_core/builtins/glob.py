@@ -1,0 +1,99 @@
+"""The built-in ``glob`` tool: the files of a tree whose path matches a glob pattern.
+
+Files only (folders are walked, not listed), hidden and ``.gitignore``d ones skipped as
+``grep`` skips them, sorted by path, at most 1000 (counted after folders are left out).
+A pattern may start with ``../`` or be absolute: the workspace is not a boundary unless
+``builtins.confine_to_workspace`` says so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
+from zagent_core.builtins.search import GlobError, compile_glob, describe_missing, has_glob_chars, iso_time, \
+    shown_path, walk
+from zagent_core.results import ToolResult
+
+NAME = "glob"
+MAX_FILES = 1000
+DESCRIPTION = (
+    "Find files by path pattern: * and ? within a name, ** across folders, [abc] and {a,b} "
+    "(\"**/*.py\", \"src/**/test_*.{ts,tsx}\"). Skips hidden and .gitignored files. Rows: path, size in bytes "
+    f"and modification time (UTC), tab-separated, sorted by path; metadata: false for paths only. At most {MAX_FILES}."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "pattern": {"type": "string", "minLength": 1, "description": "The glob pattern, relative to path."},
+        "path": {"type": "string", "description": "The folder to search from (default: the workspace)."},
+        "metadata": {"type": "boolean", "description": "Show size and modification time (default true)."},
+    },
+    "required": ["pattern"],
+    "additionalProperties": False,
+}
+
+
+def split_pattern(pattern: str) -> tuple[str, str]:
+    """``pattern`` as the folder its literal leading components name, and the glob under it."""
+    parts = pattern.split("/")
+    literal = 0
+    while literal < len(parts) - 1 and not has_glob_chars(parts[literal]) and "\\" not in parts[literal]:
+        literal += 1
+    base = "/".join(parts[:literal])
+    if pattern.startswith("/") and not base:
+        base = "/"
+    return base, "/".join(parts[literal:])
+
+
+def _row(base: str, relative: str, shown: str, metadata: bool) -> str:
+    path = relative if shown == "." else f"{shown.rstrip('/')}/{relative}"
+    if not metadata:
+        return path
+    try:
+        info = os.stat(os.path.join(base, relative), follow_symlinks=False)
+    except OSError:
+        return f"{path}\t?\t?"
+    return f"{path}\t{info.st_size}\t{iso_time(info.st_mtime)}"
+
+
+def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
+    """Carry out one validated glob call."""
+    pattern: str = arguments["pattern"]
+    given = arguments.get("path") or "."
+    literal, rest = split_pattern(pattern)
+    where = os.path.join(given, literal) if literal and given != "." else literal or given
+    try:
+        compile_glob(pattern)  # a mistake is told about where it is in the pattern as written
+        base = context.resolve(where)
+        regex = compile_glob(rest)
+    except (PathRefused, GlobError) as exc:
+        return ToolResult(output=str(exc), is_error=True)
+    if not base.exists():
+        if literal:
+            return ToolResult(output=f"No files found (the folder {where} does not exist)", is_error=False)
+        return ToolResult(output=describe_missing(given, base), is_error=True)
+    if not base.is_dir():
+        return ToolResult(output=f"{where} is a file, not a folder: glob searches from a folder; give its folder "
+                                 "as path", is_error=True)
+    depth = None if "**" in rest else rest.count("/") + 1
+    found = [relative for relative in walk(str(base), max_depth=depth) if regex.fullmatch(relative)]
+    if not found:
+        return ToolResult(output="No files found", is_error=False)
+    shown = shown_path(context.workspace, str(base))
+    metadata = arguments.get("metadata", True)
+    lines = [_row(str(base), relative, shown, metadata) for relative in found[:MAX_FILES]]
+    if len(found) > MAX_FILES:
+        lines.append(f"[{MAX_FILES} of {len(found)} files shown; narrow the pattern or the path]")
+    return ToolResult(output="\n".join(lines), is_error=False)
+
+
+TOOL = Builtin(
+    name=NAME,
+    description=DESCRIPTION,
+    parameters=PARAMETERS,
+    run=run,
+    concurrency_safe=True,
+    replay="safe",
+)

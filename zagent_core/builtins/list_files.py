@@ -1,0 +1,75 @@
+"""The built-in ``list_files`` tool: the entries of one folder.
+
+Every entry is listed, hidden ones too (``.gitignore`` is for searches; a listing shows
+what is there), sorted by name, folders marked with a trailing ``/`` and symbolic links
+with their target, at most 1000 of them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
+from zagent_core.builtins.search import describe_missing
+from zagent_core.results import ToolResult
+
+NAME = "list_files"
+MAX_ENTRIES = 1000
+DESCRIPTION = (
+    "List the entries of one folder (default: the workspace), sorted by name; folders end with /, "
+    f"symbolic links show their target. At most {MAX_ENTRIES} entries. Use glob to find files in a whole tree."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string",
+                 "description": "The folder to list, relative to the workspace or absolute (default: .)."},
+    },
+    "additionalProperties": False,
+}
+
+
+def _entry(entry: os.DirEntry[str]) -> str:
+    try:
+        if entry.is_symlink():
+            target = os.readlink(entry.path)
+            return f"{entry.name}{'/' if entry.is_dir() else ''} -> {target}"
+        return f"{entry.name}/" if entry.is_dir(follow_symlinks=False) else entry.name
+    except OSError:
+        return entry.name
+
+
+def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
+    """Carry out one validated list_files call."""
+    given = arguments.get("path") or "."
+    try:
+        folder = context.resolve(given)
+    except PathRefused as exc:
+        return ToolResult(output=str(exc), is_error=True)
+    if not folder.exists():
+        return ToolResult(output=describe_missing(given, folder), is_error=True)
+    if not folder.is_dir():
+        return ToolResult(output=f"{given} is a file, not a folder; read it with read_file, or list its folder "
+                                 f"({os.path.dirname(given) or '.'})", is_error=True)
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except OSError as exc:
+        return ToolResult(output=f"{given} cannot be listed: {exc.strerror or exc}", is_error=True)
+    if not entries:
+        return ToolResult(output=f"{given} is an empty folder", is_error=False)
+    lines = [_entry(entry) for entry in entries[:MAX_ENTRIES]]
+    if len(entries) > MAX_ENTRIES:
+        lines.append(f"[{MAX_ENTRIES} of {len(entries)} entries shown; use glob with a pattern to find the others]")
+    return ToolResult(output="\n".join(lines), is_error=False)
+
+
+TOOL = Builtin(
+    name=NAME,
+    description=DESCRIPTION,
+    parameters=PARAMETERS,
+    run=run,
+    concurrency_safe=True,
+    replay="safe",
+)

@@ -1,0 +1,332 @@
+"""What ``glob`` and ``grep`` share: glob patterns, ``.gitignore`` rules and the tree walk.
+
+The walk decides what to look at exactly as ripgrep does (its ``ignore`` crate), so the
+Python fallback of ``grep`` and the ``rg`` path give the same files:
+
+- ``--glob`` overrides come first: the last matching one decides (``!`` excludes);
+  with any including glob, a file that matches none is skipped (folders are not).
+  An override beats ``.gitignore`` and hidden-file rules.
+- then ``.gitignore`` files, inside a git repository only (a folder holding ``.git``, a
+  folder or a file, in the searched folder or above it), the deepest folder's first (last
+  matching line wins within a file; ``!`` re-includes), up to the repository's top: those
+  above it do not count (a ``.gitignore`` in a home folder does not hide a project's files);
+- then a file type filter (``--type``);
+- then hidden names (starting with ``.``) are skipped unless a rule above included them.
+
+Symbolic links are not followed (a linked folder is not entered, a linked file is not
+read), and ignored folders are not entered. Entries are visited sorted by name within
+each folder, depth first: the order ``rg --sort path`` prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+Decision = Literal["ignore", "include"] | None
+
+#: File types ``grep``'s ``type`` accepts, with the globs of each. Both search paths use this
+#: table (it is handed to ripgrep with ``--type-add``), so a type means the same in both.
+FILE_TYPES: dict[str, tuple[str, ...]] = {
+    "c": ("*.c", "*.h"),
+    "cpp": ("*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.hxx", "*.h"),
+    "cs": ("*.cs",),
+    "css": ("*.css", "*.scss", "*.sass", "*.less"),
+    "go": ("*.go",),
+    "html": ("*.html", "*.htm"),
+    "java": ("*.java",),
+    "js": ("*.js", "*.mjs", "*.cjs", "*.jsx"),
+    "json": ("*.json", "*.jsonl"),
+    "kotlin": ("*.kt", "*.kts"),
+    "lua": ("*.lua",),
+    "md": ("*.md", "*.markdown"),
+    "php": ("*.php",),
+    "py": ("*.py", "*.pyi"),
+    "rb": ("*.rb",),
+    "rust": ("*.rs",),
+    "sh": ("*.sh", "*.bash", "*.zsh"),
+    "sql": ("*.sql",),
+    "swift": ("*.swift",),
+    "toml": ("*.toml",),
+    "ts": ("*.ts", "*.tsx", "*.mts", "*.cts"),
+    "txt": ("*.txt",),
+    "xml": ("*.xml",),
+    "yaml": ("*.yaml", "*.yml"),
+}
+
+_GLOB_SPECIAL = frozenset("*?[{")
+
+
+class GlobError(ValueError):
+    """A glob pattern that cannot be read; the message says where."""
+
+
+def has_glob_chars(text: str) -> bool:
+    return any(char in _GLOB_SPECIAL for char in text)
+
+
+def glob_regex(pattern: str) -> str:
+    """The regular expression (for ``fullmatch``) of a glob over ``/``-separated paths.
+
+    ``*`` and ``?`` stay within a path component, ``**`` as a whole component crosses
+    folders (``**/x``, ``a/**``, ``a/**/b``), ``[...]`` is a class (``[!...]`` negated) and
+    ``{a,b}`` alternatives; ``\\`` escapes the next character.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_braces = False
+    while i < n:
+        char = pattern[i]
+        if char == "*":
+            if pattern.startswith("**", i):
+                at_start = i == 0 or pattern[i - 1] == "/"
+                end = i + 2
+                if at_start and (end == n or pattern[end] == "/"):
+                    if end == n:
+                        # ``a/**`` matches everything under a (not a itself); ``**`` alone matches all.
+                        out.append(".*")
+                        i = end
+                    else:
+                        out.append("(?:[^/]*/)*")
+                        i = end + 1
+                    continue
+                i = end
+            else:
+                i += 1
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+            i += 1
+        elif char == "[":
+            close = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "^") else i + 1)
+            if close < 0:
+                raise GlobError(f"unclosed [ at position {i} in glob {pattern!r}")
+            body = pattern[i + 1:close]
+            negated = body[:1] in ("!", "^")
+            body = body[1:] if negated else body
+            escaped = body.replace("\\", "\\\\").replace("[", "\\[")
+            out.append(f"[^/{escaped}]" if negated else f"[{escaped}]")
+            i = close + 1
+        elif char == "{" and not in_braces:
+            if "}" not in pattern[i:]:
+                raise GlobError(f"unclosed {{ at position {i} in glob {pattern!r}")
+            in_braces = True
+            out.append("(?:")
+            i += 1
+        elif char == "," and in_braces:
+            out.append("|")
+            i += 1
+        elif char == "}" and in_braces:
+            in_braces = False
+            out.append(")")
+            i += 1
+        elif char == "\\" and i + 1 < n:
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        else:
+            out.append(re.escape(char))
+            i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=4096)
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(glob_regex(pattern), re.DOTALL)
+    except re.error as exc:
+        raise GlobError(f"glob {pattern!r} cannot be read: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One line of a ``.gitignore`` (or one ``--glob``)."""
+
+    regex: re.Pattern[str]
+    negated: bool
+    dir_only: bool
+
+
+def parse_rule(line: str) -> Rule | None:
+    """A ``.gitignore`` line as a rule matched against a path relative to its folder; ``None`` for
+    blank lines, comments and lines that cannot be read (git skips those too)."""
+    if not line.strip() or line.startswith("#"):
+        return None
+    # Trailing spaces are dropped unless escaped.
+    stripped = line.rstrip(" ")
+    if stripped.endswith("\\") and len(stripped) < len(line):
+        stripped += " "
+    line = stripped
+    negated = line.startswith("!")
+    if negated:
+        line = line[1:]
+    elif line.startswith(("\\!", "\\#")):
+        line = line[1:]
+    dir_only = line.endswith("/")
+    line = line.rstrip("/")
+    if not line:
+        return None
+    anchored = "/" in line
+    line = line.lstrip("/")
+    if not anchored and not line.startswith("**"):
+        line = "**/" + line
+    try:
+        return Rule(compile_glob(line), negated, dir_only)
+    except GlobError:
+        return None
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules of one ``.gitignore``, and the folder they are relative to."""
+
+    base: str
+    rules: tuple[Rule, ...]
+    #: The folder holds ``.git``: it is the top of a repository for what is below it.
+    has_git: bool
+
+    def decide(self, path: str, is_dir: bool) -> Decision:
+        relative = path[len(self.base) + 1:] if self.base != "/" else path[1:]
+        for rule in reversed(self.rules):
+            if rule.dir_only and not is_dir:
+                continue
+            if rule.regex.fullmatch(relative):
+                return "include" if rule.negated else "ignore"
+        return None
+
+
+def load_rules(folder: str) -> RuleSet:
+    has_git = os.path.exists(os.path.join(folder, ".git"))
+    try:
+        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return RuleSet(folder, (), has_git)
+    rules = tuple(rule for line in text.splitlines() if (rule := parse_rule(line)) is not None)
+    return RuleSet(folder, rules, has_git)
+
+
+def parent_rules(root: str) -> list[RuleSet]:
+    """The ``.gitignore`` rule sets above ``root`` up to the top of its repository, nearest first."""
+    found: list[RuleSet] = []
+    folder = root
+    while not os.path.exists(os.path.join(folder, ".git")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+        found.append(load_rules(folder))
+    return found
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the walk skips besides ``.gitignore`` and hidden names: ``--glob`` and ``--type``."""
+
+    globs: tuple[str, ...] = ()
+    file_type: str | None = None
+
+    def override_rules(self) -> tuple[tuple[Rule, ...], bool]:
+        """The ``--glob`` overrides, and whether any of them includes."""
+        rules: list[Rule] = []
+        for glob in self.globs:
+            # An override is a .gitignore line with the meaning inverted: ``!x`` excludes x.
+            rule = parse_rule(glob)
+            if rule is None:
+                raise GlobError(f"glob {glob!r} matches nothing")
+            rules.append(Rule(rule.regex, not rule.negated, rule.dir_only))
+        return tuple(rules), any(rule.negated for rule in rules)
+
+
+def _decide(path: str, relative: str, name: str, is_dir: bool, chain: Sequence[RuleSet] | None,
+            overrides: tuple[Rule, ...], any_include: bool, type_globs: tuple[re.Pattern[str], ...] | None) -> bool:
+    """Whether the walk keeps an entry (see the module docstring for the order of the rules)."""
+    if overrides:
+        for rule in reversed(overrides):
+            if (not rule.dir_only or is_dir) and rule.regex.fullmatch(relative):
+                return rule.negated
+        if any_include and not is_dir:
+            return False
+    included = False
+    for rules in chain or ():
+        decision = rules.decide(path, is_dir)
+        if decision == "ignore":
+            return False
+        if decision == "include":
+            included = True
+            break
+        if rules.has_git:
+            break
+    if type_globs is not None and not is_dir:
+        if not any(glob.fullmatch(name) for glob in type_globs):
+            return False
+        included = True
+    return included or not name.startswith(".")
+
+
+def walk(root: str, filters: Filters = Filters(), max_depth: int | None = None) -> Iterator[str]:
+    """The files under folder ``root`` a search looks at, as paths relative to it, in ``rg --sort path`` order
+    (at most ``max_depth`` folders deep: 1 is ``root``'s own files)."""
+    overrides, any_include = filters.override_rules()
+    type_globs = (tuple(compile_glob(glob) for glob in FILE_TYPES[filters.file_type])
+                  if filters.file_type is not None else None)
+    above = parent_rules(root)
+
+    def visit(folder: str, relative: str, chain: list[RuleSet], depth: int) -> Iterator[str]:
+        chain = [load_rules(folder), *chain]
+        # .gitignore files count inside a repository only (ripgrep's default).
+        rules = chain if any(ruleset.has_git for ruleset in chain) else None
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_file = not is_dir and entry.is_file(follow_symlinks=False)
+            except OSError:
+                continue
+            if not (is_dir or is_file):
+                continue
+            child = f"{relative}/{entry.name}" if relative else entry.name
+            if not _decide(entry.path, child, entry.name, is_dir, rules, overrides, any_include, type_globs):
+                continue
+            if is_dir:
+                if max_depth is None or depth < max_depth:
+                    yield from visit(entry.path, child, chain, depth + 1)
+            else:
+                yield child
+
+    yield from visit(root.rstrip("/") or "/", "", above, 1)
+
+
+def sort_key(path: str) -> tuple[str, ...]:
+    """Paths in the walk's order: by name within each folder, depth first."""
+    return tuple(path.split("/"))
+
+
+def shown_path(workspace: Path, path: str) -> str:
+    """``path`` (absolute) as the model is shown it: relative to the workspace when inside it."""
+    root = str(workspace)
+    if path == root:
+        return "."
+    if path.startswith(root.rstrip("/") + "/"):
+        return path[len(root.rstrip("/")) + 1:]
+    return path
+
+
+def iso_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def describe_missing(given: str, resolved: Path) -> str:
+    """Why ``resolved`` cannot be searched: it does not exist, or it is a broken link."""
+    if resolved.is_symlink():
+        return f"{given} is a symbolic link to {os.readlink(resolved)}, which does not exist"
+    return f"no such file or folder: {given} (looked at {resolved})"

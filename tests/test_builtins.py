@@ -275,3 +275,44 @@ def test_artifacts_are_in_their_audit_view_and_in_sessions_show(home_dir: Path, 
     assert "artifact: pull request Fix retries (https://example.com/o/r/pull/7)" in shown
     assert "artifact: branch Retry work (fix-retries)" in shown
     assert "  artifact recorded: branch Retry work (fix-retries)" in shown  # in the conversation, in order
+
+
+# -- replay -------------------------------------------------------------------------------
+
+
+def _edit_session(engine: Engine, workspace: Path) -> str:
+    (workspace / "notes.txt").write_text("the cat sat\non teh mat\n")
+    model = ScriptedModel([
+        ModelReply(tool_calls=[ToolCallRequest(id="r", name="read_file", arguments={"path": "notes.txt"})],
+                   stop_reason="tool_use"),
+        ModelReply(tool_calls=[ToolCallRequest(id="e", name="edit", arguments={
+            "path": "notes.txt", "old_string": "teh", "new_string": "the"})], stop_reason="tool_use"),
+        ModelReply(text="fixed", stop_reason="end_turn"),
+    ])
+    session = engine.start_session("run")
+    Agent(session, model).run("fix the typo")
+    session.end()
+    return session.session_id
+
+
+@pytest.mark.parametrize("tools", ["recorded", "rerun"])
+def test_a_replay_knows_what_the_recording_read_and_wrote(home_dir: Path, engine: Engine, workspace: Path,
+                                                          tmp_path: Path, tools: str) -> None:
+    """The read-state map of a replay is the recording's, moved to the replay's workspace:
+    served calls bring their read_state_updated with them (an edit is replay-unsafe: served)."""
+    from zagent_core.replay import replay
+
+    session_id = _edit_session(engine, workspace)
+    recorded = engine.session_state(session_id).read_state
+    # A rerun copies the workspace as it is now: put it back as the recording found it.
+    (workspace / "notes.txt").write_text("the cat sat\non teh mat\n")
+    with SQLiteJournal(tmp_path / "replays.db") as into:
+        report = replay(engine.journal, session_id, engine.home, into, tools=tools, workdir=tmp_path / "work")  # type: ignore[arg-type]
+        assert report.matched, report.text()
+        replayed = Engine(engine.home, into).session_state(report.replay_session_id).read_state
+    if tools == "rerun":
+        assert report.not_rerun == ["edit (e)"]  # read_file ran again; the edit was served
+    [(path_then, entry_then)] = recorded.items()
+    [(path_now, entry_now)] = replayed.items()
+    assert path_then == str(workspace / "notes.txt") and path_now.endswith("/notes.txt")
+    assert (entry_now.hash, entry_now.elided) == (entry_then.hash, True)  # what the edit left, as recorded

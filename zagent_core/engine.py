@@ -105,6 +105,7 @@ def offers(tools: ToolSet, builtins: dict[str, Builtin]) -> list[ToolOffer]:
         for b in builtins.values() if b.name not in tools.disabled]
 
 
+@functools.cache
 def zagent_version() -> str:
     try:
         return version("zagent")

@@ -316,3 +316,15 @@ def test_a_replay_knows_what_the_recording_read_and_wrote(home_dir: Path, engine
     [(path_now, entry_now)] = replayed.items()
     assert path_then == str(workspace / "notes.txt") and path_now.endswith("/notes.txt")
     assert (entry_now.hash, entry_now.elided) == (entry_then.hash, True)  # what the edit left, as recorded
+
+
+def test_doctor_counts_the_built_ins_says_which_grep_runs_and_reports_a_folder_taking_a_built_in_name(
+        home_dir: Path) -> None:
+    write_tool(home_dir, "grep", {"description": "my grep", "command": [sys.executable]})
+    (home_dir / "config.json").write_text(json.dumps({"tools": {"disabled": ["shell"]}}))
+    env = {"PATH": "/usr/bin:/bin", "ZAGENT_RG": "none"}
+    doctor = subprocess.run([*ZAGENT, "--home", str(home_dir), "doctor"], capture_output=True, text=True, env=env)
+    lines = doctor.stdout.splitlines()
+    assert f"built-ins: {len(registry.names()) - 1} offered; grep runs its Python search (no rg on PATH)" in lines
+    assert '  error: tools/grep: not loaded: "grep" is the name of a built-in tool; choose another name' in lines
+    assert doctor.returncode == 1

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
+    from zagent_core.builtins.base import Builtin
     from zagent_core.engine import Session
     from zagent_core.models import Model
     from zagent_store import SQLiteJournal
@@ -124,16 +125,15 @@ def complete_tools(ctx: click.Context, param: click.Parameter, incomplete: str) 
 
     try:
         from zagent_core.config import load_config
-        from zagent_core.manifest import load_tools
 
         home = _completion_home(ctx)
         if home_problem(home.root) or not home.tools_dir.is_dir():
             return []
-        toolset = load_tools(home, load_config(home.config_path)[0])
+        toolset, builtins, _ = _home_tools(home, load_config(home.config_path)[0])
         described = {name: tool.description for name, tool in toolset.tools.items()}
+        described.update((name, f"built-in: {builtin.description}") for name, builtin in builtins.items())
     except Exception:  # noqa: BLE001 - completing offers nothing rather than print a traceback into the shell
         return []
-    described["terminal"] = "built-in: list, read, wait for or kill background tasks"
     return [CompletionItem(name, help=head(text, 60)) for name, text in sorted(described.items())
             if name.startswith(incomplete)]
 
@@ -250,14 +250,11 @@ def tools() -> None:
 @click.pass_obj
 def tools_list(obj: Context, as_json: bool) -> None:
     """Loaded tools, and the folders that did not load with the reason."""
-    from zagent_core.builtins import registry
     from zagent_core.config import load_config
-    from zagent_core.manifest import load_tools
 
     home = obj.home
     config, config_problems = load_config(home.config_path)
-    toolset = load_tools(home, config, reserved=registry.names())
-    builtins, builtin_problems = registry.enabled(config)
+    toolset, builtins, builtin_problems = _home_tools(home, config)
     problems = config_problems + builtin_problems + toolset.problems
     if as_json:
         emit_json({
@@ -285,6 +282,16 @@ def tools_list(obj: Context, as_json: bool) -> None:
     if problems:
         say("\nproblems:")
         _say_problems(problems)
+
+
+def _home_tools(home: Home, config: Config) -> tuple[ToolSet, dict[str, Builtin], list[Problem]]:
+    """The home's tool folders (no folder may take a built-in's name), the built-ins the config
+    turns on, and what is wrong with ``builtins.enabled``: what a session of this home offers."""
+    from zagent_core.builtins import registry
+    from zagent_core.manifest import load_tools
+
+    builtins, problems = registry.enabled(config)
+    return load_tools(home, config, reserved=registry.names()), builtins, problems
 
 
 def _say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str]) -> None:
@@ -629,7 +636,8 @@ def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
     return report
 
 
-def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[Problem], journal: dict[str, Any]) -> None:
+def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[Problem], journal: dict[str, Any],
+                  builtins: str) -> None:
     from zagent_core.engine import zagent_version
 
     limits = config.limits
@@ -637,6 +645,7 @@ def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[P
     not_loaded = len({p.source for p in toolset.broken})
     say(f"tools: {len(toolset.tools)} loaded, {not_loaded} not loaded, "
         f"{len(toolset.disabled & toolset.tools.keys())} disabled")
+    say(builtins)
     if problems:
         _say_problems(problems)
     say(f"limits: default timeout {limits.default_timeout_seconds:g} s, output cap "
@@ -662,18 +671,20 @@ def doctor(obj: Context, as_json: bool) -> None:
     """
     import os
 
+    from zagent_core.builtins.grep import find_rg
     from zagent_core.config import load_config
     from zagent_core.engine import zagent_version
-    from zagent_core.manifest import load_tools, start_problem
+    from zagent_core.manifest import start_problem
     from zagent_core.problems import Problem
 
     home = obj.locate_home()
     unusable = home_problem(home.root)
     config, config_problems = load_config(home.config_path)
-    toolset = load_tools(home, config)
+    toolset, builtins, builtin_problems = _home_tools(home, config)
     unstartable = [Problem(source=f"tools/{tool.folder.name}", message=f"cannot start: {why}")
                    for _, tool in sorted(toolset.tools.items()) if (why := start_problem(tool))]
-    problems = config_problems + toolset.problems + unstartable
+    problems = config_problems + builtin_problems + toolset.problems + unstartable
+    offered = [name for name in builtins if name not in toolset.disabled]
     if unusable:
         problems.insert(0, Problem(source="home", message=unusable))
     elif home.root.is_dir() and not os.access(home.root, os.W_OK):
@@ -689,13 +700,17 @@ def doctor(obj: Context, as_json: bool) -> None:
             "zagent_version": zagent_version(),
             "home": str(home.root),
             "tools": {"loaded": sorted(toolset.tools), "disabled": sorted(toolset.disabled)},
+            "builtins": {"offered": offered, "ripgrep": find_rg()},
             "problems": [p.model_dump() for p in problems],
             "limits": config.limits.model_dump(),
             "capabilities": config.capabilities.model_dump(),
             "journal": journal,
         })
     else:
-        _print_doctor(home, config, toolset, problems, journal)
+        rg = find_rg()
+        _print_doctor(home, config, toolset, problems, journal,
+                      f"built-ins: {len(offered)} offered; grep runs "
+                      + (f"ripgrep ({rg})" if rg else "its Python search (no rg on PATH)"))
         say("broken: see the problems above" if broken else "all good", colour=ERROR if broken else OK)
     sys.exit(1 if broken else 0)
 

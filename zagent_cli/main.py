@@ -127,7 +127,7 @@ def complete_tools(ctx: click.Context, param: click.Parameter, incomplete: str) 
         from zagent_core.config import load_config
 
         home = _completion_home(ctx)
-        if home_problem(home.root) or not home.tools_dir.is_dir():
+        if home_problem(home.root):
             return []
         toolset, builtins, _ = _home_tools(home, load_config(home.config_path)[0])
         described = {name: tool.description for name, tool in toolset.tools.items()}

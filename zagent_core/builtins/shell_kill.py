@@ -9,23 +9,23 @@ from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.results import ToolResult
 
 #: The parameter naming a task, as the seed's shell_kill and wait_task take it.
-TASK_ID: dict[str, Any] = {"type": "integer", "minimum": 1,
-                           "description": "The task number (#N) that shell with run_in_background answered."}
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"task_id": TASK_ID},
-    "required": ["task_id"],
-    "additionalProperties": False,
-}
+_TASK_ID: dict[str, Any] = {"type": "integer", "minimum": 1,
+                            "description": "The task number (#N) that shell with run_in_background answered."}
+
+
+def task_parameters(others: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of shell_kill's and wait_task's arguments: ``task_id`` (required), then ``others``."""
+    return {"type": "object", "properties": {"task_id": _TASK_ID, **others}, "required": ["task_id"],
+            "additionalProperties": False}
+
+
+PARAMETERS: dict[str, Any] = task_parameters({})
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Kill a task at hand with everything it started; answers how it ended and its output."""
-    task_id = str(arguments["task_id"])
-    found = terminal.task_at_hand(context, task_id)
-    if isinstance(found, ToolResult):
-        return found
-    return terminal.kill(context, task_id)
+    task = terminal.task_at_hand(context, arguments["task_id"])
+    return task if isinstance(task, ToolResult) else terminal.kill(context, task.task_id)
 
 
 TOOL = Builtin(

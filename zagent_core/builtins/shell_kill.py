@@ -8,6 +8,12 @@ from zagent_core.builtins import terminal
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.results import ToolResult
 
+NAME = "shell_kill"
+DESCRIPTION = (
+    "Stop a background task (started by shell with run_in_background, or by a background tool) and "
+    "every process it started: SIGTERM, then SIGKILL after a grace period. Answers how it ended "
+    "and its output. A task that already ended is left as it is."
+)
 #: The parameter naming a task, as the seed's shell_kill and wait_task take it.
 _TASK_ID: dict[str, Any] = {"type": "integer", "minimum": 1,
                             "description": "The task number (#N) that shell with run_in_background answered."}
@@ -29,11 +35,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
 
 
 TOOL = Builtin(
-    name="shell_kill",
-    description=("Stop a background task (started by shell with run_in_background, or by a background tool) and "
-                 "every process it started: SIGTERM, then SIGKILL after a grace period. Answers how it ended "
-                 "and its output. A task that already ended is left as it is."),
-    parameters=PARAMETERS, run=run,
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
     # Killing what is dead again changes nothing.
     replay="safe",
 )

@@ -13,6 +13,12 @@ from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.builtins.shell_kill import task_parameters
 from zagent_core.results import ToolResult
 
+NAME = "wait_task"
+DESCRIPTION = (
+    "Wait for a background task (started by shell with run_in_background, or by a background tool) "
+    "to end, and answer how it ended and its output. If it has not ended by the timeout, it keeps "
+    "running and the answer starts with \"wait_task: timed out\"."
+)
 TIMED_OUT = "wait_task: timed out"
 DEFAULT_TIMEOUT_SECONDS = terminal.DEFAULT_WAIT_SECONDS
 MAX_TIMEOUT_SECONDS = 600
@@ -39,11 +45,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
 
 
 TOOL = Builtin(
-    name="wait_task",
-    description=("Wait for a background task (started by shell with run_in_background, or by a background tool) "
-                 "to end, and answer how it ended and its output. If it has not ended by the timeout, it keeps "
-                 "running and the answer starts with \"wait_task: timed out\"."),
-    parameters=PARAMETERS, run=run,
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
     # Waiting again after a crash is harmless.
     replay="safe",
 )

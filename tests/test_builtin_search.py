@@ -3,13 +3,11 @@ and journal, grep with ripgrep and with the Python search (each test runs with b
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_docs import _FENCE, DOCS, MARKER, _clean_env, _shown_lines_printed
 
 from zagent_core import Engine, Home
 from zagent_core.builtins import registry
@@ -21,7 +19,6 @@ from zagent_store import SQLiteJournal
 
 RG = Path(sys.executable).parent / "rg"
 Call = Callable[..., ToolResult]
-DOCS_PAGE = DOCS / "builtins.md"
 
 
 @pytest.fixture(params=["rg", "python"])
@@ -373,36 +370,3 @@ def test_grep_calls_are_journaled_as_builtins(tree: Path, engine: Engine, search
         session.call("grep", {"pattern": "RETRIES"})
     started = [s.event for s in engine.journal.read(session.session_id) if s.event.type == "tool_call_started"]
     assert [event.identity for event in started] == ["builtin:grep"]  # type: ignore[union-attr]
-
-
-# -- docs/builtins.md: the transcripts of list_files, glob and grep are what they print ----
-
-
-def search_doc_steps() -> list[tuple[str, str | None]]:
-    """The ```sh blocks of the list_files, glob and grep sections, each with the ```text block after it."""
-    text = DOCS_PAGE.read_text(encoding="utf-8")
-    sections = text[text.index("## list_files\n"):text.index("## shell\n")]
-    steps: list[tuple[str, str | None]] = []
-    for match in _FENCE.finditer(sections):
-        language, body = match.group(1), match.group(2)
-        if language == "sh":
-            steps.append((body, None))
-        elif language == "text" and steps and steps[-1][1] is None:
-            steps[-1] = (steps[-1][0], body)
-    return steps
-
-
-def test_the_search_transcripts_of_docs_builtins_are_what_zagent_prints(tmp_path: Path) -> None:
-    steps = search_doc_steps()
-    assert len(steps) >= 5 and all(shown is not None for _, shown in steps)
-    script = "".join(f"{body}echo '{MARKER}'\n" for body, _ in steps)
-    env = _clean_env(tmp_path)
-    env["ZAGENT_RG"] = str(RG) if RG.exists() else "none"
-    proc = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout
-    blocks = proc.stdout.split(MARKER + "\n")
-    for (command, shown), printed in zip(steps, blocks):
-        missing = _shown_lines_printed(shown or "", printed)
-        assert not missing, (f"{command}\nshows lines it does not print:\n" + "\n".join(missing)
-                             + f"\n\nit printed:\n{printed}")

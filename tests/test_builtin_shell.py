@@ -20,7 +20,6 @@ import pytest
 from conftest import PYTHON, running, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_docs import _FENCE, DOCS, MARKER, _clean_env, _shown_lines_printed
 
 from zagent_core import Engine, Home, tasks
 from zagent_core.agent import Agent, conversation
@@ -471,44 +470,6 @@ def test_record_artifact_refuses_a_file_outside_a_confined_workspace(home_dir: P
     session = Engine(Home(home_dir), journal, workspace=workspace, config=config).start_session("test")
     result = session.call("record_artifact", {"kind": "file", "title": "x", "path": str(outside)})
     assert result.is_error and "is outside the workspace" in result.output
-
-
-# -- the transcripts of docs/builtins.md --------------------------------------------------------
-
-#: The sections of docs/builtins.md whose transcripts this file checks.
-DOC_SECTIONS = ("shell", "shell_kill and wait_task", "record_artifact")
-#: How long a task ran before it was killed varies from run to run.
-_SECONDS = re.compile(r"\bafter \d+\.\d s\b")
-
-
-def doc_steps() -> list[tuple[str, str | None]]:
-    """Each ```sh block of the sections, with the ```text block right after it, if any."""
-    text = (DOCS / "builtins.md").read_text(encoding="utf-8")
-    sections = {part.split("\n", 1)[0]: part for part in re.split(r"^## ", text, flags=re.M)}
-    steps: list[tuple[str, str | None]] = []
-    for name in DOC_SECTIONS:
-        for match in _FENCE.finditer(sections[name]):
-            language, body = match.group(1), match.group(2)
-            if language == "sh":
-                steps.append((body, None))
-            elif language == "text" and steps and steps[-1][1] is None:
-                steps[-1] = (steps[-1][0], body)
-    return steps
-
-
-def test_the_shell_sections_transcripts_are_what_zagent_prints(tmp_path: Path) -> None:
-    steps = doc_steps()
-    assert len(steps) >= 6 and all(shown is not None for _, shown in steps)
-    # One shell, as a reader would type them; not -e: some commands answer an error on purpose.
-    script = "".join(f"{body}echo '{MARKER}'\n" for body, _ in steps)
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_clean_env(tmp_path), stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-    printed_blocks = done.stdout.split(MARKER + "\n")
-    assert len(printed_blocks) == len(steps) + 1, done.stdout
-    for (command, shown), printed in zip(steps, printed_blocks):
-        missing = _shown_lines_printed(_SECONDS.sub("after <n> s", shown or ""), _SECONDS.sub("after <n> s", printed))
-        assert not missing, f"docs/builtins.md:\n{command}\nshows lines it does not print:\n" + "\n".join(missing) + \
-            f"\n\nit printed:\n{printed}"
 
 
 _LINE = st.text(alphabet=st.sampled_from(["a", "é", "€", "𝄞", " "]), max_size=300)

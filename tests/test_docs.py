@@ -20,6 +20,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 
@@ -36,15 +37,42 @@ def fenced_blocks(path: Path) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _FENCE.finditer(path.read_text(encoding="utf-8"))]
 
 
-def tutorial_steps() -> list[tuple[str, str | None]]:
-    """Each ```sh block of the tutorial with the ```text block right after it, if any."""
+def command_steps(blocks: Iterable[tuple[str, str]]) -> list[tuple[str, str | None]]:
+    """Each ```sh block of ``(language, body)`` blocks with the ```text block right after it, if any."""
     steps: list[tuple[str, str | None]] = []
-    for language, body in fenced_blocks(DOCS / "tutorial.md"):
+    for language, body in blocks:
         if language == "sh":
             steps.append((body, None))
         elif language == "text" and steps and steps[-1][1] is None:
             steps[-1] = (steps[-1][0], body)
     return steps
+
+
+def tutorial_steps() -> list[tuple[str, str | None]]:
+    """Each ```sh block of the tutorial with the ```text block right after it, if any."""
+    return command_steps(fenced_blocks(DOCS / "tutorial.md"))
+
+
+def section_steps(path: Path, sections: Iterable[str]) -> list[tuple[str, str | None]]:
+    """:func:`command_steps` of the ``## `` sections of a Markdown file with these titles, in this order."""
+    parts = re.split(r"^## ", path.read_text(encoding="utf-8"), flags=re.M)
+    by_title = {part.split("\n", 1)[0]: part for part in parts}
+    return command_steps((m.group(1), m.group(2)) for title in sections for m in _FENCE.finditer(by_title[title]))
+
+
+def run_steps(steps: list[tuple[str, str | None]], cwd: Path, env: dict[str, str], *,
+              errexit: bool = True) -> tuple[int, list[str], str]:
+    """Run the command blocks in order in one bash, as a reader would type them.
+
+    Returns (exit status, the output of each block, all output). ``errexit``: run it with
+    ``bash -e``, stopping at the first command that fails.
+    """
+    script = "".join(f"{body}echo '{MARKER}'\n" for body, _ in steps)
+    proc = subprocess.run(
+        ["bash", *(["-e"] if errexit else []), "-c", script], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+    )
+    return proc.returncode, proc.stdout.split(MARKER + "\n"), proc.stdout
 
 
 def _path_with_zagent(bin_dir: Path) -> str:
@@ -74,13 +102,7 @@ def _clean_env(tmp: Path) -> dict[str, str]:
 def tutorial_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, list[str], str]:
     """Run the tutorial once: (exit status, the output of each command block, all output)."""
     tmp = tmp_path_factory.mktemp("tutorial")
-    steps = tutorial_steps()
-    script = "".join(f"{body}echo '{MARKER}'\n" for body, _ in steps)
-    proc = subprocess.run(
-        ["bash", "-e", "-c", script], cwd=tmp, env=_clean_env(tmp), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
-    )
-    return proc.returncode, proc.stdout.split(MARKER + "\n"), proc.stdout
+    return run_steps(tutorial_steps(), tmp, _clean_env(tmp))
 
 
 def test_tutorial_has_command_blocks() -> None:
@@ -172,17 +194,27 @@ def _shown_lines_printed(shown: str, printed: str) -> list[str]:
 def test_tutorial_outputs_are_what_it_prints(tutorial_run: tuple[int, list[str], str]) -> None:
     status, blocks, output = tutorial_run
     assert status == 0, output
+    assert assert_shown_is_printed("docs/tutorial.md", tutorial_steps(), blocks) >= 10
+
+
+def assert_shown_is_printed(where: str, steps: list[tuple[str, str | None]], blocks: list[str],
+                            normalize: Callable[[str], str] = lambda text: text) -> int:
+    """Assert that the lines each block of ``steps`` shows are, in order, among those it printed.
+
+    ``blocks`` is the output of each block (:func:`run_steps`); ``normalize`` rewrites both
+    sides first. Returns how many blocks show an output.
+    """
     checked = 0
-    for number, ((command, shown), printed) in enumerate(zip(tutorial_steps(), blocks), start=1):
+    for number, ((command, shown), printed) in enumerate(zip(steps, blocks), start=1):
         if shown is None:
             continue
         checked += 1
-        missing = _shown_lines_printed(shown, printed)
+        missing = _shown_lines_printed(normalize(shown), normalize(printed))
         assert not missing, (
-            f"command block {number} of docs/tutorial.md:\n{command}\nshows lines it does not print:\n"
+            f"command block {number} of {where}:\n{command}\nshows lines it does not print:\n"
             + "\n".join(missing) + f"\n\nit printed:\n{printed}"
         )
-    assert checked >= 10
+    return checked
 
 
 def test_normalization_keeps_what_matters() -> None:

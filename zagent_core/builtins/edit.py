@@ -18,17 +18,12 @@ DESCRIPTION = (
     "Replace old_string with new_string in a file. old_string must match the file exactly (whitespace and "
     "indentation included) and occur once, unless replace_all is true. Read the file with read_file first."
 )
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": files.PATH_PARAMETER,
-        "old_string": {"type": "string", "description": "The exact text to replace."},
-        "new_string": {"type": "string", "description": "The text to put in its place (different from old_string)."},
-        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false: exactly one)."},
-    },
-    "required": ["path", "old_string", "new_string"],
-    "additionalProperties": False,
-}
+PARAMETERS: dict[str, Any] = files.change_parameters({
+    "old_string": {"type": "string", "description": "The exact text to replace."},
+    "new_string": {"type": "string", "description": "The text to put in its place (different from old_string)."},
+}, {
+    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false: exactly one)."},
+})
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:

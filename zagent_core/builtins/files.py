@@ -42,6 +42,13 @@ PATH_PARAMETER: dict[str, Any] = {"type": "string", "minLength": 1,
                                   "description": "The file: absolute, or relative to the workspace."}
 
 
+def change_parameters(needed: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON schema of the arguments of a built-in that changes one file: ``path`` and the ``needed``
+    properties, required, then the ``optional`` ones."""
+    return {"type": "object", "properties": {"path": PATH_PARAMETER, **needed, **(optional or {})},
+            "required": ["path", *needed], "additionalProperties": False}
+
+
 class FileProblem(Exception):
     """A call that cannot go on; the message is the model's (the result is an error)."""
 

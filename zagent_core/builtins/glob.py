@@ -13,7 +13,7 @@ from typing import Any
 
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
 from zagent_core.builtins.search import GlobError, compile_glob, describe_missing, has_glob_chars, iso_time, \
-    shown_path, walk
+    listing, pattern_parameters, shown_path, walk
 from zagent_core.results import ToolResult
 
 NAME = "glob"
@@ -23,16 +23,10 @@ DESCRIPTION = (
     "(\"**/*.py\", \"src/**/test_*.{ts,tsx}\"). Skips hidden and .gitignored files. Rows: path, size in bytes "
     f"and modification time (UTC), tab-separated, sorted by path; metadata: false for paths only. At most {MAX_FILES}."
 )
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "pattern": {"type": "string", "minLength": 1, "description": "The glob pattern, relative to path."},
-        "path": {"type": "string", "description": "The folder to search from (default: the workspace)."},
-        "metadata": {"type": "boolean", "description": "Show size and modification time (default true)."},
-    },
-    "required": ["pattern"],
-    "additionalProperties": False,
-}
+PARAMETERS: dict[str, Any] = pattern_parameters(
+    "The glob pattern, relative to path.", "The folder to search from (default: the workspace).",
+    {"metadata": {"type": "boolean", "description": "Show size and modification time (default true)."}},
+)
 
 
 def split_pattern(pattern: str) -> tuple[str, str]:
@@ -83,17 +77,12 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
         return ToolResult(output="No files found", is_error=False)
     shown = shown_path(context.workspace, str(base))
     metadata = arguments.get("metadata", True)
-    lines = [_row(str(base), relative, shown, metadata) for relative in found[:MAX_FILES]]
-    if len(found) > MAX_FILES:
-        lines.append(f"[{MAX_FILES} of {len(found)} files shown; narrow the pattern or the path]")
-    return ToolResult(output="\n".join(lines), is_error=False)
+    return listing(found, lambda relative: _row(str(base), relative, shown, metadata), MAX_FILES,
+                   "files shown; narrow the pattern or the path")
 
 
 TOOL = Builtin(
-    name=NAME,
-    description=DESCRIPTION,
-    parameters=PARAMETERS,
-    run=run,
-    concurrency_safe=True,
-    replay="safe",
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
+    # It only reads: calls run side by side, and after a crash it is run again.
+    concurrency_safe=True, replay="safe",
 )

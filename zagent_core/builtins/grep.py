@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
-from zagent_core.builtins.search import (FILE_TYPES, Filters, GlobError, compile_glob, describe_missing, shown_path,
-                                         sort_key, walk)
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
+from zagent_core.builtins.search import (FILE_TYPES, Filters, GlobError, compile_glob, existing_path,
+                                         pattern_parameters, shown_path, sort_key, walk)
 from zagent_core.results import ToolResult
 
 Mode = Literal["files_with_matches", "content", "count"]
@@ -47,11 +47,8 @@ DESCRIPTION = (
     "Filter files with glob (e.g. \"*.py\", \"**/*.{ts,tsx}\") or type (e.g. \"py\"). "
     f"Output is paged: head_limit lines (default {DEFAULT_HEAD_LIMIT}) from offset."
 )
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "pattern": {"type": "string", "minLength": 1, "description": "The regular expression to search for."},
-        "path": {"type": "string", "description": "The folder or file to search (default: the workspace)."},
+PARAMETERS: dict[str, Any] = pattern_parameters(
+    "The regular expression to search for.", "The folder or file to search (default: the workspace).", {
         "glob": {"type": "string", "description": "Only files matching this glob (\"*.js\", \"src/**/*.py\"); "
                                                   "\"!x\" excludes. Overrides .gitignore for what it matches."},
         "type": {"type": "string", "enum": sorted(FILE_TYPES), "description": "Only files of this type."},
@@ -68,9 +65,7 @@ PARAMETERS: dict[str, Any] = {
                                       "Context lines and -- separators count."},
         "offset": {"type": "integer", "minimum": 0, "description": "Output lines to skip first, to page on."},
     },
-    "required": ["pattern"],
-    "additionalProperties": False,
-}
+)
 
 
 class SearchError(ValueError):
@@ -437,12 +432,9 @@ def page(lines: Iterator[str], head_limit: int, offset: int, byte_cap: int, empt
 def _query(context: BuiltinContext, arguments: Arguments) -> tuple[Query, str] | ToolResult:
     """The search ``arguments`` ask for and how its path is shown, or the error result that says what is wrong."""
     given = arguments.get("path") or "."
-    try:
-        root = context.resolve(given)
-    except PathRefused as exc:
-        return ToolResult(output=str(exc), is_error=True)
-    if not root.exists():
-        return ToolResult(output=describe_missing(given, root), is_error=True)
+    root = existing_path(context, given)
+    if isinstance(root, ToolResult):
+        return root
     root_is_file = not root.is_dir()
     if root_is_file:
         try:
@@ -516,10 +508,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
 
 
 TOOL = Builtin(
-    name=NAME,
-    description=DESCRIPTION,
-    parameters=PARAMETERS,
-    run=run,
-    concurrency_safe=True,
-    replay="safe",
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
+    # It only reads: calls run side by side, and after a crash it is run again.
+    concurrency_safe=True, replay="safe",
 )

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
-from zagent_core.builtins.search import describe_missing
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
+from zagent_core.builtins.search import existing_path, listing
 from zagent_core.results import ToolResult
 
 NAME = "list_files"
@@ -43,12 +43,9 @@ def _entry(entry: os.DirEntry[str]) -> str:
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Carry out one validated list_files call."""
     given = arguments.get("path") or "."
-    try:
-        folder = context.resolve(given)
-    except PathRefused as exc:
-        return ToolResult(output=str(exc), is_error=True)
-    if not folder.exists():
-        return ToolResult(output=describe_missing(given, folder), is_error=True)
+    folder = existing_path(context, given)
+    if isinstance(folder, ToolResult):
+        return folder
     if not folder.is_dir():
         return ToolResult(output=f"{given} is a file, not a folder; read it with read_file, or list its folder "
                                  f"({os.path.dirname(given) or '.'})", is_error=True)
@@ -59,17 +56,11 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
         return ToolResult(output=f"{given} cannot be listed: {exc.strerror or exc}", is_error=True)
     if not entries:
         return ToolResult(output=f"{given} is an empty folder", is_error=False)
-    lines = [_entry(entry) for entry in entries[:MAX_ENTRIES]]
-    if len(entries) > MAX_ENTRIES:
-        lines.append(f"[{MAX_ENTRIES} of {len(entries)} entries shown; use glob with a pattern to find the others]")
-    return ToolResult(output="\n".join(lines), is_error=False)
+    return listing(entries, _entry, MAX_ENTRIES, "entries shown; use glob with a pattern to find the others")
 
 
 TOOL = Builtin(
-    name=NAME,
-    description=DESCRIPTION,
-    parameters=PARAMETERS,
-    run=run,
-    concurrency_safe=True,
-    replay="safe",
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
+    # It only reads: calls run side by side, and after a crash it is run again.
+    concurrency_safe=True, replay="safe",
 )

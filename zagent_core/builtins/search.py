@@ -1,4 +1,6 @@
-"""What ``glob`` and ``grep`` share: glob patterns, ``.gitignore`` rules and the tree walk.
+"""What the search built-ins share: glob patterns, ``.gitignore`` rules and the tree walk
+(``glob`` and ``grep``), their parameters, how a path they are given is checked, and how a
+long listing is cut (with ``list_files``).
 
 The walk decides what to look at exactly as ripgrep does (its ``ignore`` crate), so the
 Python fallback of ``grep`` and the ``rg`` path give the same files:
@@ -22,12 +24,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
+
+from zagent_core.builtins.base import BuiltinContext, PathRefused
+from zagent_core.results import ToolResult
+
+Item = TypeVar("Item")
 
 Decision = Literal["ignore", "include"] | None
 
@@ -330,3 +337,38 @@ def describe_missing(given: str, resolved: Path) -> str:
     if resolved.is_symlink():
         return f"{given} is a symbolic link to {os.readlink(resolved)}, which does not exist"
     return f"no such file or folder: {given} (looked at {resolved})"
+
+
+def pattern_parameters(pattern: str, path: str, others: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of ``glob``'s and ``grep``'s arguments: ``pattern`` (required) and ``path``,
+    with these descriptions, then ``others``."""
+    return {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "minLength": 1, "description": pattern},
+            "path": {"type": "string", "description": path},
+            **others,
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+
+
+def existing_path(context: BuiltinContext, given: str) -> Path | ToolResult:
+    """The path ``given`` names, or the error result that says it is refused or not there."""
+    try:
+        resolved = context.resolve(given)
+    except PathRefused as exc:
+        return ToolResult(output=str(exc), is_error=True)
+    if not resolved.exists():
+        return ToolResult(output=describe_missing(given, resolved), is_error=True)
+    return resolved
+
+
+def listing(items: Sequence[Item], row: Callable[[Item], str], most: int, left_out: str) -> ToolResult:
+    """The rows of the first ``most`` items, a line each; where there are more, a last line counts
+    them: ``[most of N left_out]`` (``left_out`` names the rows and says how to find the others)."""
+    lines = [row(item) for item in items[:most]]
+    if len(items) > most:
+        lines.append(f"[{most} of {len(items)} {left_out}]")
+    return ToolResult(output="\n".join(lines), is_error=False)

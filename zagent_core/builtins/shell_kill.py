@@ -8,32 +8,34 @@ from zagent_core.builtins import terminal
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.results import ToolResult
 
+NAME = "shell_kill"
+DESCRIPTION = (
+    "Stop a background task (started by shell with run_in_background, or by a background tool) and "
+    "every process it started: SIGTERM, then SIGKILL after a grace period. Answers how it ended "
+    "and its output. A task that already ended is left as it is."
+)
 #: The parameter naming a task, as the seed's shell_kill and wait_task take it.
-TASK_ID: dict[str, Any] = {"type": "integer", "minimum": 1,
-                           "description": "The task number (#N) that shell with run_in_background answered."}
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"task_id": TASK_ID},
-    "required": ["task_id"],
-    "additionalProperties": False,
-}
+_TASK_ID: dict[str, Any] = {"type": "integer", "minimum": 1,
+                            "description": "The task number (#N) that shell with run_in_background answered."}
+
+
+def task_parameters(others: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of shell_kill's and wait_task's arguments: ``task_id`` (required), then ``others``."""
+    return {"type": "object", "properties": {"task_id": _TASK_ID, **others}, "required": ["task_id"],
+            "additionalProperties": False}
+
+
+PARAMETERS: dict[str, Any] = task_parameters({})
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Kill a task at hand with everything it started; answers how it ended and its output."""
-    task_id = str(arguments["task_id"])
-    found = terminal.task_at_hand(context, task_id)
-    if isinstance(found, ToolResult):
-        return found
-    return terminal.kill(context, task_id)
+    task = terminal.task_at_hand(context, arguments["task_id"])
+    return task if isinstance(task, ToolResult) else terminal.kill(context, task.task_id)
 
 
 TOOL = Builtin(
-    name="shell_kill",
-    description=("Stop a background task (started by shell with run_in_background, or by a background tool) and "
-                 "every process it started: SIGTERM, then SIGKILL after a grace period. Answers how it ended "
-                 "and its output. A task that already ended is left as it is."),
-    parameters=PARAMETERS, run=run,
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
     # Killing what is dead again changes nothing.
     replay="safe",
 )

@@ -57,8 +57,10 @@ def ended(task: TaskView) -> ToolResult:
     return ToolResult(output=f"{describe(task)}\n{task.output or ''}".rstrip(), is_error=bool(task.is_error))
 
 
-def task_at_hand(context: BuiltinContext, task_id: str) -> TaskView | ToolResult:
-    """The task numbered ``task_id`` if the session keeps it at hand, else the error result saying why."""
+def task_at_hand(context: BuiltinContext, number: int | str) -> TaskView | ToolResult:
+    """The task numbered ``number`` (a call's argument) if the session keeps it at hand, else the error result
+    saying why."""
+    task_id = str(number)
     tasks_kept, numbered = context.host.tasks_at_hand()
     for task in tasks_kept:
         if task.task_id == task_id:
@@ -103,10 +105,10 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
         return ToolResult(output="\n".join(lines), is_error=False)
     if "task" not in arguments:
         return ToolResult(output=f'"{action}" needs "task": the task number', is_error=True)
-    task_id = str(arguments["task"])
-    found = task_at_hand(context, task_id)
+    found = task_at_hand(context, arguments["task"])
     if isinstance(found, ToolResult):
         return found
+    task_id = found.task_id
     if action == "read":
         limit = context.config.limits.output_cap_bytes
         data, start, size = tasks.read_output(Path(found.task_dir), arguments.get("offset"), limit)

@@ -10,32 +10,32 @@ from typing import Any
 
 from zagent_core.builtins import terminal
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
-from zagent_core.builtins.shell_kill import TASK_ID
+from zagent_core.builtins.shell_kill import task_parameters
 from zagent_core.results import ToolResult
 
+NAME = "wait_task"
+DESCRIPTION = (
+    "Wait for a background task (started by shell with run_in_background, or by a background tool) "
+    "to end, and answer how it ended and its output. If it has not ended by the timeout, it keeps "
+    "running and the answer starts with \"wait_task: timed out\"."
+)
 TIMED_OUT = "wait_task: timed out"
 DEFAULT_TIMEOUT_SECONDS = terminal.DEFAULT_WAIT_SECONDS
 MAX_TIMEOUT_SECONDS = 600
 
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "task_id": TASK_ID,
-        "timeout": {"type": "number", "minimum": 0, "maximum": MAX_TIMEOUT_SECONDS,
-                    "description": f"Seconds to wait at most (default {DEFAULT_TIMEOUT_SECONDS:g}, at most "
-                                   f"{MAX_TIMEOUT_SECONDS}); the task keeps running if it has not ended by then."},
-    },
-    "required": ["task_id"],
-    "additionalProperties": False,
-}
+PARAMETERS: dict[str, Any] = task_parameters({
+    "timeout": {"type": "number", "minimum": 0, "maximum": MAX_TIMEOUT_SECONDS,
+                "description": f"Seconds to wait at most (default {DEFAULT_TIMEOUT_SECONDS:g}, at most "
+                               f"{MAX_TIMEOUT_SECONDS}); the task keeps running if it has not ended by then."},
+})
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Wait for a task at hand; answers how it ended and its output, or that it still runs."""
-    task_id = str(arguments["task_id"])
-    found = terminal.task_at_hand(context, task_id)
+    found = terminal.task_at_hand(context, arguments["task_id"])
     if isinstance(found, ToolResult):
         return found
+    task_id = found.task_id
     timeout = float(arguments.get("timeout", DEFAULT_TIMEOUT_SECONDS))
     task = terminal.wait(context, task_id, timeout)
     if task.status == "running":
@@ -45,11 +45,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
 
 
 TOOL = Builtin(
-    name="wait_task",
-    description=("Wait for a background task (started by shell with run_in_background, or by a background tool) "
-                 "to end, and answer how it ended and its output. If it has not ended by the timeout, it keeps "
-                 "running and the answer starts with \"wait_task: timed out\"."),
-    parameters=PARAMETERS, run=run,
+    name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run,
     # Waiting again after a crash is harmless.
     replay="safe",
 )

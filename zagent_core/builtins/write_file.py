@@ -18,15 +18,9 @@ DESCRIPTION = (
     "the old content or the new, never half. Overwriting an existing file needs a read_file of it first. "
     "To change part of a file, prefer edit."
 )
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": files.PATH_PARAMETER,
-        "content": {"type": "string", "description": "The file's whole new content."},
-    },
-    "required": ["path", "content"],
-    "additionalProperties": False,
-}
+PARAMETERS: dict[str, Any] = files.change_parameters(
+    {"content": {"type": "string", "description": "The file's whole new content."}},
+)
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:

@@ -328,3 +328,117 @@ def test_doctor_counts_the_built_ins_says_which_grep_runs_and_reports_a_folder_t
     assert f"built-ins: {len(registry.names()) - 1} offered; grep runs its Python search (no rg on PATH)" in lines
     assert '  error: tools/grep: not loaded: "grep" is the name of a built-in tool; choose another name' in lines
     assert doctor.returncode == 1
+
+
+# -- what the review found ----------------------------------------------------------------
+
+
+def test_a_built_in_output_that_is_not_valid_unicode_is_journaled_with_replacement_characters(engine: Engine) -> None:
+    engine.builtins["names"] = Builtin(
+        name="names", description="Lists a name read from disk.", parameters={"type": "object"},
+        run=lambda context, arguments: ToolResult(output="caf\udce9.txt", is_error=False))
+    with engine.start_session() as session:
+        assert session.call("names", {}).output == "caf\ufffd.txt"
+        assert session.call("terminal", {"action": "list"}).output == "no background tasks in this session"
+
+
+def test_a_built_in_that_stages_what_cannot_be_journaled_gets_an_error_result_and_the_session_goes_on(
+        engine: Engine) -> None:
+    from zagent_core.events import ArtifactRecorded
+
+    def stage_bad(context: BuiltinContext, arguments: dict[str, Any]) -> ToolResult:
+        context.record_artifact(ArtifactRecorded(call_id=context.call_id, kind="custom", title="\udce9"))
+        return ToolResult(output="recorded", is_error=False)
+
+    engine.builtins["bad"] = Builtin(name="bad", description="Stages a bad event.", parameters={"type": "object"},
+                                     run=stage_bad)
+    with engine.start_session() as session:
+        result = session.call("bad", {})
+        assert result.is_error and result.output.startswith("zagent could not record what bad returned:")
+        assert session.state.calls == {}  # the call has its result: nothing for a resume to run again
+
+
+def test_arguments_with_a_lone_surrogate_are_refused_saying_so(engine: Engine) -> None:
+    with engine.start_session() as session:
+        result = session.call("read_file", {"path": "\ud800.txt"})
+    assert result.is_error and "a lone surrogate" in result.output and "NaN" not in result.output
+
+
+def test_a_replay_safe_call_is_run_again_once_after_a_crash_never_a_third_time(home_dir: Path, engine: Engine) -> None:
+    from zagent_core.events import SessionStarted, ToolCallInterrupted, ToolCallRequested
+
+    python_tool(home_dir, "look", "print('looked')", replay="safe")
+    session_id = "20261201-000000-abcdef"
+    started = dict(tool="look", arguments={}, argv=["x"], cwd="/", input_mode="stdin_json", output_mode="text",
+                   timeout_seconds=None)
+    for attempt, expected in ((1, "looked"), (2, "not run a third time")):
+        sid = f"{session_id[:-1]}{attempt}"
+        engine.journal.append(sid, [
+            SessionStarted(origin="test", workspace=str(engine.workspace), zagent_version="0"),
+            ToolCallRequested(call_id="c1", tool="look", arguments={}),
+            ToolCallStarted(call_id="c1", attempt=attempt, **started)], 0)
+        resumed = engine.resume(sid)
+        resumed.end()
+        events = [e.event for e in engine.journal.read(sid)]
+        reruns = [e for e in events if isinstance(e, ToolCallStarted)]
+        if attempt == 1:
+            assert [e.attempt for e in reruns] == [1, 2] and events[-2].output.startswith(expected)  # type: ignore[union-attr]
+        else:
+            assert len(reruns) == 1
+            [cut] = [e for e in events if isinstance(e, ToolCallInterrupted)]
+            assert expected in cut.message
+
+
+def test_ctrl_c_stops_calls_running_side_by_side_and_journals_them_interrupted(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from conftest import PYTHON, wait_for
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    python_tool(home, "slow", "import json, os, sys, time\nme = json.load(sys.stdin)['me']\n"
+                "open(os.path.join(os.environ['ZAGENT_WORKSPACE'], me), 'w').close()\ntime.sleep(60)\n",
+                parameters={"type": "object", "properties": {"me": {"type": "string"}}}, concurrency_safe=True)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "both", "tool_calls": [
+        {"name": "slow", "arguments": {"me": "a"}}, {"name": "slow", "arguments": {"me": "b"}}]}, {"text": "done"}]))
+    proc = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(work), "run",
+                             "--model", f"scripted:{script}", "go"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: (work / "a").exists() and (work / "b").exists(), "both calls running", 30)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 15  # not the 60 s the calls would have run
+    with SQLiteJournal(home / "journal.db") as journal:
+        (summary,) = journal.sessions()
+        kinds = [e.event.type for e in journal.read(summary.session_id)]
+    assert kinds.count("tool_call_interrupted") == 2 and "tool_call_finished" not in kinds
+
+
+def test_a_process_sees_the_workspace_as_pwd_links_resolved(home_dir: Path, journal: SQLiteJournal,
+                                                            tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    engine = Engine(Home(home_dir), journal, workspace=tmp_path / "link")
+    python_tool(home_dir, "pwd", "import os\nprint(os.environ['PWD'])")
+    with engine.start_session() as session:
+        assert session.call("shell", {"command": "echo $PWD; pwd"}).output.split() == [str(real), str(real)]
+        assert session.call("pwd", {}).output.strip() == str(real)
+
+
+def test_tool_state_keys_totals_and_surrogates_are_checked(home_dir: Path, engine: Engine) -> None:
+    from zagent_core.builtins.base import ToolState
+
+    with pytest.raises(StateValueError, match="over 256"):
+        ToolState({}).set("k" * 300, 1)
+    state = ToolState({})
+    for n in range(17):  # 17 values of 60,000 bytes: under 1 MiB
+        state.set(f"k{n}", "x" * 60_000)
+    with pytest.raises(StateValueError, match="over the 1048576-byte limit of one call"):
+        state.set("k17", "x" * 60_000)
+    state.set("name", "caf\udce9")
+    assert state.get("name") == "caf\ufffd"

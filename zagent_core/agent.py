@@ -176,7 +176,19 @@ class Agent:
         def drain() -> None:
             if len(fleet) > 1:
                 with ThreadPoolExecutor(max_workers=min(len(fleet), self.config.max_concurrent_tools)) as pool:
-                    list(pool.map(self.run_call, fleet))
+                    futures = [pool.submit(self.run_call, call) for call in fleet]
+                    try:
+                        for future in futures:
+                            future.result()
+                    except KeyboardInterrupt:
+                        # Ctrl-C reached this thread only: stop the calls running beside it, and
+                        # the ones not started yet (the turn's end settles them).
+                        self.session.interrupt_calls.set()
+                        try:
+                            pool.shutdown(wait=True, cancel_futures=True)
+                        finally:
+                            self.session.interrupt_calls.clear()
+                        raise
             elif fleet:
                 self.run_call(fleet[0])
             fleet.clear()

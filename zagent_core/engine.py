@@ -85,6 +85,7 @@ from zagent_core.state import (
     to_snapshot,
 )
 from zagent_core.status import open_state, session_status
+from zagent_core.text import storable, storable_json
 from zagent_core.validation import validate_arguments
 
 log = get_logger(__name__)
@@ -164,6 +165,13 @@ def _unrecordable(requested: ToolCallRequested) -> str | None:
         json.dumps(requested.arguments, allow_nan=False)
         dump_event(requested)
     except (ValueError, RecursionError, TypeError):
+        try:
+            surrogates = storable_json(requested.arguments) != requested.arguments
+        except RecursionError:
+            surrogates = False
+        if surrogates:
+            return ("the arguments hold a lone surrogate (such as \\ud800), which is not valid Unicode; "
+                    "send the text as UTF-8")
         return ("the arguments are not plain JSON (NaN or Infinity, or nested too deeply); "
                 "send finite numbers and flatter objects")
     return None
@@ -319,6 +327,9 @@ class Session:
         self._lock = threading.RLock()
         self._listeners: list[Callable[[StoredEvent], None]] = []
         self._supervisors: dict[str, subprocess.Popen[bytes]] = {}
+        #: Set, running foreground calls stop their process trees and are journaled interrupted
+        #: (Ctrl-C reaches the main thread only: the agent sets this for calls running beside each other).
+        self.interrupt_calls = threading.Event()
         self._watcher: threading.Thread | None = None
         #: Who drives the session (this process), as its lease in the journal says.
         self.owner = leases.this_process(f"zagent {engine.command}" if engine.command else "zagent")
@@ -559,7 +570,8 @@ class Session:
         return call_dir, output_dir, notify_file
 
     def _run_builtin(self, builtin: Builtin, requested: ToolCallRequested, arguments: dict[str, Any],
-                     coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0) -> ToolResult:
+                     coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0,
+                     attempt: int = 1) -> ToolResult:
         """Run a validated call of a built-in; what it staged is committed with its result."""
         engine = self.engine
         call_id = requested.call_id
@@ -572,7 +584,7 @@ class Session:
                     call_id=call_id, task_id=task_id, tool=builtin.name, arguments=arguments, coercions=coercions,
                     argv=[], cwd=str(engine.workspace), input_mode="builtin", output_mode="text",
                     output_dir=str(folders[1]) if folders else None, notify_file=str(folders[2]) if folders else None,
-                    notify_offset=notify_offset, timeout_seconds=None, identity=builtin.identity,
+                    notify_offset=notify_offset, attempt=attempt, timeout_seconds=None, identity=builtin.identity,
                     tool_version=zagent_version(),
                 ),
             ])
@@ -595,11 +607,20 @@ class Session:
         except BaseException:
             self._stopped(call_id)
             raise
-        if not result.duration_ms:
-            result = result.model_copy(update={"duration_ms": round((time.monotonic() - started) * 1000)})
+        # What a built-in says may quote what it found on disk (a file name that is not UTF-8).
+        result = result.model_copy(update={"output": storable(result.output),
+                                           "duration_ms": result.duration_ms
+                                           or round((time.monotonic() - started) * 1000)})
         log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, duration_ms=result.duration_ms)
         crash_point("before_tool_call_finished")
-        self._append([*context.effects(), ToolCallFinished(call_id=call_id, **result.event_fields())])
+        try:
+            finished = [*context.effects(), ToolCallFinished(call_id=call_id, **result.event_fields())]
+            self._append(finished)
+        except (ValueError, TypeError) as exc:  # what it staged cannot be journaled: a bug of the built-in
+            log.error("tool_call_unrecordable", exc_info=True, call_id=call_id, tool=builtin.name)
+            result = ToolResult(output=f"zagent could not record what {builtin.name} returned: {exc}", is_error=True,
+                                duration_ms=result.duration_ms)
+            self._append([ToolCallFinished(call_id=call_id, **result.event_fields())])
         if task_id is not None and task_id in self.state.tasks:
             crash_point("after_task_started")
             self._watch()
@@ -616,7 +637,7 @@ class Session:
         """Run a call's process, journaling its notes as it runs and recording who it is."""
         def tick() -> bool:
             self.collect_notes(call_id)
-            return False
+            return self.interrupt_calls.is_set()
 
         def started(pid: int) -> None:
             # Who the tool is, so a resume after a crash can stop it if it still runs.
@@ -625,6 +646,8 @@ class Session:
 
         outcome = run_process(spec, on_tick=tick, on_start=started)
         self.collect_notes(call_id)  # what it wrote last
+        if outcome.stopped and self.interrupt_calls.is_set():
+            raise KeyboardInterrupt  # as in the main thread: the call is journaled interrupted
         return outcome
 
     def _call_environment(self, context: BuiltinContext) -> tuple[dict[str, str], list[str]]:
@@ -638,7 +661,9 @@ class Session:
             "ZAGENT_NOTIFY_FILE": str(context.call_dir / "notify"), "ZAGENT_CAPS": self.engine.config.capabilities.as_env(),
         }
         Path(added["ZAGENT_SCRATCH"]).mkdir(parents=True, exist_ok=True)
-        return tool_environment() | added, sorted(added)
+        # PWD is where the process runs (the workspace, links resolved), so paths the model
+        # copies from `pwd` are the ones the read-before-edit gate knows.
+        return tool_environment() | added | {"PWD": str(context.workspace)}, sorted(added)
 
     def run_call_process(self, context: BuiltinContext, argv: list[str], *, timeout: float | None,
                          capture_limit: int) -> ProcessOutcome:
@@ -670,7 +695,8 @@ class Session:
             return list(self.state.tasks.values()), self.state.tasks_numbered
 
     def _run(self, tool: Tool, requested: ToolCallRequested, arguments: dict[str, Any],
-             coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0) -> ToolResult:
+             coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0,
+             attempt: int = 1) -> ToolResult:
         """Run a validated call; ``again`` re-runs one a crash cut off (its request is journaled).
 
         ``notify_offset``: where the cut-off attempt's journaled notes end in the call's
@@ -699,7 +725,8 @@ class Session:
                     call_id=call_id, task_id=task_id, tool=tool.name, arguments=arguments, coercions=coercions,
                     argv=invocation.argv, cwd=str(invocation.cwd), input_mode=manifest.input,
                     output_mode=manifest.output, attach_outputs=manifest.attach_outputs, output_dir=str(output_dir),
-                    notify_file=str(notify_file), notify_offset=notify_offset, env_names=invocation.env_names,
+                    notify_file=str(notify_file), notify_offset=notify_offset, attempt=attempt,
+                    env_names=invocation.env_names,
                     timeout_seconds=invocation.timeout, manifest_hash=tool.manifest_hash,
                     files_hash=tool.files_hash(),
                 ),
@@ -811,7 +838,8 @@ class Session:
             tasks.stop(Path(call.notify_file).parent, wait=True)  # its tool, if it outlived us
             self.collect_notes(call.call_id)  # then every line it wrote
         requested = ToolCallRequested(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
-        rerun = self._rerun_of(call.tool)
+        # Run again once: a call that a crash cut off twice may be what brings the engine down.
+        rerun = self._rerun_of(call.tool) if call.attempt < 2 else None
         if rerun is not None and isinstance(call.arguments, dict):
             validator, run = rerun
             validated = validate_arguments(validator, call.arguments)
@@ -820,12 +848,15 @@ class Session:
                 if call.status == "running":  # the attempt that was cut off gets its own end
                     self._append([ToolCallInterrupted(call_id=call.call_id, message=(
                         f"zagent stopped while {call.tool} was running; it is replay-safe, so it runs again"))])
-                run(requested, validated.arguments, validated.coercions, again=True, notify_offset=offset)
+                run(requested, validated.arguments, validated.coercions, again=True, notify_offset=offset,
+                    attempt=call.attempt + 1 if call.status == "running" else call.attempt)
                 return
         when = f"at {call.started_at:%H:%M:%S}Z" if call.started_at else "before it started"
+        again = (" It had already been run again once after a crash, so it was not run a third time."
+                 if call.attempt > 1 else "")
         self._append([ToolCallInterrupted(call_id=call.call_id, message=(
             f"zagent stopped while {call.tool} was running (started {when}); the call was cut off and its "
-            "effect may or may not have happened. Check before calling it again."))])
+            f"effect may or may not have happened. Check before calling it again.{again}"))])
 
     def _rerun_of(self, name: str) -> tuple[Any, Callable[..., ToolResult]] | None:
         """For a replay-safe tool: its validator, and how to run a call of it again."""

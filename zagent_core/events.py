@@ -150,6 +150,8 @@ class ToolCallStarted(_Body):
     notify_file: str | None = None
     #: Where reading the notify file starts: after the lines of an earlier, cut-off attempt.
     notify_offset: int = 0
+    #: 1, or 2 when a resume runs a replay-safe call again after a crash cut it off (never a third time).
+    attempt: int = 1
     #: Names only: environment values never enter the journal.
     env_names: list[str] = []
     timeout_seconds: float | None

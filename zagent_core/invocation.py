@@ -119,9 +119,12 @@ def build_invocation(
         timeout = None
     else:
         timeout = manifest.timeout_seconds or default_timeout
+    cwd = tool.folder if manifest.cwd == "tool_dir" else context.workspace
+    # The working folder as the process sees it: an inherited PWD would name zagent's own.
+    env["PWD"] = str(cwd)
     return Invocation(
         argv=argv,
-        cwd=tool.folder if manifest.cwd == "tool_dir" else context.workspace,
+        cwd=cwd,
         env=env,
         stdin=stdin,
         timeout=timeout,

@@ -39,8 +39,10 @@ _MAX_PROBLEMS = 10
 _LINE_SNAP = 256
 
 _CAPABILITY_OF = {"image": "vision", "audio": "audio", "video": "video"}
-#: A tool-state value, as JSON, may be this big at most.
+#: A tool-state value, as JSON, may be this big at most; a key this long; one call's writes this big in all.
 MAX_STATE_VALUE_BYTES = 64 * 1024
+MAX_STATE_KEY_CHARS = 256
+MAX_STATE_WRITE_BYTES = 1024 * 1024
 
 
 class ToolResult(BaseModel):
@@ -70,6 +72,8 @@ def state_problem(key: Any, value: Any) -> str | None:
     """Why a tool-state write cannot be stored, or None."""
     if not isinstance(key, str) or not key:
         return f"tool state keys are non-empty strings, not {_quoted(key)}"
+    if len(key) > MAX_STATE_KEY_CHARS:
+        return f"tool state key {_quoted(key)[:40]}... is {len(key)} characters long, over {MAX_STATE_KEY_CHARS}"
     try:
         size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8"))
     except (TypeError, ValueError, RecursionError) as exc:
@@ -87,10 +91,20 @@ def _state_writes(value: Any) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(value, dict):
         return {}, [f'"state" must be an object of keys to new values (null removes a key), not {_quoted(value)}; '
                     "no state was written"]
-    problems = [problem for key, item in value.items() if (problem := state_problem(key, item)) is not None]
-    if problems:
-        return {}, [*problems[:_MAX_PROBLEMS], "no state was written"]
-    return storable_json(value), []
+    writes, problems = checked_state(value)
+    return (writes, []) if not problems else ({}, [*problems[:_MAX_PROBLEMS], "no state was written"])
+
+
+def checked_state(writes: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """One call's tool-state writes made storable (a lone surrogate becomes U+FFFD, as in
+    the rest of a result), and what is wrong with them: empty when they can be journaled."""
+    writes = storable_json(writes)
+    problems = [problem for key, item in writes.items() if (problem := state_problem(key, item)) is not None]
+    total = len(json.dumps(writes, ensure_ascii=False).encode("utf-8")) if not problems else 0
+    if total > MAX_STATE_WRITE_BYTES:
+        problems.append(f"the state written is {total} bytes as JSON, over the {MAX_STATE_WRITE_BYTES}-byte limit "
+                        "of one call; keep paths to files instead")
+    return writes, problems
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,8 @@ class CallView(BaseModel):
     timeout_seconds: float | None = None
     #: Where reading the notify file resumes: the offset after the last journaled note.
     notify_offset: int = 0
+    #: Which run of the call this is: 2 when a resume ran it again after a crash.
+    attempt: int = 1
     pid: int | None = None
     output: str | None = None
     is_error: bool | None = None
@@ -347,7 +349,7 @@ def _call_started(s: dict[str, Any], event: ToolCallStarted, stored: StoredEvent
                  arguments=event.arguments, coercions=event.coercions, output_dir=event.output_dir,
                  notify_file=event.notify_file, task_id=event.task_id, cwd=event.cwd,
                  output_mode=event.output_mode, attach_outputs=event.attach_outputs,
-                 timeout_seconds=event.timeout_seconds, notify_offset=event.notify_offset)
+                 timeout_seconds=event.timeout_seconds, notify_offset=event.notify_offset, attempt=event.attempt)
     if event.task_id is not None and event.task_id.isdigit():
         s["tasks_numbered"] = max(s["tasks_numbered"], int(event.task_id))
 

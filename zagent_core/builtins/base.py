@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zagent_core.config import Config
 from zagent_core.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolStateWritten
-from zagent_core.results import ToolResult, state_problem
+from zagent_core.results import ToolResult, checked_state
 
 if TYPE_CHECKING:
     from zagent_core.events import Event
@@ -87,11 +87,12 @@ class ToolState:
         return self._before.get(key, default)
 
     def set(self, key: str, value: Any) -> None:
-        """Stage ``value`` (JSON, at most 64 KiB) for ``key``; ``None`` removes the key."""
-        problem = state_problem(key, value)
-        if problem is not None:
-            raise StateValueError(problem)
-        self.staged[key] = value
+        """Stage ``value`` for ``key`` (``None`` removes the key): JSON, at most 64 KiB, and a
+        call's writes at most 1 MiB in all (:class:`StateValueError` says what is over)."""
+        staged, problems = checked_state({**self.staged, key: value})
+        if problems:
+            raise StateValueError(problems[0])
+        self.staged = staged
 
     def delete(self, key: str) -> None:
         self.staged[key] = None

@@ -442,3 +442,15 @@ def test_tool_state_keys_totals_and_surrogates_are_checked(home_dir: Path, engin
         state.set("k17", "x" * 60_000)
     state.set("name", "caf\udce9")
     assert state.get("name") == "caf\ufffd"
+
+
+def test_a_rerun_from_a_workspace_that_changed_since_says_which_files_differ(
+        home_dir: Path, engine: Engine, workspace: Path, tmp_path: Path) -> None:
+    from zagent_core.replay import replay
+
+    session_id = _edit_session(engine, workspace)  # the session fixed notes.txt: the workspace holds the fix
+    with SQLiteJournal(tmp_path / "replays.db") as into:
+        report = replay(engine.journal, session_id, engine.home, into, tools="rerun", workdir=tmp_path / "work")
+    assert not report.matched
+    assert any(note.startswith("1 file(s) of the workspace are not what the recording first read (notes.txt)")
+               for note in report.notes), report.notes

@@ -226,6 +226,34 @@ def _effects(events: Iterable[StoredEvent], workspace_then: str | None, workspac
     return effects
 
 
+def _changed_since(events: Iterable[StoredEvent], workspace_then: str | None, workspace: Path) -> str | None:
+    """A note naming the files of the workspace copy that are not what the recording first
+    read: a rerun from them reads something else, and diverges for that reason alone."""
+    from zagent_core.builtins.files import content_hash
+
+    first: dict[str, str | None] = {}  # path -> hash first read (None: the session wrote it first)
+    for stored in events:
+        if isinstance(stored.event, ReadStateUpdated):
+            for entry in stored.event.entries:
+                first.setdefault(entry.path, None if entry.elided else entry.hash)
+    changed = []
+    for path, digest in first.items():
+        if digest is None or not workspace_then:
+            continue
+        now = Path(_moved(path, workspace_then, workspace))
+        try:
+            same = now.is_relative_to(workspace) and content_hash(now.read_bytes()) == digest
+        except OSError:
+            same = False
+        if now.is_relative_to(workspace) and not same:
+            changed.append(str(now.relative_to(workspace)))
+    if not changed:
+        return None
+    return (f"{len(changed)} file(s) of the workspace are not what the recording first read "
+            f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}): the rerun starts from the workspace "
+            "as it is now; give a checkout of its state when the session began with --workspace DIR")
+
+
 def _moved(path: str, then: str, now: Path) -> str:
     relative = os.path.relpath(path, then)
     return path if relative == ".." or relative.startswith("../") else os.path.normpath(os.path.join(now, relative))
@@ -571,6 +599,9 @@ def _replay(recorded: list[StoredEvent], home: Home, into: Journal, options: _Op
                                            "given" if options.workspace else "recorded", workdir, home)
     if copy_note:
         report.notes.append(copy_note)
+    changed = _changed_since(recorded, workspace_then, workspace) if tools == "rerun" else None
+    if changed:
+        report.notes.append(changed)
     engine = Engine(Home(scratch_home), into, workspace=workspace,
                     config=_replay_config(options.config, recorded, len(replies)))
     session = engine.start_session(origin=f"replay of {session_id} (tools {tools})")

@@ -9,6 +9,7 @@ the journal rebuild, are in ``test_read_state.py``.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import stat
 import subprocess
@@ -464,3 +465,84 @@ def test_a_write_removes_what_a_killed_write_left_and_nothing_else(tmp_path: Pat
         path.write_text("half")
     files.write_atomic(tmp_path / "f.txt", b"whole")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f.txt", ours.name, other.name])
+
+
+# -- what is not a small regular file -----------------------------------------------------
+
+#: Runs the calls given as JSON in a session of its own, its address space capped a little above what it uses
+#: once loaded, and prints each result: a FIFO that hangs, or a file read whole, fails it instead of the suite.
+_CHILD = """
+import json, resource, sys
+from pathlib import Path
+from zagent_core import Engine, Home
+from zagent_core.config import Config
+from zagent_store import SQLiteJournal
+home, workspace, calls = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+with Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace, config=Config()).start_session() as s:
+    size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (size + 256 * 2**20, resource.RLIM_INFINITY))
+    for tool, arguments in calls:
+        result = s.call(tool, arguments)
+        print(json.dumps([result.output, result.is_error]), flush=True)
+"""
+
+
+def in_child(home: Path, workspace: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, bool]]:
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(home), str(workspace), json.dumps(calls)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [tuple(json.loads(line)) for line in done.stdout.splitlines()]  # type: ignore[misc]
+
+
+def test_a_fifo_or_a_device_is_refused_not_waited_on(home_dir: Path, workspace: Path) -> None:
+    os.mkfifo(workspace / "pipe")
+    (workspace / "pipe.txt").symlink_to("pipe")
+    not_regular = ("the file tools only work on regular files (look at it with shell if you must, e.g. head -c "
+                   "1000)")
+    calls = [("read_file", {"path": "pipe"}), ("read_file", {"path": "pipe.txt"}), ("read_file", {"path": "/dev/zero"}),
+             ("write_file", {"path": "pipe", "content": "x"}),
+             ("edit", {"path": "pipe", "old_string": "a", "new_string": "b"}),
+             ("multi_edit", {"path": "/dev/zero", "edits": [{"old_string": "a", "new_string": "b"}]})]
+    assert in_child(home_dir, workspace, calls) == [
+        (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"pipe.txt is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"/dev/zero is a character device, not a regular file; {not_regular}", True),
+        (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"/dev/zero is a character device, not a regular file; {not_regular}", True),
+    ]
+    assert stat.S_ISFIFO(os.lstat(workspace / "pipe").st_mode)  # not replaced by a regular file
+
+
+def test_a_huge_file_is_never_read_whole(home_dir: Path, workspace: Path) -> None:
+    head = "".join(f"line {n}\n" for n in range(1, 2001)).encode()
+    with open(workspace / "huge.log", "wb") as handle:
+        handle.write(head)
+        handle.truncate(600 * 2**20)  # sparse: 600 MiB on paper, more than the child may hold
+    results = in_child(home_dir, workspace, [
+        ("read_file", {"path": "huge.log", "offset": 3, "limit": 2}),
+        ("edit", {"path": "huge.log", "old_string": "line 1\n", "new_string": "line one\n"}),
+        ("write_file", {"path": "huge.log", "content": "small\n"})])
+    assert results[0] == ("     3\tline 3\n     4\tline 4\n[lines 3-4 of a 600.0 MiB file shown; read on with offset 5]",
+                          False)
+    too_large = ("huge.log is 600 MiB, more than the 64 MiB the edit tools load whole; look at it with read_file "
+                 "(offset/limit) or grep, and change it with shell (e.g. sed -i)")
+    assert results[1:] == [(too_large, True), (too_large, True)]
+    assert (workspace / "huge.log").stat().st_size == 600 * 2**20
+
+
+def test_a_read_cut_by_the_byte_cap_is_not_answered_with_the_stub(session: Session, workspace: Path) -> None:
+    lines_file(workspace / "a.txt", 1000, width=200)  # about 200 KB
+    lines_file(workspace / "b.txt", 1000, width=100)  # about 100 KB: cut by the cap the two reads share
+    both = ok(session, "read_file", files=[{"path": "a.txt"}, {"path": "b.txt"}])
+    assert "(the 256 KiB cap of one read was reached)" in both
+    alone = ok(session, "read_file", path="b.txt")
+    assert "unchanged since" not in alone and alone.endswith("  1000\tline 1000" + "x" * 100)
+    assert "unchanged since" in ok(session, "read_file", path="b.txt")
+
+
+def test_read_file_offset_and_limit_have_a_maximum(session: Session, workspace: Path) -> None:
+    lines_file(workspace / "a.txt", 3)
+    for name in ("offset", "limit"):
+        output = refused(session, "read_file", path="a.txt", **{name: 10**30})
+        assert "must be <= 2147483647" in output and "zagent failed" not in output, output

@@ -14,8 +14,10 @@ import contextlib
 import hashlib
 import itertools
 import os
+import re
 import stat
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +35,10 @@ READ_BYTE_CAP = 256 * 1024
 BINARY_SAMPLE = 8192
 #: Share of U+FFFD in the decoded sample above which the file is taken for binary.
 BINARY_REPLACEMENT_SHARE = 0.10
+#: Files larger than this are never read whole: read_file reads only the slice it shows, the edit tools refuse them.
+WHOLE_FILE_CAP = 64 * 1024 * 1024
+#: Bytes hashed (or scanned) at a time, so a file of any size costs one chunk of memory.
+STREAM_CHUNK = 1024 * 1024
 #: From this many refusals in a row on, the gate says something outside the session rewrites the file.
 REWRITER_REFUSALS = 2
 
@@ -75,13 +81,53 @@ def target(context: BuiltinContext, path: str) -> Path:
         raise FileProblem(str(exc)) from None
 
 
-def read_bytes(path: Path, shown: str) -> bytes:
-    """The bytes of an existing file, or a :class:`FileProblem` saying what is wrong."""
+@contextlib.contextmanager
+def open_regular(path: Path, shown: str, doing: str) -> Iterator[tuple[int, int]]:
+    """A descriptor of ``path`` open for reading and its size; a :class:`FileProblem` when it is not a
+    regular file (a FIFO would block the read forever, a device never ends)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        # O_NONBLOCK: opening a FIFO without a writer must not wait for one.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise _problem(exc, path, shown, "read") from None
+        raise _problem(exc, path, shown, doing) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise _problem(IsADirectoryError(), path, shown, doing)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileProblem(f"{shown} is {_kind(info.st_mode)}, not a regular file; the file tools only work on "
+                              "regular files (look at it with shell if you must, e.g. head -c 1000)")
+        yield fd, info.st_size
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    kinds = [(stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def read_bytes(path: Path, shown: str) -> bytes:
+    """The bytes of an existing regular file up to :data:`WHOLE_FILE_CAP`, or a :class:`FileProblem` saying
+    what is wrong."""
+    with open_regular(path, shown, "read") as (fd, size):
+        if size > WHOLE_FILE_CAP:
+            raise too_large(shown, size)
+        try:
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = handle.read(WHOLE_FILE_CAP + 1)
+        except OSError as exc:
+            raise _problem(exc, path, shown, "read") from None
+    if len(data) > WHOLE_FILE_CAP:  # it grew since fstat
+        raise too_large(shown, len(data))
+    return data
+
+
+def too_large(shown: str, size: int) -> FileProblem:
+    return FileProblem(f"{shown} is {size / 2**20:.0f} MiB, more than the {WHOLE_FILE_CAP // 2**20} MiB the edit "
+                       "tools load whole; look at it with read_file (offset/limit) or grep, and change it with shell "
+                       "(e.g. sed -i)")
 
 
 def _problem(exc: OSError, path: Path, shown: str, doing: str) -> FileProblem:
@@ -163,11 +209,11 @@ def gate(context: BuiltinContext, path: Path, shown: str, data: bytes) -> None:
     raise FileProblem(f"{shown} changed since you read it at {entry.at}; read it again")
 
 
-def remember_read(context: BuiltinContext, path: Path, data: bytes, offset: int, limit: int | None,
+def remember_read(context: BuiltinContext, path: Path, digest: str, offset: int, limit: int | None,
                   line_numbers: bool) -> None:
-    """Stage what the model was just shown of ``path`` (refusals in a row carry on)."""
+    """Stage what the model was just shown of ``path`` (its :func:`content_hash`; refusals in a row carry on)."""
     before = context.seen(path)
-    context.remember(ReadEntry(path=str(path), hash=content_hash(data), offset=offset, limit=limit,
+    context.remember(ReadEntry(path=str(path), hash=digest, offset=offset, limit=limit,
                                line_numbers=line_numbers, at=now_iso(),
                                stale_rejections=before.stale_rejections if before else 0))
 

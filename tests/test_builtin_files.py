@@ -457,14 +457,42 @@ def test_atomic_write_leaves_no_temporary_file_on_failure(tmp_path: Path) -> Non
 
 
 def test_a_write_removes_what_a_killed_write_left_and_nothing_else(tmp_path: Path) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    orphan = tmp_path / f".f.txt.{int(dead.stdout)}.abc{files._TEMPORARY}"
-    ours = tmp_path / f".f.txt.{os.getpid()}.abc{files._TEMPORARY}"  # a write still running
-    other = tmp_path / f".g.txt.{int(dead.stdout)}.abc{files._TEMPORARY}"  # another file's
-    for path in (orphan, ours, other):
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    orphan = tmp_path / f".f.txt.{dead}.abc_1234{files._TEMPORARY}"
+    ours = tmp_path / f".f.txt.{os.getpid()}.abc_1234{files._TEMPORARY}"  # a write still running
+    other = tmp_path / f".g.txt.{dead}.abc_1234{files._TEMPORARY}"  # another file's
+    # The write of f.txt.<dead> still running (its writer, us, is alive): ".f.txt." plus digits, like a pid.
+    longer = tmp_path / f".f.txt.{dead}.{os.getpid()}.abc_1234{files._TEMPORARY}"
+    for path in (orphan, ours, other, longer):
         path.write_text("half")
     files.write_atomic(tmp_path / "f.txt", b"whole")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f.txt", ours.name, other.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f.txt", ours.name, other.name, longer.name])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another owner")
+def test_a_write_keeps_the_owner(session: Session, workspace: Path) -> None:
+    for tool, arguments in [("write_file", {"content": "new\n"}), ("edit", {"old_string": "old", "new_string": "x"}),
+                            ("multi_edit", {"edits": [{"old_string": "old", "new_string": "x"}]})]:
+        path = workspace / f"{tool}.txt"
+        path.write_text("old\n")
+        os.chown(path, 1000, 1000)
+        ok(session, "read_file", path=path.name)
+        ok(session, tool, path=path.name, **arguments)
+        assert (path.stat().st_uid, path.stat().st_gid, path.read_text() != "old\n") == (1000, 1000, True)
+
+
+def test_a_read_only_file_is_not_replaced(session: Session, workspace: Path) -> None:
+    for tool, arguments in [("write_file", {"content": "new\n"}), ("edit", {"old_string": "old", "new_string": "x"}),
+                            ("multi_edit", {"edits": [{"old_string": "old", "new_string": "x"}]})]:
+        path = workspace / f"my {tool}.txt"
+        path.write_text("old\n")
+        path.chmod(0o444)
+        ok(session, "read_file", path=path.name)
+        assert refused(session, tool, path=path.name, **arguments) == (
+            f"my {tool}.txt is read-only (mode 444); it was not changed. If it should change, make it writable "
+            f"first (e.g. shell: chmod u+w 'my {tool}.txt')")
+        assert (path.read_text(), stat.S_IMODE(path.stat().st_mode)) == ("old\n", 0o444)
 
 
 # -- what is not a small regular file -----------------------------------------------------
@@ -546,3 +574,14 @@ def test_read_file_offset_and_limit_have_a_maximum(session: Session, workspace: 
     for name in ("offset", "limit"):
         output = refused(session, "read_file", path="a.txt", **{name: 10**30})
         assert "must be <= 2147483647" in output and "zagent failed" not in output, output
+
+
+def test_the_gate_says_how_to_edit_under_tools_run(home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    hint = " (each zagent tools run is a new session: to change files there, set builtins.require_read_before_edit " \
+           "to false in config.json)"
+    for origin, expected in [("tools run", hint), ("api", "")]:
+        with Engine(Home(home_dir), journal, workspace=workspace).start_session(origin) as live:
+            assert refused(live, "edit", path="a.txt", old_string="a", new_string="b") == (
+                "a.txt has not been read in this session; read it with read_file first, so the change is made to "
+                f"what is really there{expected}")

@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import os
 import re
+import shlex
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -196,7 +197,7 @@ def gate(context: BuiltinContext, path: Path, shown: str, data: bytes) -> None:
     entry = context.seen(path)
     if entry is None:
         raise FileProblem(f"{shown} has not been read in this session; read it with read_file first, "
-                          "so the change is made to what is really there")
+                          f"so the change is made to what is really there{_one_call_hint(context)}")
     if content_hash(data) == entry.hash:
         return
     refusals = entry.stale_rejections + 1
@@ -207,6 +208,16 @@ def gate(context: BuiltinContext, path: Path, shown: str, data: bytes) -> None:
             "outside this session (an editor's auto-save, a formatter, a file watcher) keeps rewriting it. "
             "Stop whatever rewrites it, or make the change with that tool in mind, then read it again")
     raise FileProblem(f"{shown} changed since you read it at {entry.at}; read it again")
+
+
+def _one_call_hint(context: BuiltinContext) -> str:
+    """Under ``zagent tools run`` each call is a session of its own, so no read can come first: say what can."""
+    from zagent_core.engine import Session
+
+    if isinstance(context.host, Session) and context.host.state.origin == "tools run":
+        return " (each zagent tools run is a new session: to change files there, set " \
+               "builtins.require_read_before_edit to false in config.json)"
+    return ""
 
 
 def remember_read(context: BuiltinContext, path: Path, digest: str, offset: int, limit: int | None,
@@ -241,16 +252,18 @@ def write_atomic(path: Path, data: bytes) -> Written:
 
     The bytes go to a temporary file in the same folder, are synced, and the temporary
     file is renamed over the target; its mode is the old file's (a new file gets the
-    umask's). A symlink is written through: its target changes, the link stays. Parent
+    umask's), and so is its owner where the process may set it (root may; others keep
+    their own). A symlink is written through: its target changes, the link stays. Parent
     folders are created. The folder is not synced: if a power loss undoes the rename, the
     gate sees a file other than the one the journal says was written, and refuses an edit.
     """
     real = Path(os.path.realpath(path))
     real.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
+        old: os.stat_result | None = os.stat(real)
     except FileNotFoundError:
-        mode = None
+        old = None
+    mode = stat.S_IMODE(old.st_mode) if old else None
     _remove_orphans(real)
     # The pid in the name tells a later write whether the writer of a leftover is dead.
     fd, temporary = tempfile.mkstemp(prefix=f".{real.name}.{os.getpid()}.", suffix=_TEMPORARY, dir=real.parent)
@@ -258,6 +271,10 @@ def write_atomic(path: Path, data: bytes) -> Written:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            if old:
+                # Best effort, before the mode (chown clears set-uid bits); a refusal leaves it ours.
+                with contextlib.suppress(OSError):
+                    os.fchown(handle.fileno(), old.st_uid, old.st_gid)
             os.fchmod(handle.fileno(), mode if mode is not None else _NEW_FILE_MODE)
             os.fsync(handle.fileno())
         os.replace(temporary, real)
@@ -273,14 +290,14 @@ _TEMPORARY = ".zagent-tmp"
 
 def _remove_orphans(real: Path) -> None:
     """Delete the temporary files a killed write of ``real`` left behind (their writer is dead)."""
-    prefix = f".{real.name}."
+    # Exactly the names mkstemp makes for this file: ".v." is also how ".v.3999999.<pid>..." (of v.3999999) starts.
+    mine = re.compile(re.escape(f".{real.name}.") + r"(\d+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY))
     try:
-        names = [n for n in os.listdir(real.parent) if n.startswith(prefix) and n.endswith(_TEMPORARY)]
+        names = os.listdir(real.parent)
     except OSError:
         return
     for name in names:
-        pid = name[len(prefix):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if (match := mine.fullmatch(name)) and not _alive(int(match[1])):
             with contextlib.suppress(OSError):
                 os.unlink(real.parent / name)
 
@@ -307,12 +324,25 @@ _NEW_FILE_MODE = 0o666 & ~_read_umask()
 
 def write_text_checked(context: BuiltinContext, path: Path, shown: str, data: bytes) -> Written:
     """Write ``data`` atomically and stage the new entry, or a :class:`FileProblem` saying why not."""
+    _refuse_read_only(path, shown)
     try:
         written = write_atomic(path, data)
     except OSError as exc:
         raise _problem(exc, path, shown, "written") from None
     remember_write(context, path, data)
     return written
+
+
+def _refuse_read_only(path: Path, shown: str) -> None:
+    """A file without any write bit, or that this process may not write, is not replaced: the rename would
+    succeed (it needs only the folder), but the file says it should not change."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not mode & 0o222 or not os.access(path, os.W_OK):
+        raise FileProblem(f"{shown} is read-only (mode {stat.S_IMODE(mode):o}); it was not changed. If it should "
+                          f"change, make it writable first (e.g. shell: chmod u+w {shlex.quote(shown)})")
 
 
 # -- replacing strings (edit, multi_edit) -------------------------------------------------

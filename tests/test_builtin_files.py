@@ -530,12 +530,15 @@ def test_a_fifo_or_a_device_is_refused_not_waited_on(home_dir: Path, workspace: 
     calls = [("read_file", {"path": "pipe"}), ("read_file", {"path": "pipe.txt"}), ("read_file", {"path": "/dev/zero"}),
              ("write_file", {"path": "pipe", "content": "x"}),
              ("edit", {"path": "pipe", "old_string": "a", "new_string": "b"}),
-             ("multi_edit", {"path": "/dev/zero", "edits": [{"old_string": "a", "new_string": "b"}]})]
+             ("multi_edit", {"path": "/dev/zero", "edits": [{"old_string": "a", "new_string": "b"}]}),
+             ("grep", {"pattern": "a", "path": "pipe"}), ("grep", {"pattern": "a", "path": "/dev/zero"})]
     assert in_child(home_dir, workspace, calls) == [
         (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
         (f"pipe.txt is a named pipe (FIFO), not a regular file; {not_regular}", True),
         (f"/dev/zero is a character device, not a regular file; {not_regular}", True),
         (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"/dev/zero is a character device, not a regular file; {not_regular}", True),
         (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
         (f"/dev/zero is a character device, not a regular file; {not_regular}", True),
     ]

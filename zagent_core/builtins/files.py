@@ -18,7 +18,7 @@ import re
 import shlex
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,7 +62,15 @@ class FileProblem(Exception):
 
 def content_hash(data: bytes) -> str:
     """The 64-bit hash (16 hex digits) the gate compares: SHA-256's first 8 bytes."""
-    return hashlib.sha256(data).hexdigest()[:16]
+    return stream_hash((data,))
+
+
+def stream_hash(chunks: Iterable[bytes]) -> str:
+    """:func:`content_hash` of the bytes ``chunks`` yield, one at a time (a large file is never held whole)."""
+    sha = hashlib.sha256()
+    for chunk in chunks:
+        sha.update(chunk)
+    return sha.hexdigest()[:16]
 
 
 def now_iso() -> str:

@@ -7,7 +7,6 @@ answered with a short stub instead of the same text again.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,11 +72,7 @@ class _Source:
             start += len(chunk)
 
     def digest(self) -> str:
-        """The file's :func:`files.content_hash`, hashed as a stream."""
-        sha = hashlib.sha256()
-        for chunk in self.chunks():
-            sha.update(chunk)
-        return sha.hexdigest()[:16]
+        return files.stream_hash(self.chunks())
 
 
 @dataclass

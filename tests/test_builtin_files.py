@@ -470,10 +470,15 @@ def test_a_write_removes_what_a_killed_write_left_and_nothing_else(tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f.txt", ours.name, other.name, longer.name])
 
 
+#: A call of each tool that changes a file holding "old\n".
+_CHANGES: list[tuple[str, dict[str, Any]]] = [
+    ("write_file", {"content": "new\n"}), ("edit", {"old_string": "old", "new_string": "x"}),
+    ("multi_edit", {"edits": [{"old_string": "old", "new_string": "x"}]})]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another owner")
 def test_a_write_keeps_the_owner(session: Session, workspace: Path) -> None:
-    for tool, arguments in [("write_file", {"content": "new\n"}), ("edit", {"old_string": "old", "new_string": "x"}),
-                            ("multi_edit", {"edits": [{"old_string": "old", "new_string": "x"}]})]:
+    for tool, arguments in _CHANGES:
         path = workspace / f"{tool}.txt"
         path.write_text("old\n")
         os.chown(path, 1000, 1000)
@@ -483,8 +488,7 @@ def test_a_write_keeps_the_owner(session: Session, workspace: Path) -> None:
 
 
 def test_a_read_only_file_is_not_replaced(session: Session, workspace: Path) -> None:
-    for tool, arguments in [("write_file", {"content": "new\n"}), ("edit", {"old_string": "old", "new_string": "x"}),
-                            ("multi_edit", {"edits": [{"old_string": "old", "new_string": "x"}]})]:
+    for tool, arguments in _CHANGES:
         path = workspace / f"my {tool}.txt"
         path.write_text("old\n")
         path.chmod(0o444)

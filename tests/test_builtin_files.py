@@ -9,6 +9,7 @@ the journal rebuild, are in ``test_read_state.py``.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import stat
 import subprocess
@@ -456,11 +457,138 @@ def test_atomic_write_leaves_no_temporary_file_on_failure(tmp_path: Path) -> Non
 
 
 def test_a_write_removes_what_a_killed_write_left_and_nothing_else(tmp_path: Path) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    orphan = tmp_path / f".f.txt.{int(dead.stdout)}.abc{files._TEMPORARY}"
-    ours = tmp_path / f".f.txt.{os.getpid()}.abc{files._TEMPORARY}"  # a write still running
-    other = tmp_path / f".g.txt.{int(dead.stdout)}.abc{files._TEMPORARY}"  # another file's
-    for path in (orphan, ours, other):
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    orphan = tmp_path / f".f.txt.{dead}.abc_1234{files._TEMPORARY}"
+    ours = tmp_path / f".f.txt.{os.getpid()}.abc_1234{files._TEMPORARY}"  # a write still running
+    other = tmp_path / f".g.txt.{dead}.abc_1234{files._TEMPORARY}"  # another file's
+    # The write of f.txt.<dead> still running (its writer, us, is alive): ".f.txt." plus digits, like a pid.
+    longer = tmp_path / f".f.txt.{dead}.{os.getpid()}.abc_1234{files._TEMPORARY}"
+    for path in (orphan, ours, other, longer):
         path.write_text("half")
     files.write_atomic(tmp_path / "f.txt", b"whole")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f.txt", ours.name, other.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f.txt", ours.name, other.name, longer.name])
+
+
+#: A call of each tool that changes a file holding "old\n".
+_CHANGES: list[tuple[str, dict[str, Any]]] = [
+    ("write_file", {"content": "new\n"}), ("edit", {"old_string": "old", "new_string": "x"}),
+    ("multi_edit", {"edits": [{"old_string": "old", "new_string": "x"}]})]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another owner")
+def test_a_write_keeps_the_owner(session: Session, workspace: Path) -> None:
+    for tool, arguments in _CHANGES:
+        path = workspace / f"{tool}.txt"
+        path.write_text("old\n")
+        os.chown(path, 1000, 1000)
+        ok(session, "read_file", path=path.name)
+        ok(session, tool, path=path.name, **arguments)
+        assert (path.stat().st_uid, path.stat().st_gid, path.read_text() != "old\n") == (1000, 1000, True)
+
+
+def test_a_read_only_file_is_not_replaced(session: Session, workspace: Path) -> None:
+    for tool, arguments in _CHANGES:
+        path = workspace / f"my {tool}.txt"
+        path.write_text("old\n")
+        path.chmod(0o444)
+        ok(session, "read_file", path=path.name)
+        assert refused(session, tool, path=path.name, **arguments) == (
+            f"my {tool}.txt is read-only (mode 444); it was not changed. If it should change, make it writable "
+            f"first (e.g. shell: chmod u+w 'my {tool}.txt')")
+        assert (path.read_text(), stat.S_IMODE(path.stat().st_mode)) == ("old\n", 0o444)
+
+
+# -- what is not a small regular file -----------------------------------------------------
+
+#: Runs the calls given as JSON in a session of its own, its address space capped a little above what it uses
+#: once loaded, and prints each result: a FIFO that hangs, or a file read whole, fails it instead of the suite.
+_CHILD = """
+import json, resource, sys
+from pathlib import Path
+from zagent_core import Engine, Home
+from zagent_core.config import Config
+from zagent_store import SQLiteJournal
+home, workspace, calls = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+with Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace, config=Config()).start_session() as s:
+    size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (size + 256 * 2**20, resource.RLIM_INFINITY))
+    for tool, arguments in calls:
+        result = s.call(tool, arguments)
+        print(json.dumps([result.output, result.is_error]), flush=True)
+"""
+
+
+def in_child(home: Path, workspace: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, bool]]:
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(home), str(workspace), json.dumps(calls)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [tuple(json.loads(line)) for line in done.stdout.splitlines()]  # type: ignore[misc]
+
+
+def test_a_fifo_or_a_device_is_refused_not_waited_on(home_dir: Path, workspace: Path) -> None:
+    os.mkfifo(workspace / "pipe")
+    (workspace / "pipe.txt").symlink_to("pipe")
+    not_regular = ("the file tools only work on regular files (look at it with shell if you must, e.g. head -c "
+                   "1000)")
+    calls = [("read_file", {"path": "pipe"}), ("read_file", {"path": "pipe.txt"}), ("read_file", {"path": "/dev/zero"}),
+             ("write_file", {"path": "pipe", "content": "x"}),
+             ("edit", {"path": "pipe", "old_string": "a", "new_string": "b"}),
+             ("multi_edit", {"path": "/dev/zero", "edits": [{"old_string": "a", "new_string": "b"}]}),
+             ("grep", {"pattern": "a", "path": "pipe"}), ("grep", {"pattern": "a", "path": "/dev/zero"})]
+    assert in_child(home_dir, workspace, calls) == [
+        (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"pipe.txt is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"/dev/zero is a character device, not a regular file; {not_regular}", True),
+        (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"/dev/zero is a character device, not a regular file; {not_regular}", True),
+        (f"pipe is a named pipe (FIFO), not a regular file; {not_regular}", True),
+        (f"/dev/zero is a character device, not a regular file; {not_regular}", True),
+    ]
+    assert stat.S_ISFIFO(os.lstat(workspace / "pipe").st_mode)  # not replaced by a regular file
+
+
+def test_a_huge_file_is_never_read_whole(home_dir: Path, workspace: Path) -> None:
+    head = "".join(f"line {n}\n" for n in range(1, 2001)).encode()
+    with open(workspace / "huge.log", "wb") as handle:
+        handle.write(head)
+        handle.truncate(600 * 2**20)  # sparse: 600 MiB on paper, more than the child may hold
+    results = in_child(home_dir, workspace, [
+        ("read_file", {"path": "huge.log", "offset": 3, "limit": 2}),
+        ("edit", {"path": "huge.log", "old_string": "line 1\n", "new_string": "line one\n"}),
+        ("write_file", {"path": "huge.log", "content": "small\n"})])
+    assert results[0] == ("     3\tline 3\n     4\tline 4\n[lines 3-4 of a 600.0 MiB file shown; read on with offset 5]",
+                          False)
+    too_large = ("huge.log is 600 MiB, more than the 64 MiB the edit tools load whole; look at it with read_file "
+                 "(offset/limit) or grep, and change it with shell (e.g. sed -i)")
+    assert results[1:] == [(too_large, True), (too_large, True)]
+    assert (workspace / "huge.log").stat().st_size == 600 * 2**20
+
+
+def test_a_read_cut_by_the_byte_cap_is_not_answered_with_the_stub(session: Session, workspace: Path) -> None:
+    lines_file(workspace / "a.txt", 1000, width=200)  # about 200 KB
+    lines_file(workspace / "b.txt", 1000, width=100)  # about 100 KB: cut by the cap the two reads share
+    both = ok(session, "read_file", files=[{"path": "a.txt"}, {"path": "b.txt"}])
+    assert "(the 256 KiB cap of one read was reached)" in both
+    alone = ok(session, "read_file", path="b.txt")
+    assert "unchanged since" not in alone and alone.endswith("  1000\tline 1000" + "x" * 100)
+    assert "unchanged since" in ok(session, "read_file", path="b.txt")
+
+
+def test_read_file_offset_and_limit_have_a_maximum(session: Session, workspace: Path) -> None:
+    lines_file(workspace / "a.txt", 3)
+    for name in ("offset", "limit"):
+        output = refused(session, "read_file", path="a.txt", **{name: 10**30})
+        assert "must be <= 2147483647" in output and "zagent failed" not in output, output
+
+
+def test_the_gate_says_how_to_edit_under_tools_run(home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    hint = " (each zagent tools run is a new session: to change files there, set builtins.require_read_before_edit " \
+           "to false in config.json)"
+    for origin, expected in [("tools run", hint), ("api", "")]:
+        with Engine(Home(home_dir), journal, workspace=workspace).start_session(origin) as live:
+            assert refused(live, "edit", path="a.txt", old_string="a", new_string="b") == (
+                "a.txt has not been read in this session; read it with read_file first, so the change is made to "
+                f"what is really there{expected}")

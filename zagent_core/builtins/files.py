@@ -14,8 +14,11 @@ import contextlib
 import hashlib
 import itertools
 import os
+import re
+import shlex
 import stat
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +36,10 @@ READ_BYTE_CAP = 256 * 1024
 BINARY_SAMPLE = 8192
 #: Share of U+FFFD in the decoded sample above which the file is taken for binary.
 BINARY_REPLACEMENT_SHARE = 0.10
+#: Files larger than this are never read whole: read_file reads only the slice it shows, the edit tools refuse them.
+WHOLE_FILE_CAP = 64 * 1024 * 1024
+#: Bytes hashed (or scanned) at a time, so a file of any size costs one chunk of memory.
+STREAM_CHUNK = 1024 * 1024
 #: From this many refusals in a row on, the gate says something outside the session rewrites the file.
 REWRITER_REFUSALS = 2
 
@@ -55,7 +62,15 @@ class FileProblem(Exception):
 
 def content_hash(data: bytes) -> str:
     """The 64-bit hash (16 hex digits) the gate compares: SHA-256's first 8 bytes."""
-    return hashlib.sha256(data).hexdigest()[:16]
+    return stream_hash((data,))
+
+
+def stream_hash(chunks: Iterable[bytes]) -> str:
+    """:func:`content_hash` of the bytes ``chunks`` yield, one at a time (a large file is never held whole)."""
+    sha = hashlib.sha256()
+    for chunk in chunks:
+        sha.update(chunk)
+    return sha.hexdigest()[:16]
 
 
 def now_iso() -> str:
@@ -75,13 +90,53 @@ def target(context: BuiltinContext, path: str) -> Path:
         raise FileProblem(str(exc)) from None
 
 
-def read_bytes(path: Path, shown: str) -> bytes:
-    """The bytes of an existing file, or a :class:`FileProblem` saying what is wrong."""
+@contextlib.contextmanager
+def open_regular(path: Path, shown: str, doing: str) -> Iterator[tuple[int, int]]:
+    """A descriptor of ``path`` open for reading and its size; a :class:`FileProblem` when it is not a
+    regular file (a FIFO would block the read forever, a device never ends)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        # O_NONBLOCK: opening a FIFO without a writer must not wait for one.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise _problem(exc, path, shown, "read") from None
+        raise _problem(exc, path, shown, doing) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise _problem(IsADirectoryError(), path, shown, doing)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileProblem(f"{shown} is {_kind(info.st_mode)}, not a regular file; the file tools only work on "
+                              "regular files (look at it with shell if you must, e.g. head -c 1000)")
+        yield fd, info.st_size
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    kinds = [(stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def read_bytes(path: Path, shown: str) -> bytes:
+    """The bytes of an existing regular file up to :data:`WHOLE_FILE_CAP`, or a :class:`FileProblem` saying
+    what is wrong."""
+    with open_regular(path, shown, "read") as (fd, size):
+        if size > WHOLE_FILE_CAP:
+            raise too_large(shown, size)
+        try:
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = handle.read(WHOLE_FILE_CAP + 1)
+        except OSError as exc:
+            raise _problem(exc, path, shown, "read") from None
+    if len(data) > WHOLE_FILE_CAP:  # it grew since fstat
+        raise too_large(shown, len(data))
+    return data
+
+
+def too_large(shown: str, size: int) -> FileProblem:
+    return FileProblem(f"{shown} is {size / 2**20:.0f} MiB, more than the {WHOLE_FILE_CAP // 2**20} MiB the edit "
+                       "tools load whole; look at it with read_file (offset/limit) or grep, and change it with shell "
+                       "(e.g. sed -i)")
 
 
 def _problem(exc: OSError, path: Path, shown: str, doing: str) -> FileProblem:
@@ -150,7 +205,7 @@ def gate(context: BuiltinContext, path: Path, shown: str, data: bytes) -> None:
     entry = context.seen(path)
     if entry is None:
         raise FileProblem(f"{shown} has not been read in this session; read it with read_file first, "
-                          "so the change is made to what is really there")
+                          f"so the change is made to what is really there{_one_call_hint(context)}")
     if content_hash(data) == entry.hash:
         return
     refusals = entry.stale_rejections + 1
@@ -163,11 +218,21 @@ def gate(context: BuiltinContext, path: Path, shown: str, data: bytes) -> None:
     raise FileProblem(f"{shown} changed since you read it at {entry.at}; read it again")
 
 
-def remember_read(context: BuiltinContext, path: Path, data: bytes, offset: int, limit: int | None,
+def _one_call_hint(context: BuiltinContext) -> str:
+    """Under ``zagent tools run`` each call is a session of its own, so no read can come first: say what can."""
+    from zagent_core.engine import Session
+
+    if isinstance(context.host, Session) and context.host.state.origin == "tools run":
+        return " (each zagent tools run is a new session: to change files there, set " \
+               "builtins.require_read_before_edit to false in config.json)"
+    return ""
+
+
+def remember_read(context: BuiltinContext, path: Path, digest: str, offset: int, limit: int | None,
                   line_numbers: bool) -> None:
-    """Stage what the model was just shown of ``path`` (refusals in a row carry on)."""
+    """Stage what the model was just shown of ``path`` (its :func:`content_hash`; refusals in a row carry on)."""
     before = context.seen(path)
-    context.remember(ReadEntry(path=str(path), hash=content_hash(data), offset=offset, limit=limit,
+    context.remember(ReadEntry(path=str(path), hash=digest, offset=offset, limit=limit,
                                line_numbers=line_numbers, at=now_iso(),
                                stale_rejections=before.stale_rejections if before else 0))
 
@@ -195,16 +260,18 @@ def write_atomic(path: Path, data: bytes) -> Written:
 
     The bytes go to a temporary file in the same folder, are synced, and the temporary
     file is renamed over the target; its mode is the old file's (a new file gets the
-    umask's). A symlink is written through: its target changes, the link stays. Parent
+    umask's), and so is its owner where the process may set it (root may; others keep
+    their own). A symlink is written through: its target changes, the link stays. Parent
     folders are created. The folder is not synced: if a power loss undoes the rename, the
     gate sees a file other than the one the journal says was written, and refuses an edit.
     """
     real = Path(os.path.realpath(path))
     real.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
+        old: os.stat_result | None = os.stat(real)
     except FileNotFoundError:
-        mode = None
+        old = None
+    mode = stat.S_IMODE(old.st_mode) if old else None
     _remove_orphans(real)
     # The pid in the name tells a later write whether the writer of a leftover is dead.
     fd, temporary = tempfile.mkstemp(prefix=f".{real.name}.{os.getpid()}.", suffix=_TEMPORARY, dir=real.parent)
@@ -212,6 +279,10 @@ def write_atomic(path: Path, data: bytes) -> Written:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            if old:
+                # Best effort, before the mode (chown clears set-uid bits); a refusal leaves it ours.
+                with contextlib.suppress(OSError):
+                    os.fchown(handle.fileno(), old.st_uid, old.st_gid)
             os.fchmod(handle.fileno(), mode if mode is not None else _NEW_FILE_MODE)
             os.fsync(handle.fileno())
         os.replace(temporary, real)
@@ -227,14 +298,14 @@ _TEMPORARY = ".zagent-tmp"
 
 def _remove_orphans(real: Path) -> None:
     """Delete the temporary files a killed write of ``real`` left behind (their writer is dead)."""
-    prefix = f".{real.name}."
+    # Exactly the names mkstemp makes for this file: ".v." is also how ".v.3999999.<pid>..." (of v.3999999) starts.
+    mine = re.compile(re.escape(f".{real.name}.") + r"(\d+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY))
     try:
-        names = [n for n in os.listdir(real.parent) if n.startswith(prefix) and n.endswith(_TEMPORARY)]
+        names = os.listdir(real.parent)
     except OSError:
         return
     for name in names:
-        pid = name[len(prefix):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if (match := mine.fullmatch(name)) and not _alive(int(match[1])):
             with contextlib.suppress(OSError):
                 os.unlink(real.parent / name)
 
@@ -261,12 +332,25 @@ _NEW_FILE_MODE = 0o666 & ~_read_umask()
 
 def write_text_checked(context: BuiltinContext, path: Path, shown: str, data: bytes) -> Written:
     """Write ``data`` atomically and stage the new entry, or a :class:`FileProblem` saying why not."""
+    _refuse_read_only(path, shown)
     try:
         written = write_atomic(path, data)
     except OSError as exc:
         raise _problem(exc, path, shown, "written") from None
     remember_write(context, path, data)
     return written
+
+
+def _refuse_read_only(path: Path, shown: str) -> None:
+    """A file without any write bit, or that this process may not write, is not replaced: the rename would
+    succeed (it needs only the folder), but the file says it should not change."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not mode & 0o222 or not os.access(path, os.W_OK):
+        raise FileProblem(f"{shown} is read-only (mode {stat.S_IMODE(mode):o}); it was not changed. If it should "
+                          f"change, make it writable first (e.g. shell: chmod u+w {shlex.quote(shown)})")
 
 
 # -- replacing strings (edit, multi_edit) -------------------------------------------------

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from zagent_core.builtins import files
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.builtins.search import (FILE_TYPES, Filters, GlobError, compile_glob, existing_path,
                                          pattern_parameters, shown_path, sort_key, walk)
@@ -437,10 +438,12 @@ def _query(context: BuiltinContext, arguments: Arguments) -> tuple[Query, str] |
         return root
     root_is_file = not root.is_dir()
     if root_is_file:
-        try:
-            with open(root, "rb") as handle:
-                if b"\0" in handle.read(BINARY_SAMPLE):
+        try:  # a FIFO or a device is refused, never waited on nor searched without end
+            with files.open_regular(root, given, "read") as (fd, _):
+                if b"\0" in os.pread(fd, BINARY_SAMPLE, 0):
                     return ToolResult(output=f"{given} is a binary file; grep searches text files", is_error=False)
+        except files.FileProblem as exc:
+            return ToolResult(output=str(exc), is_error=True)
         except OSError as exc:
             return ToolResult(output=f"{given} cannot be read: {exc.strerror or exc}", is_error=True)
     globs = (arguments["glob"],) if arguments.get("glob") else ()

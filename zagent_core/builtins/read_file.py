@@ -7,8 +7,10 @@ answered with a short stub instead of the same text again.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from zagent_core.builtins import files
@@ -23,9 +25,11 @@ DESCRIPTION = (
     "to read the rest (offset). Binary files are answered with a marker; images are attached for you to see. "
     "Read a file before you edit or overwrite it."
 )
+#: The largest offset or limit a call may give (larger ones overflow C integers in the slicing).
+_MAX_LINES = 2**31 - 1
 _RANGE: dict[str, Any] = {
-    "offset": {"type": "integer", "minimum": 1, "description": "The line to start at (1-based; default 1)."},
-    "limit": {"type": "integer", "minimum": 1,
+    "offset": {"type": "integer", "minimum": 1, "maximum": _MAX_LINES, "description": "The line to start at (1-based; default 1)."},
+    "limit": {"type": "integer", "minimum": 1, "maximum": _MAX_LINES,
               "description": f"How many lines to show at most (default {files.DEFAULT_LINE_LIMIT})."},
 }
 PARAMETERS: dict[str, Any] = {
@@ -50,6 +54,25 @@ PARAMETERS: dict[str, Any] = {
 _COUNTED_BYTES = 1024 * 1024
 #: Lines are skipped (to an ``offset``) this many bytes at a time.
 _SKIP_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A regular file open for reading, read by ranges: a file of any size is never loaded whole."""
+
+    fd: int
+    size: int
+
+    def read(self, start: int, count: int) -> bytes:
+        return os.pread(self.fd, count, start)
+
+    def chunks(self, start: int = 0) -> Iterator[bytes]:
+        while start < self.size and (chunk := self.read(start, files.STREAM_CHUNK)):
+            yield chunk
+            start += len(chunk)
+
+    def digest(self) -> str:
+        return files.stream_hash(self.chunks())
 
 
 @dataclass
@@ -86,54 +109,59 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
 def _read_one(context: BuiltinContext, reading: _Reading, request: dict[str, Any], line_numbers: bool) -> str:
     shown = request["path"]
     path = files.target(context, shown)
-    data = files.read_bytes(path, shown)
     offset = int(request.get("offset", 1))
     limit = int(request.get("limit", files.DEFAULT_LINE_LIMIT))
-    before = context.seen(path)
-    if (before is not None and not before.elided and before.offset == offset and before.limit == limit
-            and before.line_numbers == line_numbers and before.hash == files.content_hash(data)):
-        return f"{shown}: unchanged since your read at {before.at}; what that read showed is still current"
-    output = _render(path, shown, data, offset, limit, line_numbers, context, reading)
-    files.remember_read(context, path, data, offset, limit, line_numbers)
+    with files.open_regular(path, shown, "read") as (fd, size):
+        source = _Source(fd, size)
+        digest = source.digest()
+        before = context.seen(path)
+        if (before is not None and not before.elided and before.offset == offset and before.limit == limit
+                and before.line_numbers == line_numbers and before.hash == digest):
+            return f"{shown}: unchanged since your read at {before.at}; what that read showed is still current"
+        output, shown_lines = _render(path, shown, source, offset, limit, line_numbers, context, reading)
+    # A read cut by the byte cap is remembered as the lines it showed, so a re-read is not a stub hiding the rest.
+    files.remember_read(context, path, digest, offset, shown_lines, line_numbers)
     return output
 
 
-def _render(path: Path, shown: str, data: bytes, offset: int, limit: int, line_numbers: bool,
-            context: BuiltinContext, reading: _Reading) -> str:
+def _render(path: Path, shown: str, source: _Source, offset: int, limit: int, line_numbers: bool,
+            context: BuiltinContext, reading: _Reading) -> tuple[str, int]:
+    """The text shown, and the lines the model saw whole (``limit`` unless the byte cap cut the read)."""
     mime = _guess_mime(path)
+    size = source.size
     if mime and mime.startswith("image/"):
-        attach, why_not = _attachable(mime, len(data), context.config.capabilities, context.config.limits)
+        attach, why_not = _attachable(mime, size, context.config.capabilities, context.config.limits)
         if attach:
-            reading.media.append(Media(path=str(path), mime=mime, size=len(data)))
-            return f"[image: {shown} ({len(data)} bytes, {mime}), attached for you to see]"
-        return f"[image: {shown} ({len(data)} bytes, {mime}); {why_not}]"
-    if files.looks_binary(data):
+            reading.media.append(Media(path=str(path), mime=mime, size=size))
+            return f"[image: {shown} ({size} bytes, {mime}), attached for you to see]", limit
+        return f"[image: {shown} ({size} bytes, {mime}); {why_not}]", limit
+    if files.looks_binary(source.read(0, files.BINARY_SAMPLE)):
         kind = f", {mime}" if mime and not mime.startswith("text/") else ""
-        return f"[binary file: {shown} ({len(data)} bytes{kind}); not shown as text]"
-    if not data:
-        return f"({shown} is empty)"
+        return f"[binary file: {shown} ({size} bytes{kind}); not shown as text]", limit
+    if not size:
+        return f"({shown} is empty)", limit
     if reading.budget <= 0:
         raise files.FileProblem(f"not shown: the files before it filled the {files.READ_BYTE_CAP // 1024} KiB cap "
                                 "of one read; read it in another call")
-    return _slice(data, shown, offset, limit, line_numbers, reading)
+    return _slice(source, shown, offset, limit, line_numbers, reading)
 
 
-def _after_lines(data: bytes, count: int, start: int) -> int:
-    """Where the line ``count`` lines after the one at ``start`` begins (the end of ``data`` at most)."""
-    while count > 0 and start < len(data):
+def _after_lines(source: _Source, count: int, start: int) -> int:
+    """Where the line ``count`` lines after the one at ``start`` begins (the end of the file at most)."""
+    while count > 0 and start < source.size:
         # Whole chunks are skipped by counting their newlines in C; the last one line by line.
-        chunk_end = min(start + _SKIP_CHUNK, len(data))
-        newlines = data.count(b"\n", start, chunk_end)
-        if newlines < count and chunk_end < len(data):
-            count, start = count - newlines, chunk_end
+        chunk = source.read(start, _SKIP_CHUNK)
+        if not chunk:
+            break
+        newlines = chunk.count(b"\n")
+        if newlines < count:
+            count, start = count - newlines, start + len(chunk)
             continue
+        found = -1
         for _ in range(count):
-            found = data.find(b"\n", start)
-            if found < 0:
-                return len(data)
-            start = found + 1
-        return start
-    return start if count == 0 else len(data)
+            found = chunk.find(b"\n", found + 1)
+        return start + found + 1
+    return min(start, source.size) if count == 0 else source.size
 
 
 def _lines(text: str) -> list[str]:
@@ -146,19 +174,21 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def _line_count(data: bytes) -> int:
-    return data.count(b"\n") + (not data.endswith(b"\n"))
+def _line_count(source: _Source) -> int:
+    newlines = sum(chunk.count(b"\n") for chunk in source.chunks())
+    return newlines + (source.read(source.size - 1, 1) != b"\n")
 
 
-def _slice(data: bytes, shown: str, offset: int, limit: int, line_numbers: bool, reading: _Reading) -> str:
+def _slice(source: _Source, shown: str, offset: int, limit: int, line_numbers: bool,
+           reading: _Reading) -> tuple[str, int]:
     # Only the lines shown are decoded: a read of a large file costs little more than reading it.
-    start = _after_lines(data, offset - 1, 0)
-    if start >= len(data):
-        total = _line_count(data)
+    start = _after_lines(source, offset - 1, 0)
+    if start >= source.size:
+        total = _line_count(source)
         raise files.FileProblem(f"offset {offset} is past the end of {shown}, which has {total} lines; "
                                 f"use an offset from 1 to {total}")
     # No more than the cap can be shown: the lines are looked for in a window of that size.
-    window = data[start:start + files.READ_BYTE_CAP + 1]
+    window = source.read(start, files.READ_BYTE_CAP + 1)
     pieces = window.split(b"\n", limit)
     if len(pieces) > limit:
         window = window[:len(window) - len(pieces[-1])]
@@ -167,32 +197,34 @@ def _slice(data: bytes, shown: str, offset: int, limit: int, line_numbers: bool,
     body = files.numbered(chosen, offset) if line_numbers else "".join(chosen)
     encoded = body.encode("utf-8")
     last = offset + len(chosen) - 1
+    seen = limit
     if len(encoded) > reading.budget:
         body, kept = _cut(chosen, offset, line_numbers, reading.budget)
         reading.budget = 0
         if kept == 0:
-            newline = data.find(b"\n", start)
-            size = (newline + 1 if newline >= 0 else len(data)) - start
+            size = _after_lines(source, 1, start) - start
             cap = f"the {files.READ_BYTE_CAP // 1024} KiB cap of one read"
+            # Not even one line was seen whole: 0 matches no later read, so none of them is a stub.
             return (f"{body}[line {offset} is {size} bytes and was cut at {cap}; the rest of that line is not "
-                    "shown: search it with grep, or cut it with shell]")
+                    "shown: search it with grep, or cut it with shell]"), 0
         last = offset + kept - 1
-        end = _after_lines(data, kept, start)
+        end = _after_lines(source, kept, start)
         more = f" (the {files.READ_BYTE_CAP // 1024} KiB cap of one read was reached)"
+        seen = kept
     else:
         reading.budget -= len(encoded)
         more = ""
     body = body[:-1] if body.endswith("\n") else body
-    if end >= len(data):
-        return body
-    return f"{body}\n[lines {offset}-{last} of {_size_of(data)} shown{more}; read on with offset {last + 1}]"
+    if end >= source.size:
+        return body, seen
+    return f"{body}\n[lines {offset}-{last} of {_size_of(source)} shown{more}; read on with offset {last + 1}]", seen
 
 
-def _size_of(data: bytes) -> str:
+def _size_of(source: _Source) -> str:
     """The file's length for a footer: in lines, unless counting them would cost more than the read."""
-    if len(data) <= _COUNTED_BYTES:
-        return str(_line_count(data))
-    return f"a {len(data) / 2**20:.1f} MiB file"
+    if source.size <= _COUNTED_BYTES:
+        return str(_line_count(source))
+    return f"a {source.size / 2**20:.1f} MiB file"
 
 
 def _cut(chosen: list[str], offset: int, line_numbers: bool, budget: int) -> tuple[str, int]:

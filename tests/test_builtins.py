@@ -454,3 +454,20 @@ def test_a_rerun_from_a_workspace_that_changed_since_says_which_files_differ(
     assert not report.matched
     assert any(note.startswith("1 file(s) of the workspace are not what the recording first read (notes.txt)")
                for note in report.notes), report.notes
+
+
+def test_no_built_in_imports_the_session_engine_or_anything_above_it() -> None:
+    """design.md: a built-in gets what it needs through its context, never from the engine."""
+    import ast
+
+    import zagent_core.builtins
+
+    above = ("zagent_core.engine", "zagent_core.agent", "zagent_core.replay", "zagent_core.exports", "zagent_cli")
+    folder = Path(zagent_core.builtins.__file__).parent
+    found = []
+    for module in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{module.name}: {name}" for name in names if name.startswith(above)]
+    assert found == []

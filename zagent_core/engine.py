@@ -590,7 +590,7 @@ class Session:
             ])
             context = BuiltinContext(
                 session_id=self.session_id, call_id=call_id, tool=builtin.name, workspace=engine.workspace,
-                config=engine.config, host=self, read_state=self.state.read_state,
+                config=engine.config, host=self, origin=self.state.origin, read_state=self.state.read_state,
                 state=ToolState(self.state.tool_state.get(builtin.name, {})),
                 call_dir=folders[0] if folders else None, task_id=task_id,
             )

@@ -114,6 +114,8 @@ class BuiltinContext:
     workspace: Path
     config: Config
     host: Host
+    #: What started the session (``run``, ``tools run``, ``api``...), as ``session_started`` says.
+    origin: str | None
     #: What the model was shown of each file, as the journal tells it before this call.
     read_state: Mapping[str, ReadEntry]
     state: ToolState

@@ -220,11 +220,9 @@ def gate(context: BuiltinContext, path: Path, shown: str, data: bytes) -> None:
 
 def _one_call_hint(context: BuiltinContext) -> str:
     """Under ``zagent tools run`` each call is a session of its own, so no read can come first: say what can."""
-    from zagent_core.engine import Session
-
-    if isinstance(context.host, Session) and context.host.state.origin == "tools run":
-        return " (each zagent tools run is a new session: to change files there, set " \
-               "builtins.require_read_before_edit to false in config.json)"
+    if context.origin == "tools run":
+        return (" (each zagent tools run is a new session: to change files there, set "
+                "builtins.require_read_before_edit to false in config.json)")
     return ""
 
 

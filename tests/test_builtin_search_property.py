@@ -20,7 +20,8 @@ from zagent_core.builtins.search import Filters
 RG = Path(sys.executable).parent / "rg"
 pytestmark = pytest.mark.skipif(not RG.exists(), reason="ripgrep is installed by the test extra")
 
-NAMES = ["a", "b.py", "c.txt", "d", ".h", ".e.py", "é.txt", "x y.md", "a.txt"]
+# "caf\udce9.txt" is written as the bytes b"caf\xe9.txt": a name that is not UTF-8.
+NAMES = ["a", "b.py", "c.txt", "d", ".h", ".e.py", "é.txt", "x y.md", "a.txt", "caf\udce9.txt"]
 LINES = ["foo", "bar baz", "FOO bar", "", "x foo y", "fo", "  indented foo", "bär"]
 IGNORE_LINES = ["*.py", "!b.py", "a/", "/c.txt", "d/**/c.txt", "**/d", "# comment", "*.txt", "!.e.py",
                 "!a.txt", "a", "/a/b.py", "*.md", "!*.md", "x?y.md", "[ab].txt", "\\#x", "d/"]

@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeVar
 
 from zagent_core.builtins.base import BuiltinContext, PathRefused
 from zagent_core.results import ToolResult
+from zagent_core.text import storable
 
 Item = TypeVar("Item")
 
@@ -278,7 +279,10 @@ def _decide(path: str, relative: str, name: str, is_dir: bool, chain: Sequence[R
 
 def walk(root: str, filters: Filters = Filters(), max_depth: int | None = None) -> Iterator[str]:
     """The files under folder ``root`` a search looks at, as paths relative to it, in ``rg --sort path`` order
-    (at most ``max_depth`` folders deep: 1 is ``root``'s own files)."""
+    (at most ``max_depth`` folders deep: 1 is ``root``'s own files).
+
+    The paths are the names on disk, to be opened: one that is not UTF-8 holds a lone
+    surrogate (``os.fsdecode``), which :func:`listing` and ``grep`` show as U+FFFD."""
     overrides, any_include = filters.override_rules()
     type_globs = (tuple(compile_glob(glob) for glob in FILE_TYPES[filters.file_type])
                   if filters.file_type is not None else None)
@@ -367,8 +371,9 @@ def existing_path(context: BuiltinContext, given: str) -> Path | ToolResult:
 
 def listing(items: Sequence[Item], row: Callable[[Item], str], most: int, left_out: str) -> ToolResult:
     """The rows of the first ``most`` items, a line each; where there are more, a last line counts
-    them: ``[most of N left_out]`` (``left_out`` names the rows and says how to find the others)."""
-    lines = [row(item) for item in items[:most]]
+    them: ``[most of N left_out]`` (``left_out`` names the rows and says how to find the others).
+    A name that is not UTF-8 is shown with U+FFFD: a lone surrogate cannot be journaled."""
+    lines = [storable(row(item)) for item in items[:most]]
     if len(items) > most:
         lines.append(f"[{most} of {len(items)} {left_out}]")
     return ToolResult(output="\n".join(lines), is_error=False)

@@ -135,7 +135,8 @@ def test_output_under_the_cap_is_whole_and_keeps_no_file(engine: Engine) -> None
 # -- the read-only reading -------------------------------------------------------------------
 
 READ_ONLY = [
-    "ls -la", "cat a.txt | grep -n x", "git log --oneline -5", "git --no-pager diff HEAD~1", "git status",
+    "ls -la", "cat a.txt | grep -n x", "git log --oneline -5", "git grep -n --heading x", "sort -u --reverse a",
+    "tree -L 2 -a", "file -b a.txt", "rg --pre-glob '*.gz' x", "git --no-pager diff HEAD~1", "git status",
     "sed -n 1,20p f.py", "sed -n '/start/,/end/p' f", "head -n 5 a; tail -n 5 b", "ls 2>/dev/null",
     "grep -rn TODO src >/dev/null 2>&1", "find . -name '*.py' -type f", "cd src && rg -n 'def main'",
     "grep -rn TODO --include=*.py .", "wc -l < a.txt", "cat 'a b.txt' \"c d.txt\"", "echo '$HOME `x`'",
@@ -152,7 +153,13 @@ WRITES = [
     "git commit -m x", "git push", "git branch new", "git tag v1", "git grep -Ovim x", "rg --pre ./x foo",
     "rg --pre=./x foo", "rg --hostname-bin ./x foo", "rg foo *", "A=1 ls", "env ls", "xargs rm < list", "uniq a b", "tree -o out",
     "python3 -c 'print(1)'", "./cat a", "/bin/rm x", "cp a b", "mv a b", "ls | xargs rm", "cat a | sh -c x",
-    "tar -xf a.tar", "curl -o x http://h", "ls 'unterminated", "",
+    "tar -xf a.tar", "curl -o x http://h",
+    # GNU getopt and git take an unambiguous abbreviation of a long option for the whole of it.
+    "sort --out=sorted.txt in.txt", "sort --o sorted.txt in.txt", "sort --compress=gzip in",
+    "git grep --open='rm -f' a", "git grep --open-files=vim a", "git grep --o=vim a", "git grep -iOvim a",
+    "git log --out=x", "git diff --o x", "git show --outp=x HEAD", "git --no-pager log --ou x",
+    "file --comp -m mymagic", "file --compile -m mymagic", "file -C -m mymagic", "file -bC -m mymagic",
+    "tree -R -H . -L 1", "tree -H .", "tree -aR", "ls 'unterminated", "",
 ]
 
 

@@ -27,7 +27,7 @@ from zagent_core.builtins.shell import shown_output
 from zagent_core.builtins.shell_parse import explores, is_read_only
 from zagent_core.builtins.wait_task import TIMED_OUT
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted
+from zagent_core.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted, ToolCallStarted
 from zagent_core.models import ModelReply, ToolCallRequest
 from zagent_core.models.scripted import ScriptedModel
 from zagent_core.runner import ProcessOutcome
@@ -76,6 +76,17 @@ def test_a_command_with_a_nul_character_is_refused_saying_so(engine: Engine) -> 
     session = engine.start_session("test")
     result = session.call("shell", {"command": "echo a\x00b"})
     assert result.is_error and result.output.startswith("the command contains a NUL character")
+
+
+def test_a_background_command_with_a_nul_character_is_refused_without_taking_a_task_number(engine: Engine) -> None:
+    session = engine.start_session("test")
+    refused = session.call("shell", {"command": "sleep 1\x00", "run_in_background": True})
+    assert refused.is_error and refused.output.startswith("the command contains a NUL character")
+    assert session.state.tasks == {}
+    assert [e.task_id for e in events(engine, session.session_id, ToolCallStarted)] == [None]
+    started = session.call("shell", {"command": "true", "run_in_background": True})
+    assert started.output.startswith("started as task #1;")
+    assert not session.call("wait_task", {"task_id": 1, "timeout": 10}).is_error
 
 
 def test_a_workspace_that_is_gone_is_said_not_crashed_on(engine: Engine, workspace: Path) -> None:

@@ -211,12 +211,23 @@ class RuleSet:
 def load_rules(folder: str) -> RuleSet:
     has_git = os.path.exists(os.path.join(folder, ".git"))
     try:
-        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        with open(os.path.join(folder, ".gitignore"), "rb") as handle:
+            data = handle.read()
     except OSError:
         return RuleSet(folder, (), has_git)
-    rules = tuple(rule for line in text.splitlines() if (rule := parse_rule(line)) is not None)
+    rules = tuple(rule for line in _gitignore_lines(data) if (rule := parse_rule(line)) is not None)
     return RuleSet(folder, rules, has_git)
+
+
+def _gitignore_lines(data: bytes) -> Iterator[str]:
+    """The lines of a ``.gitignore`` as ripgrep reads them: split at ``\n`` only (less a ``\r``
+    before it), a byte order mark dropped, and none from the first line that is not UTF-8 on."""
+    for raw in data.removeprefix(b"\xef\xbb\xbf").split(b"\n"):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        yield line.removesuffix("\r")
 
 
 def parent_rules(root: str) -> list[RuleSet]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import PYTHON, running, wait_for
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from zagent_core import Engine, Home, tasks
@@ -499,6 +499,9 @@ _LINE = st.text(alphabet=st.sampled_from(["a", "é", "€", "𝄞", " "]), max_s
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_LINE, min_size=1, max_size=400), st.booleans(), st.integers(min_value=64, max_value=2048))
+# The head cut after the first byte of a 2-byte and of a 4-byte character.
+@example(lines=["a" * 31 + "é" * 20], explore=True, cap=64)
+@example(lines=["aaaaaaaaaaééééééé€€𝄞€𝄞𝄞𝄞𝄞𝄞𝄞𝄞"], explore=True, cap=64)
 def test_a_cut_output_shows_a_true_head_and_tail_and_counts_what_it_left_out(
         tmp_path_factory: pytest.TempPathFactory, lines: list[str], explore: bool, cap: int) -> None:
     data = "\n".join(lines).encode()

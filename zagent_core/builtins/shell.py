@@ -63,7 +63,7 @@ def _argv(command: str) -> list[str]:
 
 def _utf8_length(lead: int) -> int:
     """How many bytes the UTF-8 sequence starting with ``lead`` takes (1 for a stray byte)."""
-    for length, prefix, bits in ((2, 0b110, 5), (3, 0b1110, 4), (4, 0b11110, 3)):
+    for length, prefix, bits in ((2, 0b110, 3), (3, 0b1110, 4), (4, 0b11110, 5)):
         if lead >> (8 - bits) == prefix:
             return length
     return 1

@@ -3,6 +3,7 @@ and journal, grep with ripgrep and with the Python search (each test runs with b
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from zagent_core import Engine, Home
-from zagent_core.builtins import registry
+from zagent_core.builtins import grep, registry
 from zagent_core.builtins.glob import split_pattern
 from zagent_core.builtins.search import compile_glob, parse_rule
 from zagent_core.config import BuiltinsConfig, Config, LimitsConfig
+from zagent_core.events import ToolCallFinished
 from zagent_core.results import ToolResult
 from zagent_store import SQLiteJournal
 
@@ -370,3 +372,30 @@ def test_grep_calls_are_journaled_as_builtins(tree: Path, engine: Engine, search
         session.call("grep", {"pattern": "RETRIES"})
     started = [s.event for s in engine.journal.read(session.session_id) if s.event.type == "tool_call_started"]
     assert [event.identity for event in started] == ["builtin:grep"]  # type: ignore[union-attr]
+
+
+def test_a_name_that_is_not_utf8_is_shown_with_a_replacement_character_and_journaled(
+        engine: Engine, workspace: Path, searcher: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A name made of bytes: Python reads it back with a lone surrogate, which no journal can store.
+    with open(os.path.join(os.fsencode(workspace), b"caf\xe9.txt"), "wb") as handle:
+        handle.write(b"needle\n")
+    os.symlink(b"caf\xe9.txt", os.path.join(os.fsencode(workspace), b"link"))
+    name = "caf\ufffd.txt"
+    with engine.start_session("test") as session:
+        calls = [
+            ("list_files", {}, f"{name}\nlink -> {name}"),
+            ("glob", {"pattern": "*.txt", "metadata": False}, name),
+            ("glob", {"pattern": "**", "metadata": False}, name),
+            ("grep", {"pattern": "needle"}, name),
+            ("grep", {"pattern": "needle", "output_mode": "content"}, f"{name}:1:needle"),
+            ("grep", {"pattern": "needle", "output_mode": "count"}, f"{name}:1"),
+        ]
+        for tool, arguments, shown in calls:
+            result = session.call(tool, arguments)
+            assert (result.output, result.is_error) == (shown, False), tool
+        # Found by its real name: its size is read, and ripgrep reads it again when content is read file by file.
+        assert session.call("glob", {"pattern": "caf*"}).output.startswith(f"{name}\t7\t")
+        monkeypatch.setattr(grep, "CONTENT_BUFFER", 0)
+        assert session.call("grep", {"pattern": "needle", "output_mode": "content"}).output == f"{name}:1:needle"
+    finished = [s.event for s in engine.journal.read(session.session_id) if isinstance(s.event, ToolCallFinished)]
+    assert [event.output for event in finished[:len(calls)]] == [shown for _, _, shown in calls]

@@ -20,10 +20,12 @@ from zagent_core.builtins.search import Filters
 RG = Path(sys.executable).parent / "rg"
 pytestmark = pytest.mark.skipif(not RG.exists(), reason="ripgrep is installed by the test extra")
 
-NAMES = ["a", "b.py", "c.txt", "d", ".h", ".e.py", "é.txt", "x y.md", "a.txt"]
+# "caf\udce9.txt" is written as the bytes b"caf\xe9.txt": a name that is not UTF-8.
+NAMES = ["a", "b.py", "c.txt", "d", ".h", ".e.py", "é.txt", "x y.md", "a.txt", "caf\udce9.txt"]
 LINES = ["foo", "bar baz", "FOO bar", "", "x foo y", "fo", "  indented foo", "bär"]
 IGNORE_LINES = ["*.py", "!b.py", "a/", "/c.txt", "d/**/c.txt", "**/d", "# comment", "*.txt", "!.e.py",
-                "!a.txt", "a", "/a/b.py", "*.md", "!*.md", "x?y.md", "[ab].txt", "\\#x", "d/"]
+                "!a.txt", "a", "/a/b.py", "*.md", "!*.md", "x?y.md", "[ab].txt", "\\#x", "d/", "caf\udce9.txt",
+                "\ufeff*.py", "b.py\r", "a\rb.py"]
 PATTERNS = ["foo", "ba[rz]", "^x", "o$", "FOO", "f.o", "bär", "\\bbar\\b", "o+", "^$"]
 MULTILINE_PATTERNS = ["o\\nb", "o.*?b", "^fo$", "\\n\\n", "y\\n.*foo", "o\\n", "a.z", "^$", "\\n", "o\\n$"]
 GLOBS = ["*.py", "!*.py", "*.txt", "**/*.{py,txt}", "d/**", "*.md", "a/*"]
@@ -59,8 +61,8 @@ def make(root: Path, tree: dict[str, object]) -> list[Path]:
             folders += make(path, content)
         elif isinstance(content, bytes):
             path.write_bytes(content)
-        else:
-            path.write_text(str(content), encoding="utf-8")
+        else:  # a lone surrogate is written as the byte it stands for: text that is not UTF-8
+            path.write_bytes(str(content).encode("utf-8", "surrogateescape"))
     return folders
 
 
@@ -100,6 +102,20 @@ def test_ripgrep_and_the_python_search_give_the_same_results(tree: dict[str, obj
             from_rg, from_python = both(query)
         event(f"{len(from_rg) and 'some' or 'no'} results{', with .gitignore' if '.gitignore' in tree else ''}")
         assert from_rg == from_python, sorted(os.path.relpath(p, top) for p, _, _ in os.walk(top))
+
+
+@pytest.mark.parametrize("gitignore", [
+    "caf\udce9.txt\n*.py\n",  # ripgrep reads no line from the first that is not UTF-8 on
+    "\ufeff*.py\n",  # a byte order mark is not part of the first line
+    "a\rb.py\n",  # a carriage return does not end a line
+    "b.py\r\n",  # but one before the line's end is dropped
+])
+def test_gitignore_lines_are_read_as_ripgrep_reads_them(gitignore: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        top = Path(tmp) / "ws"
+        make(top, {".git": {}, ".gitignore": gitignore, "a": "foo\n", "b.py": "foo\n", "caf\udce9.txt": "foo\n"})
+        from_rg, from_python = both(Query(pattern="foo", root=str(top), root_is_file=False))
+        assert from_rg == from_python
 
 
 @settings(max_examples=40, deadline=None)

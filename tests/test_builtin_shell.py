@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import PYTHON, running, wait_for
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from zagent_core import Engine, Home, tasks
@@ -27,7 +27,7 @@ from zagent_core.builtins.shell import shown_output
 from zagent_core.builtins.shell_parse import explores, is_read_only
 from zagent_core.builtins.wait_task import TIMED_OUT
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted
+from zagent_core.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted, ToolCallStarted
 from zagent_core.models import ModelReply, ToolCallRequest
 from zagent_core.models.scripted import ScriptedModel
 from zagent_core.runner import ProcessOutcome
@@ -76,6 +76,17 @@ def test_a_command_with_a_nul_character_is_refused_saying_so(engine: Engine) -> 
     session = engine.start_session("test")
     result = session.call("shell", {"command": "echo a\x00b"})
     assert result.is_error and result.output.startswith("the command contains a NUL character")
+
+
+def test_a_background_command_with_a_nul_character_is_refused_without_taking_a_task_number(engine: Engine) -> None:
+    session = engine.start_session("test")
+    refused = session.call("shell", {"command": "sleep 1\x00", "run_in_background": True})
+    assert refused.is_error and refused.output.startswith("the command contains a NUL character")
+    assert session.state.tasks == {}
+    assert [e.task_id for e in events(engine, session.session_id, ToolCallStarted)] == [None]
+    started = session.call("shell", {"command": "true", "run_in_background": True})
+    assert started.output.startswith("started as task #1;")
+    assert not session.call("wait_task", {"task_id": 1, "timeout": 10}).is_error
 
 
 def test_a_workspace_that_is_gone_is_said_not_crashed_on(engine: Engine, workspace: Path) -> None:
@@ -135,7 +146,8 @@ def test_output_under_the_cap_is_whole_and_keeps_no_file(engine: Engine) -> None
 # -- the read-only reading -------------------------------------------------------------------
 
 READ_ONLY = [
-    "ls -la", "cat a.txt | grep -n x", "git log --oneline -5", "git --no-pager diff HEAD~1", "git status",
+    "ls -la", "cat a.txt | grep -n x", "git log --oneline -5", "git grep -n --heading x", "sort -u --reverse a",
+    "tree -L 2 -a", "file -b a.txt", "rg --pre-glob '*.gz' x", "git --no-pager diff HEAD~1", "git status",
     "sed -n 1,20p f.py", "sed -n '/start/,/end/p' f", "head -n 5 a; tail -n 5 b", "ls 2>/dev/null",
     "grep -rn TODO src >/dev/null 2>&1", "find . -name '*.py' -type f", "cd src && rg -n 'def main'",
     "grep -rn TODO --include=*.py .", "wc -l < a.txt", "cat 'a b.txt' \"c d.txt\"", "echo '$HOME `x`'",
@@ -152,7 +164,13 @@ WRITES = [
     "git commit -m x", "git push", "git branch new", "git tag v1", "git grep -Ovim x", "rg --pre ./x foo",
     "rg --pre=./x foo", "rg --hostname-bin ./x foo", "rg foo *", "A=1 ls", "env ls", "xargs rm < list", "uniq a b", "tree -o out",
     "python3 -c 'print(1)'", "./cat a", "/bin/rm x", "cp a b", "mv a b", "ls | xargs rm", "cat a | sh -c x",
-    "tar -xf a.tar", "curl -o x http://h", "ls 'unterminated", "",
+    "tar -xf a.tar", "curl -o x http://h",
+    # GNU getopt and git take an unambiguous abbreviation of a long option for the whole of it.
+    "sort --out=sorted.txt in.txt", "sort --o sorted.txt in.txt", "sort --compress=gzip in",
+    "git grep --open='rm -f' a", "git grep --open-files=vim a", "git grep --o=vim a", "git grep -iOvim a",
+    "git log --out=x", "git diff --o x", "git show --outp=x HEAD", "git --no-pager log --ou x",
+    "file --comp -m mymagic", "file --compile -m mymagic", "file -C -m mymagic", "file -bC -m mymagic",
+    "tree -R -H . -L 1", "tree -H .", "tree -aR", "ls 'unterminated", "",
 ]
 
 
@@ -447,6 +465,10 @@ def test_record_artifact_journals_each_kind_with_its_result(engine: Engine, work
     ({"kind": "pull_request", "title": "x"}, 'nothing recorded: a pull request needs "url"'),
     ({"kind": "pull_request", "title": "x", "url": "github.com/o/r/pull/1"},
      "nothing recorded: \"url\" must be a web address (http:// or https://, no spaces), not 'github.com/o/r/pull/1'"),
+    ({"kind": "pull_request", "title": "x", "url": "http://[::1"},
+     "nothing recorded: \"url\" is not a valid URL (Invalid IPv6 URL): 'http://[::1'"),
+    ({"kind": "pull_request", "title": "x", "url": "https://github.com:99999/o/r/pull/1"},
+     "nothing recorded: \"url\" is not a valid URL (Port out of range 0-65535): "),
     ({"kind": "commit", "title": "x", "ref": "HEAD"},
      "nothing recorded: \"ref\" of a commit is its hash (7 to 64 hex digits), not 'HEAD'"),
     ({"kind": "branch", "title": "x", "ref": "my branch"},
@@ -477,6 +499,9 @@ _LINE = st.text(alphabet=st.sampled_from(["a", "é", "€", "𝄞", " "]), max_s
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_LINE, min_size=1, max_size=400), st.booleans(), st.integers(min_value=64, max_value=2048))
+# The head cut after the first byte of a 2-byte and of a 4-byte character.
+@example(lines=["a" * 31 + "é" * 20], explore=True, cap=64)
+@example(lines=["aaaaaaaaaaééééééé€€𝄞€𝄞𝄞𝄞𝄞𝄞𝄞𝄞"], explore=True, cap=64)
 def test_a_cut_output_shows_a_true_head_and_tail_and_counts_what_it_left_out(
         tmp_path_factory: pytest.TempPathFactory, lines: list[str], explore: bool, cap: int) -> None:
     data = "\n".join(lines).encode()

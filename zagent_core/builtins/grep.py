@@ -31,6 +31,7 @@ from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.builtins.search import (FILE_TYPES, Filters, GlobError, compile_glob, existing_path,
                                          pattern_parameters, shown_path, sort_key, walk)
 from zagent_core.results import ToolResult
+from zagent_core.text import storable
 
 Mode = Literal["files_with_matches", "content", "count"]
 
@@ -390,7 +391,8 @@ def output_lines(items: Iterator[Item], shown: str, line_numbers: bool, gaps: bo
     """The output lines of a search's items; ``shown`` is how the searched path is written."""
 
     def name(path: str) -> str:
-        return path if shown == "." else f"{shown.rstrip('/')}/{path}"
+        # A name that is not UTF-8 (a lone surrogate from os.fsdecode) cannot be journaled.
+        return storable(path if shown == "." else f"{shown.rstrip('/')}/{path}")
 
     previous: Line | None = None
     for item in items:

@@ -42,7 +42,11 @@ PARAMETERS: dict[str, Any] = {
 
 
 def _url_problem(url: str) -> str | None:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # read only to check it: a port that is not a number 0-65535 raises when read
+    except ValueError as exc:
+        return f'"url" is not a valid URL ({exc}): {url!r}; check its host and port'
     if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in url):
         return f'"url" must be a web address (http:// or https://, no spaces), not {url!r}'
     return None

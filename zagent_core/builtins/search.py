@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeVar
 
 from zagent_core.builtins.base import BuiltinContext, PathRefused
 from zagent_core.results import ToolResult
+from zagent_core.text import storable
 
 Item = TypeVar("Item")
 
@@ -210,12 +211,23 @@ class RuleSet:
 def load_rules(folder: str) -> RuleSet:
     has_git = os.path.exists(os.path.join(folder, ".git"))
     try:
-        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        with open(os.path.join(folder, ".gitignore"), "rb") as handle:
+            data = handle.read()
     except OSError:
         return RuleSet(folder, (), has_git)
-    rules = tuple(rule for line in text.splitlines() if (rule := parse_rule(line)) is not None)
+    rules = tuple(rule for line in _gitignore_lines(data) if (rule := parse_rule(line)) is not None)
     return RuleSet(folder, rules, has_git)
+
+
+def _gitignore_lines(data: bytes) -> Iterator[str]:
+    """The lines of a ``.gitignore`` as ripgrep reads them: split at ``\n`` only (less a ``\r``
+    before it), a byte order mark dropped, and none from the first line that is not UTF-8 on."""
+    for raw in data.removeprefix(b"\xef\xbb\xbf").split(b"\n"):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        yield line.removesuffix("\r")
 
 
 def parent_rules(root: str) -> list[RuleSet]:
@@ -278,7 +290,10 @@ def _decide(path: str, relative: str, name: str, is_dir: bool, chain: Sequence[R
 
 def walk(root: str, filters: Filters = Filters(), max_depth: int | None = None) -> Iterator[str]:
     """The files under folder ``root`` a search looks at, as paths relative to it, in ``rg --sort path`` order
-    (at most ``max_depth`` folders deep: 1 is ``root``'s own files)."""
+    (at most ``max_depth`` folders deep: 1 is ``root``'s own files).
+
+    The paths are the names on disk, to be opened: one that is not UTF-8 holds a lone
+    surrogate (``os.fsdecode``), which :func:`listing` and ``grep`` show as U+FFFD."""
     overrides, any_include = filters.override_rules()
     type_globs = (tuple(compile_glob(glob) for glob in FILE_TYPES[filters.file_type])
                   if filters.file_type is not None else None)
@@ -367,8 +382,9 @@ def existing_path(context: BuiltinContext, given: str) -> Path | ToolResult:
 
 def listing(items: Sequence[Item], row: Callable[[Item], str], most: int, left_out: str) -> ToolResult:
     """The rows of the first ``most`` items, a line each; where there are more, a last line counts
-    them: ``[most of N left_out]`` (``left_out`` names the rows and says how to find the others)."""
-    lines = [row(item) for item in items[:most]]
+    them: ``[most of N left_out]`` (``left_out`` names the rows and says how to find the others).
+    A name that is not UTF-8 is shown with U+FFFD: a lone surrogate cannot be journaled."""
+    lines = [storable(row(item)) for item in items[:most]]
     if len(items) > most:
         lines.append(f"[{most} of {len(items)} {left_out}]")
     return ToolResult(output="\n".join(lines), is_error=False)

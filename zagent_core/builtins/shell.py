@@ -63,7 +63,7 @@ def _argv(command: str) -> list[str]:
 
 def _utf8_length(lead: int) -> int:
     """How many bytes the UTF-8 sequence starting with ``lead`` takes (1 for a stray byte)."""
-    for length, prefix, bits in ((2, 0b110, 5), (3, 0b1110, 4), (4, 0b11110, 3)):
+    for length, prefix, bits in ((2, 0b110, 3), (3, 0b1110, 4), (4, 0b11110, 5)):
         if lead >> (8 - bits) == prefix:
             return length
     return 1
@@ -115,10 +115,16 @@ def shown_output(outcome: ProcessOutcome, *, explore: bool, cap: int = OUTPUT_CA
     return f"…({dropped} bytes truncated from head)… {full}\n{tail.decode('utf-8', 'replace')}", dropped
 
 
+def _can_run(arguments: Arguments) -> bool:
+    # No process can be given a NUL in its argv: such a call is refused before anything starts, so it
+    # takes no call folder and no task number.
+    return "\x00" not in arguments["command"]
+
+
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Run one validated shell call, in the foreground or as a background task."""
     command: str = arguments["command"]
-    if "\x00" in command:
+    if not _can_run(arguments):
         return ToolResult(output="the command contains a NUL character, which no shell command can hold; remove it",
                           is_error=True)
     if arguments.get("run_in_background"):
@@ -150,6 +156,6 @@ TOOL = Builtin(
     concurrency_safe=_concurrency_safe,
     # A command may have written, sent or deleted anything before a crash cut it off.
     replay="unsafe",
-    runs_process=lambda arguments: True,
-    background=lambda arguments: bool(arguments.get("run_in_background")),
+    runs_process=_can_run,
+    background=lambda arguments: bool(arguments.get("run_in_background")) and _can_run(arguments),
 )

@@ -160,13 +160,22 @@ def _any(args: list[str]) -> bool:
     return True
 
 
+def _abbreviates(arg: str, options: tuple[str, ...]) -> bool:
+    """Whether long option ``arg`` (``--name`` or ``--name=value``) may be one of ``options``: GNU getopt
+    and git take any unambiguous start of a long option's name for the whole of it (``--out`` is
+    ``--output``), so a name that starts one of them may be it."""
+    name = arg.split("=", 1)[0]
+    return len(name) > 2 and any(option.startswith(name) for option in options)
+
+
 def _no_option(*forbidden: str, short: str = "") -> Callable[[list[str]], bool]:
-    """Refuses long options starting with any of ``forbidden`` and short clusters holding a letter of ``short``."""
+    """Refuses the long options ``forbidden`` (or a start of their name) and short clusters holding a letter
+    of ``short``."""
     def check(args: list[str]) -> bool:
         for arg in args:
             if arg == "--":
                 return True
-            if arg.startswith("--") and any(arg == f or arg.startswith(f + "=") for f in forbidden):
+            if arg.startswith("--") and _abbreviates(arg, forbidden):
                 return False
             if arg.startswith("-") and not arg.startswith("--") and (
                     arg in forbidden or any(letter in arg[1:] for letter in short)):
@@ -227,6 +236,10 @@ _GIT_LISTERS = {
 }
 
 
+#: Options of the git readers that write a file or run a program (``--output-indicator-new`` too: refused, never wrong).
+_GIT_WRITING = ("--output", "--open-files-in-pager")
+
+
 def _git(args: list[str]) -> bool:
     rest = list(args)
     while rest and rest[0] in ("--no-pager", "-C", "--no-optional-locks"):
@@ -238,8 +251,10 @@ def _git(args: list[str]) -> bool:
         return all(option in _GIT_LISTERS[sub] for option in options)
     if sub not in _GIT_READERS:
         return False
-    # --output writes a file; grep -O opens files in a program of the model's choosing.
-    return not any(o.startswith(("--output", "--open-files-in-pager")) or (sub == "grep" and o.startswith("-O"))
+    # --output writes a file; grep -O opens files in a program of the model's choosing, also inside a
+    # cluster of short options (-iOvim).
+    return not any(o.startswith(_GIT_WRITING) or (o.startswith("--") and _abbreviates(o, _GIT_WRITING))
+                   or (sub == "grep" and o.startswith("-") and not o.startswith("--") and "O" in o)
                    for o in options)
 
 
@@ -260,7 +275,8 @@ _READERS: dict[str, tuple[Callable[[list[str]], bool], bool]] = {
     "sort": (_no_option("--output", "--compress-program", short="o"), False),
     "uniq": (_at_most_positional(1), False),
     "xxd": (_at_most_positional(1), False),
-    "tree": (_no_option(short="o"), False),
+    # -o writes its file; -H writes HTML, with -R a 00Tree.html in every folder.
+    "tree": (_no_option(short="oRH"), False),
     "file": (_no_option("--compile", short="C"), False),
 }
 

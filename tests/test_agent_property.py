@@ -41,8 +41,9 @@ def install(home: Path) -> None:
                 "time.sleep(0.1)\nprint('bg done')", background=True)
 
 
-def model_for(plan: list[list[str]]) -> ScriptedModel:
-    replies = [ModelReply(tool_calls=[ToolCallRequest(id=f"c{turn}_{i}", name=CALLS[kind][0], arguments=CALLS[kind][1])
+def model_for(plan: list[list[str]], prefix: str = "c") -> ScriptedModel:
+    replies = [ModelReply(tool_calls=[ToolCallRequest(id=f"{prefix}{turn}_{i}", name=CALLS[kind][0],
+                                                      arguments=CALLS[kind][1])
                                       for i, kind in enumerate(kinds)], stop_reason="tool_use")
                for turn, kinds in enumerate(plan)]
     # Enough plain answers for every turn a crash and its wake-ups may add.
@@ -73,7 +74,9 @@ def test_resume_after_a_crash_at_any_event_never_sends_an_orphaned_call(tmp_path
             crashed.append(session.session_id, [stored.event], stored.version - 1)
         engine = Engine(Home(home), crashed, workspace=root, config=CONFIG)
         resumed = engine.resume(session.session_id)
-        Agent(resumed, model_for(plan)).run(None)  # raises OrphanedCallError on an orphan
+        # Its own call ids: the original run's call folders (with what its tools wrote) are in
+        # the same home, and a call the crash kept from being asked must not reuse one of them.
+        Agent(resumed, model_for(plan, prefix="r")).run(None)  # raises OrphanedCallError on an orphan
         for task in resumed.state.running_tasks:
             resumed.wait_task(task.task_id, 10)
         resumed.deliver()

@@ -17,6 +17,9 @@ POINTS = (
     "after_task_started",
     "before_note_journaled",
     "with_wake_pending",
+    "after_input_requested",
+    "before_input_answered",
+    "after_input_answered",
 )
 
 

@@ -40,7 +40,7 @@ def turn_failure(state: SessionState) -> str | None:
     ``max_turns``, ``max_tool_calls``); None when it ended idle, was interrupted (Ctrl-C, a
     crash: ``zagent resume`` goes on from there) or no turn has ended yet."""
     reason = state.last_turn_end
-    if reason is None or reason == "idle" or reason.startswith("interrupted"):
+    if reason is None or reason in ("idle", "waiting_on_user") or reason.startswith("interrupted"):
         return None
     return reason
 
@@ -71,7 +71,7 @@ def session_status(journal: Journal, session_id: str, state: SessionState | None
 
 #: Snapshot statuses that are final: the others (an idle session may have failed or have
 #: a wake-up pending, which the stored status does not tell) are looked at in the state.
-_SETTLED = {"ended", "interrupted"}
+_SETTLED = {"ended", "interrupted", "waiting on user"}
 
 
 def listed_status(journal: Journal, summary: SessionSummary) -> str:

@@ -201,3 +201,12 @@ def test_on_a_terminal_the_run_asks_there_and_a_choice_is_taken_by_its_number(
     asked_once_answered_once(home_dir, session_id, "blue")
     (answer,) = [e.event for e in events(home_dir, session_id) if isinstance(e.event, InputAnswered)]
     assert answer.via == "terminal"
+
+
+def test_a_replay_that_reruns_tools_serves_the_recorded_answer(home_dir: Path, script: Path) -> None:
+    session_id = run_until_parked(home_dir, script)
+    assert zagent(home_dir, "answer", session_id, "blue").returncode == 0
+    replayed = zagent(home_dir, "replay", session_id, "--tools", "rerun")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "matches" in replayed.stdout
+    assert status(home_dir) == "idle"  # the replay's own session is not listed as waiting either

@@ -17,10 +17,10 @@ POINTS = (
     "after_task_started",
     "before_note_journaled",
     "with_wake_pending",
-    "after_input_requested",
-    "before_input_answered",
-    "after_input_answered",
 )
+#: The points of a question to a person (``ask_user``, ``zagent answer``), which the crash
+#: driver's session never reaches: tests/test_ask_user.py kills a real CLI at each.
+ASK_POINTS = ("after_input_requested", "before_input_answered", "after_input_answered")
 
 
 def crash_point(name: str) -> None:

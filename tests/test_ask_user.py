@@ -210,3 +210,25 @@ def test_a_replay_that_reruns_tools_serves_the_recorded_answer(home_dir: Path, s
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "matches" in replayed.stdout
     assert status(home_dir) == "idle"  # the replay's own session is not listed as waiting either
+
+
+def test_two_questions_in_one_reply_are_answered_one_by_one_naming_the_call(home_dir: Path, tmp_path: Path) -> None:
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps([
+        {"tool_calls": [{"id": "size", "name": "ask_user", "arguments": {"question": "Which size?"}},
+                        {"id": "font", "name": "ask_user", "arguments": {"question": "Which font?"}}]},
+        {"text": "Both answered."},
+    ]))
+    result = zagent(home_dir, "run", "--model", f"scripted:{two}", "style it")
+    session_id = only_session(home_dir)
+    assert result.returncode == 0 and f"zagent answer {session_id} --call font" in result.stdout
+    unnamed = zagent(home_dir, "answer", session_id, "large")
+    assert unnamed.returncode == 1 and "waits on 2 questions; name the one to answer with --call: size, font" \
+        in unnamed.stderr
+    first = zagent(home_dir, "answer", session_id, "--call", "size", "large")
+    assert first.returncode == 0 and "answer with: zagent answer" in first.stdout
+    assert status(home_dir) == "waiting on user"
+    assert zagent(home_dir, "answer", session_id, "--call", "size", "small").returncode == 1
+    last = zagent(home_dir, "answer", session_id, "serif")
+    assert last.returncode == 0 and "assistant: Both answered." in last.stdout
+    assert status(home_dir) == "idle"

@@ -455,6 +455,8 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
         toolset = _loaded_tool(engine, name)
         with engine.start_session(origin="tools run", tools=toolset) as session:
             session.subscribe(show_note)
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                session.ask_terminal = _ask_on_terminal
             result, call_id = _call_once(session, name, arguments, as_json)
     if as_json:
         emit_json({"output": result.output, "is_error": result.is_error,

@@ -363,6 +363,9 @@ class Session:
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if self.state.status != "open":
             return
+        if exc_type is None and self.state.questions:
+            self.release()  # parked: `zagent answer` (or Session.answer) goes on with it
+            return
         if exc_type is None:
             self.end()
             return

@@ -46,7 +46,7 @@ def turn_failure(state: SessionState) -> str | None:
 
 
 def status_of_state(state: SessionState) -> str:
-    """The status the journal alone gives: ``ended``, ``interrupted``, ``failed`` (the last
+    """The status the journal alone gives: ``ended``, ``waiting on user``, ``interrupted``, ``failed`` (the last
     turn was stopped by an error or a limit), ``wake-up pending`` (an idle agent has a
     wake-up to be woken with: what ``zagent resume`` delivers), ``waiting on tasks`` or
     ``idle``."""

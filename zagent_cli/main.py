@@ -455,6 +455,8 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
         toolset = _loaded_tool(engine, name)
         with engine.start_session(origin="tools run", tools=toolset) as session:
             session.subscribe(show_note)
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                session.ask_terminal = _ask_on_terminal
             result, call_id = _call_once(session, name, arguments, as_json)
     if as_json:
         emit_json({"output": result.output, "is_error": result.is_error,
@@ -518,18 +520,50 @@ def _settle_only(session: Session) -> str:
     return "ended"
 
 
-def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None) -> None:
-    """Shared by run and resume: open or resume the session, run the agent, report."""
+def _ask_on_terminal(question: str, choices: list[str] | None) -> str:
+    """Ask on the terminal ``zagent run`` runs in (the question and its numbered choices are
+    printed with the conversation); a choice may be answered by its number."""
+    from zagent_core.builtins.base import Parked
+
+    while True:
+        try:
+            answer = input("answer> ").strip()
+        except EOFError:  # the terminal went away: the question waits for `zagent answer`
+            raise Parked("waiting for the user's answer (the terminal closed)") from None
+        if answer.isdigit() and choices and 1 <= int(answer) <= len(choices):
+            return choices[int(answer) - 1]
+        if answer:
+            return answer
+
+
+def _waiting_lines(state: SessionState) -> list[str]:
+    """The questions a parked session waits on, and the command that answers each."""
+    several = len(state.questions) > 1
+    return [f"[waiting on user: {question.question!r}; answer with: zagent answer {state.session_id} "
+            f"{'--call ' + question.call_id + ' ' if several else ''}\"TEXT\"]"
+            for question in state.questions.values()]
+
+
+def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None, *,
+           answer: tuple[str, str | None] | None = None) -> None:
+    """Shared by run, resume and answer: open or resume the session (and answer its
+    question), run the agent, report."""
     import signal
 
     from zagent_core.agent import Agent
-    from zagent_core.engine import SessionEndedError, UnknownSessionError
+    from zagent_core.engine import NoQuestionError, SessionEndedError, UnknownSessionError, why_no_question
     from zagent_core.leases import SessionBusyError
     from zagent_cli.show import show_event
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
         state = engine.session_state(session_id) if session_id is not None else None
+        if answer is not None and state is not None and state.version and state.status != "ended" and (
+                not state.questions or (answer[1] is not None and answer[1] not in state.questions)):
+            raise click.ClickException(why_no_question(journal, state.session_id, answer[1]))
+        if state is not None and state.questions and answer is None and prompt is not None:
+            raise click.UsageError(f"session {session_id} waits for an answer to its question first: "
+                                   + " ".join(_waiting_lines(state)))
         model, spec = _model_for(engine, model_spec, state, prompt)
         try:
             if session_id is None:
@@ -544,7 +578,14 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
             raise click.UsageError(str(exc)) from None
         # SIGTERM stops a run the way Ctrl-C does: tools killed, the journal told.
         signal.signal(signal.SIGTERM, signal.default_int_handler)
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            session.ask_terminal = _ask_on_terminal
         try:
+            if answer is not None:
+                try:
+                    session.answer(answer[0], answer[1])
+                except NoQuestionError as exc:
+                    raise click.ClickException(str(exc)) from None
             if model is None:
                 reason, requests = _settle_only(session), 0
             else:
@@ -558,10 +599,13 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
             session.release()
     waiting = len(session.state.running_tasks)
     tail = f"; {plural(waiting, 'background task')} still running" if waiting else ""
+    fine = reason in ("idle", "ended", "waiting_on_user")  # a question asked is no failure
     # Only the kind of a stop: its reason was printed with the turn's end, once is enough.
     say(f"[{reason.partition(':')[0]} after {plural(requests, 'model request')}{tail}; session {session.session_id}]",
-        err=True, colour=OK if reason in ("idle", "ended") else ERROR)
-    sys.exit(0 if reason in ("idle", "ended") else 1)
+        err=True, colour=OK if fine else ERROR)
+    for line in _waiting_lines(session.state):
+        say(line)
+    sys.exit(0 if fine else 1)
 
 
 def _latest_open_session(obj: Context) -> str:
@@ -615,6 +659,23 @@ def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec:
     elif session_id is None:
         raise click.UsageError("name the SESSION_ID to resume, or give --last (the most recently active session)")
     _drive(obj, model_spec, session_id, _prompt_text(prompt))
+
+
+@cli.command()
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("text", type=TEXT)
+@click.option("--call", "call_id", type=TEXT, metavar="ID",
+              help="The ask_user call to answer, when the session waits on several questions.")
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: the session's).")
+@click.pass_obj
+def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_spec: str | None) -> None:
+    """Answer the question SESSION_ID waits on (status ``waiting on user``) with TEXT
+    (``-``: read it from stdin), then continue the session as resume does. The answer is
+    the ask_user call's result; it is taken once: a second answer is refused."""
+    text = _prompt_text(text) or ""
+    if not text.strip():
+        raise click.UsageError("the answer is empty: give the text to answer with")
+    _drive(obj, model_spec, session_id, None, answer=(text, call_id))
 
 
 # -- doctor ----------------------------------------------------------------------------

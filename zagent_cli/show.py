@@ -18,6 +18,8 @@ from typing import Any
 from zagent_core.events import (
     ArtifactRecorded,
     Event,
+    InputAnswered,
+    InputRequested,
     ModelReplied,
     NoteReceived,
     SessionEnded,
@@ -75,6 +77,12 @@ def event_line(stored: StoredEvent) -> str | None:
             return f"  task #{task_id} interrupted: {head(message, 100)}"
         case TurnStarted(reason="wake"):
             return "(woken)"
+        case InputRequested(question=question, choices=choices):
+            return f"  ? {question}" + "".join(f"\n    {n}. {choice}" for n, choice in enumerate(choices or [], 1))
+        case InputAnswered(answer=answer, via=via):
+            return f"  answered ({via}): {head(answer, 100)}"
+        case TurnEnded(reason="waiting_on_user"):
+            return "(waiting on user)"
         case TurnEnded(reason=reason) if reason != "idle":
             return f"(turn stopped: {reason})"
     return None
@@ -186,6 +194,11 @@ class _Conversation:
                 return Entry(at, True, "woken", text=f"{len(wakes)} wake-up(s) and {len(notes)} note(s) delivered")
             case TurnStarted(reason="resume"):
                 return Entry(at, True, "resumed turn", text="the turn that was cut off goes on")
+            case InputRequested(question=question, choices=choices):
+                return Entry(at, True, "asked the user", text=question,
+                             code="\n".join(choices) if choices else None)
+            case InputAnswered(answer=answer, via=via):
+                return Entry(at, True, f"the user answered ({via})", text=answer)
             case TurnEnded(reason=reason) if reason != "idle":
                 return Entry(at, True, "turn stopped", text=reason)
             case SessionResumed(taken_over_from=taken):

@@ -208,8 +208,8 @@ class Agent:
         ``resumed`` continues a turn a crash cut off (resume closed it as interrupted).
         ``max_requests`` ends the turn with ``stop_reason`` after that many model requests
         (a replay stops where the recorded turn stopped).
-        Returns why the turn ended: ``idle``, ``max_turns``, ``max_tool_calls`` or
-        ``model_error: ...``.
+        Returns why the turn ended: ``idle``, ``waiting_on_user`` (an ``ask_user`` call
+        waits for its answer), ``max_turns``, ``max_tool_calls`` or ``model_error: ...``.
         """
         session = self.session
         if prompt is not None:
@@ -243,6 +243,8 @@ class Agent:
                 return self._end("max_tool_calls")
             calls_this_turn += len(calls)
             self._run_calls(calls)
+            if session.state.questions:  # a call has no result until a person answers
+                return self._end("waiting_on_user")
             session.deliver()  # notes that came in while the tools ran
 
     def _end(self, reason: str) -> str:
@@ -271,9 +273,13 @@ class Agent:
 
     def _run(self, prompt: str | None, wait: float, on_idle: Callable[[], None] | None) -> RunResult:
         state = self.session.state
-        # A turn a crash cut off (resume ended it as "interrupted"), or one the model failed
-        # (its endpoint was down), goes on: the model has not answered its last results.
-        cut_off = prompt is None and (state.last_turn_end or "").startswith(("interrupted", "model_error"))
+        if state.questions:  # parked: nothing can go to the model before the answer
+            return RunResult(reason="waiting_on_user", requests=0)
+        # A turn a crash cut off (resume ended it as "interrupted"), one the model failed
+        # (its endpoint was down), or one a question parked (now answered) goes on: the
+        # model has not seen its last results.
+        cut_off = prompt is None and (state.last_turn_end or "").startswith(
+            ("interrupted", "model_error", "waiting_on_user"))
         if prompt is not None or cut_off or state.pending_wakes:
             reason = self.turn(prompt, resumed=cut_off)
         else:

@@ -18,6 +18,9 @@ POINTS = (
     "before_note_journaled",
     "with_wake_pending",
 )
+#: The points of a question to a person (``ask_user``, ``zagent answer``), which the crash
+#: driver's session never reaches: tests/test_ask_user.py kills a real CLI at each.
+ASK_POINTS = ("after_input_requested", "before_input_answered", "after_input_answered")
 
 
 def crash_point(name: str) -> None:

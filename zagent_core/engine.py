@@ -29,6 +29,8 @@ from zagent_core.config import Config, load_config
 from zagent_core.events import (
     Coercion,
     Event,
+    InputAnswered,
+    InputRequested,
     ModelReplied,
     NoteReceived,
     NotesDelivered,
@@ -59,7 +61,7 @@ from zagent_core.home import Home
 from zagent_core.ids import new_call_id, new_session_id, new_wake_id
 from zagent_core import leases, tasks
 from zagent_core.builtins import registry
-from zagent_core.builtins.base import Builtin, BuiltinContext, ToolState
+from zagent_core.builtins.base import Builtin, BuiltinContext, Parked, ToolState
 from zagent_core.credentials import tool_environment
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
@@ -75,6 +77,7 @@ from zagent_core.runner import ProcessOutcome, ProcessSpec, run_process
 from zagent_core.state import (
     CallView,
     NoteView,
+    QuestionView,
     SessionState,
     TaskView,
     WakeView,
@@ -209,12 +212,28 @@ def _interrupts_deferred() -> Iterator[None]:
                 signal.raise_signal(received)
 
 
+def why_no_question(journal: Journal, session_id: str, call_id: str | None) -> str:
+    """Why an answer finds nothing to answer (the journal is read: only on this error)."""
+    answers = [stored.event for stored in journal.read(session_id, types=("input_answered",))
+               if isinstance(stored.event, InputAnswered) and call_id in (None, stored.event.call_id)]
+    if answers:
+        answered = answers[-1]
+        return (f"the question of call {answered.call_id} in session {session_id} was already answered "
+                f"({answered.via}: {answered.answer!r}); an answer is taken once, so nothing was changed")
+    which = f"no question of call {call_id}" if call_id else "no question"
+    return f"session {session_id} has {which} waiting for an answer; nothing was changed"
+
+
 class SessionEndedError(RuntimeError):
     """A call or an end on a session that already ended."""
 
 
 class UnknownSessionError(LookupError):
     """No such session in the journal."""
+
+
+class NoQuestionError(LookupError):
+    """An answer for a session (or call) with no question waiting; the message says which."""
 
 
 class Engine:
@@ -306,8 +325,8 @@ class Engine:
         return session
 
     def status(self, session_id: str, state: SessionState | None = None) -> str:
-        """``ended``, ``running`` (a live process drives it), ``interrupted`` (cut off mid-turn
-        or mid-call), ``waiting on tasks``, or ``idle`` (see :mod:`zagent_core.status`)."""
+        """``ended``, ``running`` (a live process drives it), ``waiting on user``, ``interrupted``
+        (cut off mid-turn or mid-call), ``waiting on tasks``, or ``idle`` (see :mod:`zagent_core.status`)."""
         return session_status(self.journal, session_id, state)
 
     def session_state(self, session_id: str) -> SessionState:
@@ -334,12 +353,18 @@ class Session:
         #: Who drives the session (this process), as its lease in the journal says.
         self.owner = leases.this_process(f"zagent {engine.command}" if engine.command else "zagent")
         self._snapshot_version = self.state.version
+        #: How to ask a person now (``zagent run`` on a terminal): question, choices -> answer.
+        #: None: an ``ask_user`` call parks the session until ``zagent answer``.
+        self.ask_terminal: Callable[[str, list[str] | None], str] | None = None
 
     def __enter__(self) -> Session:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if self.state.status != "open":
+            return
+        if exc_type is None and self.state.questions:
+            self.release()  # parked: `zagent answer` (or Session.answer) goes on with it
             return
         if exc_type is None:
             self.end()
@@ -601,6 +626,9 @@ class Session:
             result = builtin.run(context, arguments)
         except JournalError:
             raise
+        except Parked as parked:  # no result yet: the answer brings it (see answer)
+            log.info("tool_call_parked", session=self.session_id, call_id=call_id, tool=builtin.name)
+            return ToolResult(output=str(parked), is_error=False)
         except Exception as exc:  # a bug of ours must not leave the call without a result
             log.error("tool_call_failed", exc_info=True, call_id=call_id, tool=builtin.name)
             result = ToolResult(output=f"zagent failed while running {builtin.name}: {exc!r}", is_error=True)
@@ -688,6 +716,40 @@ class Session:
         if started is not None:
             context.staged.append(started)
         return result
+
+    def ask_user(self, context: BuiltinContext, question: str, choices: list[str] | None) -> str:
+        """:class:`~zagent_core.builtins.base.Host`: journal the question, then ask it on the
+        terminal, or park the call (:class:`Parked`) for :meth:`answer`."""
+        self._append([InputRequested(call_id=context.call_id, question=storable(question), choices=choices)])
+        crash_point("after_input_requested")
+        if self.ask_terminal is None:
+            raise Parked(f"waiting for the user's answer (zagent answer {self.session_id} TEXT)")
+        answer = storable(self.ask_terminal(question, choices))
+        context.staged.append(InputAnswered(call_id=context.call_id, answer=answer, via="terminal"))
+        return answer
+
+    def answer(self, text: str, call_id: str | None = None, *, via: str = "zagent answer") -> QuestionView:
+        """Answer a waiting question: the answer and its call's result in one transaction, once.
+
+        ``call_id`` may be left out when one question waits. :class:`NoQuestionError` says
+        why nothing was answered (none waits, it was answered already, several wait).
+        """
+        with self._lock:
+            waiting = self.state.questions
+            if call_id is None and len(waiting) > 1:
+                raise NoQuestionError(f"session {self.session_id} waits on {len(waiting)} questions; name the one "
+                                      f"to answer with --call: {', '.join(waiting)}")
+            call_id = call_id or next(iter(waiting), None)
+            question = waiting.get(call_id) if call_id else None
+            if question is None:
+                raise NoQuestionError(why_no_question(self.engine.journal, self.session_id, call_id))
+            answer = storable(text)
+            crash_point("before_input_answered")
+            self._append([InputAnswered(call_id=question.call_id, answer=answer, via=via),
+                          ToolCallFinished(call_id=question.call_id,
+                                           **ToolResult(output=answer, is_error=False).event_fields())])
+        crash_point("after_input_answered")
+        return question
 
     def tasks_at_hand(self) -> tuple[list[TaskView], int]:
         """:class:`~zagent_core.builtins.base.Host`: the tasks kept at hand, and how many were numbered."""
@@ -820,6 +882,8 @@ class Session:
         if self.state.in_turn:
             self.end_turn("interrupted")  # the agent continues in a new turn
         for call in list(self.state.calls.values()):
+            if call.call_id in self.state.questions:
+                continue  # parked, not cut off: its answer gives it its result
             if call.status in ("requested", "running") and call.task_id is None:
                 self._settle_call(call)
             elif call.status == "running":

@@ -301,8 +301,29 @@ class WakeAnswered(_Body):
 
 class TurnEnded(_Body):
     type: Literal["turn_ended"] = "turn_ended"
-    #: ``idle`` (the model replied without a tool call), or why the turn was stopped.
+    #: ``idle`` (the model replied without a tool call), ``waiting_on_user`` (a question
+    #: parked the session), or why the turn was stopped.
     reason: str
+
+
+class InputRequested(_Body):
+    """An ``ask_user`` call asked a person: the call stays open, without a result, until
+    :class:`InputAnswered` (the session is parked, ``waiting on user``)."""
+
+    type: Literal["input_requested"] = "input_requested"
+    call_id: str
+    question: str
+    choices: list[str] | None = None
+
+
+class InputAnswered(_Body):
+    """A person's answer to a question; journaled with the call's ``tool_call_finished``."""
+
+    type: Literal["input_answered"] = "input_answered"
+    call_id: str
+    answer: str
+    #: Where it was answered: ``terminal`` (the run asked there) or ``zagent answer``.
+    via: str
 
 
 # -- what tools know (staged by a call, committed with its result) --------------------
@@ -414,6 +435,8 @@ Event = Annotated[
         ReadStateUpdated,
         ToolStateWritten,
         ArtifactRecorded,
+        InputRequested,
+        InputAnswered,
     ],
     Field(discriminator="type"),
 ]

@@ -649,7 +649,7 @@ class _Calls:
         self.rerun = 0
 
     def run(self, call: RepliedCall) -> None:
-        if self.tools == "recorded":
+        if self.tools == "recorded" or call.name == "ask_user":  # a person is not asked again: their answer is served
             self.serve(call)
         elif self.session.replay_policy(call.name) == "unsafe" and not self.allow_unsafe:
             self.not_rerun.append(f"{call.name} ({call.call_id})")

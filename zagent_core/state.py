@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from zagent_core.events import (
     Coercion,
     Media,
+    InputAnswered,
+    InputRequested,
     ModelReplied,
     NoteReceived,
     NotesDelivered,
@@ -154,6 +156,17 @@ class WakeView(BaseModel):
     at: datetime
 
 
+class QuestionView(BaseModel):
+    """A question an ``ask_user`` call asked that has no answer yet: its call waits on it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    question: str
+    choices: list[str] | None = None
+    at: datetime
+
+
 class SessionState(BaseModel):
     """What resuming a session needs, rebuilt from its events.
 
@@ -207,6 +220,9 @@ class SessionState(BaseModel):
     read_state: dict[str, ReadEntry] = {}
     #: Each tool's durable key/value state, by tool name.
     tool_state: dict[str, dict[str, Any]] = {}
+    #: Questions asked (``input_requested``) and not answered yet, by call id, oldest first:
+    #: their calls are parked, not cut off.
+    questions: dict[str, QuestionView] = {}
 
     @property
     def running_calls(self) -> list[CallView]:
@@ -220,13 +236,18 @@ class SessionState(BaseModel):
 
 
 def status_of(state: SessionState) -> str:
-    """``ended``, ``interrupted`` (cut off mid-turn or mid-call), ``waiting on tasks`` or ``idle``.
+    """``ended``, ``waiting on user`` (a question waits for ``zagent answer``), ``interrupted``
+    (cut off mid-turn or mid-call), ``waiting on tasks`` or ``idle``.
 
     Whether a live process drives the session (``running``) is the lease's to say, not the journal's.
     """
     if state.status == "ended":
         return "ended"
-    if state.in_turn or state.running_calls or state.unrequested:
+    if state.questions:
+        return "waiting on user"
+    # A question answered whose turn has not gone on yet (the answering process died
+    # first) is a cut-off turn too: ``zagent resume`` continues it.
+    if state.in_turn or state.running_calls or state.unrequested or state.last_turn_end == "waiting_on_user":
         return "interrupted"
     if state.running_tasks:
         return "waiting on tasks"
@@ -281,6 +302,7 @@ def _close_call(s: dict[str, Any], call_id: str, **changes: Any) -> None:
     """A call got its result: it leaves the state, unless its background task still runs."""
     calls: dict[str, CallView] = s["calls"]
     call = calls.get(call_id)
+    s["questions"].pop(call_id, None)  # a result, whatever it is, ends the wait
     if call is None:  # closed already (a result journaled twice, as old journals may hold): nothing is open
         return
     task = s["tasks"].get(call.task_id) if call.task_id is not None else None
@@ -447,6 +469,17 @@ def _tool_state_written(s: dict[str, Any], event: ToolStateWritten, stored: Stor
     s["tool_state"][event.tool] = {key: value for key, value in values.items() if value is not None}
 
 
+@_on(InputRequested)
+def _input_requested(s: dict[str, Any], event: InputRequested, stored: StoredEvent) -> None:
+    s["questions"][event.call_id] = QuestionView(call_id=event.call_id, question=event.question,
+                                                 choices=event.choices, at=stored.at)
+
+
+@_on(InputAnswered)
+def _input_answered(s: dict[str, Any], event: InputAnswered, stored: StoredEvent) -> None:
+    s["questions"].pop(event.call_id, None)
+
+
 def fold(state: SessionState, stored: StoredEvent) -> None:
     """Apply ``stored`` to ``state`` in place: O(1) per event, whatever the session's length.
 
@@ -465,7 +498,8 @@ def fold(state: SessionState, stored: StoredEvent) -> None:
     fields.update(session_id=stored.session_id, version=stored.version, last_at=stored.at)
 
 
-_CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested", "read_state", "tool_state")
+_CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested", "read_state", "tool_state",
+               "questions")
 
 
 def _own_copy(state: SessionState) -> SessionState:

@@ -42,6 +42,11 @@ class StateValueError(ValueError):
     """A tool-state value that cannot be stored; the message is the tool's."""
 
 
+class Parked(Exception):  # noqa: N818 - not an error: the call waits, on purpose
+    """Raised by :meth:`Host.ask_user` when no one can answer now: the call stays open
+    (its question journaled) and the session waits for ``zagent answer``."""
+
+
 class Host(Protocol):
     """What the session does for a built-in: its background tasks and processes.
 
@@ -66,6 +71,11 @@ class Host(Protocol):
 
     def start_call_task(self, context: BuiltinContext, argv: list[str], *, timeout: float | None) -> ToolResult:
         """Start ``argv`` as this call's background task; returns what the model is told at once."""
+        ...
+
+    def ask_user(self, context: BuiltinContext, question: str, choices: list[str] | None) -> str:
+        """Journal the question, then return the person's answer (asked on a terminal), or
+        raise :class:`Parked` when there is no one to ask now."""
         ...
 
 

@@ -23,6 +23,7 @@ _MODULES = (
     "wait_task",
     "record_artifact",
     "terminal",
+    "ask_user",
 )
 
 

@@ -572,8 +572,9 @@ class Session:
         else:
             builtin = self.engine.builtins.get(name)
             tool = self.tools.tools.get(name)
-            validated = validate_arguments(builtin.validator if builtin else self.tools.tools[name].validator,
-                                           arguments)
+            validator = self.validator_of(name)
+            assert validator is not None  # not refused: the tool exists
+            validated = validate_arguments(validator, arguments)
             problems = validated.problems or (delivery_problems(tool, validated.arguments) if tool else [])
             if not problems:
                 if builtin is not None:
@@ -678,17 +679,21 @@ class Session:
             raise KeyboardInterrupt  # as in the main thread: the call is journaled interrupted
         return outcome
 
+    def _call_context(self, call_dir: Path, state_file: Path | None = None) -> CallContext:
+        """Where a call's process runs and what it is told (the session's scratch folder made)."""
+        engine = self.engine
+        scratch = engine.home.scratch_dir(self.session_id)
+        scratch.mkdir(parents=True, exist_ok=True)
+        return CallContext(
+            session_id=self.session_id, home=engine.home.root, workspace=engine.workspace, scratch=scratch,
+            output_dir=call_dir / "output", notify_file=call_dir / "notify", caps=engine.config.capabilities.as_env(),
+            state_file=state_file,
+        )
+
     def _call_environment(self, context: BuiltinContext) -> tuple[dict[str, str], list[str]]:
         """A built-in's process environment (the engine's, less its credentials), and the names it added."""
         assert context.call_dir is not None
-        home = self.engine.home
-        added = {
-            "ZAGENT_WORKSPACE": str(context.workspace), "ZAGENT_HOME": str(home.root),
-            "ZAGENT_SCRATCH": str(home.scratch_dir(self.session_id)), "ZAGENT_SESSION": self.session_id,
-            "ZAGENT_TOOL_NAME": context.tool, "ZAGENT_OUTPUT_DIR": str(context.call_dir / "output"),
-            "ZAGENT_NOTIFY_FILE": str(context.call_dir / "notify"), "ZAGENT_CAPS": self.engine.config.capabilities.as_env(),
-        }
-        Path(added["ZAGENT_SCRATCH"]).mkdir(parents=True, exist_ok=True)
+        added = self._call_context(context.call_dir).variables(context.tool)
         # PWD is where the process runs (the workspace, links resolved), so paths the model
         # copies from `pwd` are the ones the read-before-edit gate knows.
         return tool_environment() | added | {"PWD": str(context.workspace)}, sorted(added)
@@ -767,15 +772,9 @@ class Session:
         engine = self.engine
         call_id = requested.call_id
         call_dir, output_dir, notify_file = self._call_folders(call_id)
-        scratch = engine.home.scratch_dir(self.session_id)
-        scratch.mkdir(parents=True, exist_ok=True)
         state_file = call_dir / "state.json"
         write_json(state_file, self.state.tool_state.get(tool.name, {}))
-        context = CallContext(
-            session_id=self.session_id, home=engine.home.root, workspace=engine.workspace, scratch=scratch,
-            output_dir=output_dir, notify_file=notify_file, caps=engine.config.capabilities.as_env(),
-            state_file=state_file,
-        )
+        context = self._call_context(call_dir, state_file)
         limits = engine.config.limits
         invocation = build_invocation(tool, arguments, context, default_timeout=limits.default_timeout_seconds)
         manifest = tool.manifest

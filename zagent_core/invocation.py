@@ -37,8 +37,25 @@ class CallContext:
     output_dir: Path
     notify_file: Path
     caps: str
-    #: The tool's durable state as the call starts (a JSON object); changes come back in a JSON result's ``state``.
-    state_file: Path
+    #: The tool's durable state as the call starts (a JSON object); changes come back in a JSON
+    #: result's ``state``. None for a built-in, which has its state in its context.
+    state_file: Path | None = None
+
+    def variables(self, tool: str) -> dict[str, str]:
+        """The ``ZAGENT_*`` variables that tell a process of tool ``tool`` about its call."""
+        variables = {
+            "ZAGENT_WORKSPACE": str(self.workspace),
+            "ZAGENT_HOME": str(self.home),
+            "ZAGENT_SCRATCH": str(self.scratch),
+            "ZAGENT_SESSION": self.session_id,
+            "ZAGENT_TOOL_NAME": tool,
+            "ZAGENT_OUTPUT_DIR": str(self.output_dir),
+            "ZAGENT_NOTIFY_FILE": str(self.notify_file),
+            "ZAGENT_CAPS": self.caps,
+        }
+        if self.state_file is not None:
+            variables["ZAGENT_STATE_FILE"] = str(self.state_file)
+        return variables
 
 
 @dataclass(frozen=True)
@@ -91,18 +108,7 @@ def build_invocation(
 
     env = tool_environment(environ)
     added = {key: expand(value, placeholders) for key, value in manifest.env.items()}
-    added.update({
-        "ZAGENT_WORKSPACE": str(context.workspace),
-        "ZAGENT_HOME": str(context.home),
-        "ZAGENT_SCRATCH": str(context.scratch),
-        "ZAGENT_SESSION": context.session_id,
-        "ZAGENT_TOOL_NAME": tool.name,
-        "ZAGENT_TOOL_DIR": str(tool.folder),
-        "ZAGENT_OUTPUT_DIR": str(context.output_dir),
-        "ZAGENT_NOTIFY_FILE": str(context.notify_file),
-        "ZAGENT_CAPS": context.caps,
-        "ZAGENT_STATE_FILE": str(context.state_file),
-    })
+    added.update(context.variables(tool.name), ZAGENT_TOOL_DIR=str(tool.folder))
 
     stdin: bytes | None = None
     if manifest.input == "stdin_json":

@@ -238,14 +238,14 @@ def _changed_since(events: Iterable[StoredEvent], workspace_then: str | None, wo
                 first.setdefault(entry.path, None if entry.elided else entry.hash)
     changed = []
     for path, digest in first.items():
-        if digest is None or not workspace_then:
-            continue
-        now = Path(_moved(path, workspace_then, workspace))
+        now = Path(_moved(path, workspace_then, workspace)) if workspace_then else None
+        if digest is None or now is None or not now.is_relative_to(workspace):
+            continue  # written before it was read, or outside the workspace: the copy says nothing of it
         try:
-            same = now.is_relative_to(workspace) and content_hash(now.read_bytes()) == digest
+            same = content_hash(now.read_bytes()) == digest
         except OSError:
             same = False
-        if now.is_relative_to(workspace) and not same:
+        if not same:
             changed.append(str(now.relative_to(workspace)))
     if not changed:
         return None

@@ -51,6 +51,10 @@ SAMPLES = [
     events.ArtifactRecorded(call_id="c1", kind="pull_request", title="Fix retries", url="https://example.com/pr/1"),
     events.InputRequested(call_id="c1", question="Which colour?", choices=["red", "blue"]),
     events.InputAnswered(call_id="c1", answer="blue", via="zagent answer"),
+    events.ChildSpawned(call_id="c2", label="child-1", child_session_id="20261201-060000-abcdef", task="count",
+                        model="scripted:/s.json#child-1"),
+    events.ChildEnded(call_id="c2", label="child-1", child_session_id="20261201-060000-abcdef", status="completed",
+                      text="3", stats=events.SpawnStats(turns=1, input_tokens=10, output_tokens=2, duration_ms=5)),
 ]
 
 

@@ -310,6 +310,8 @@ class Agent:
         if self.deadline is not None:
             deadline = min(deadline, self.deadline)
         while reason == "idle":
+            if self.session.interrupt_calls.is_set():
+                raise KeyboardInterrupt  # a sub-agent waiting on its tasks, while its tree is stopped
             woken, running = self.session.outlook()
             if woken:
                 reason = self.turn(None)

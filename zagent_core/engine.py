@@ -918,12 +918,15 @@ class Session:
                       ToolCallRejected(call_id=call.call_id, reason="limit", message=message)])
 
     def settle_unrequested(self, why: str) -> None:
-        """Calls a reply asked for that never ran (the engine stopped first) get a result saying so."""
+        """Calls a reply asked for that never ran (the engine stopped first) get a result saying so;
+        those of a built-in that :attr:`~Builtin.continues` are only requested: they go on later."""
         for call in list(self.state.unrequested.values()):
-            self._append([
-                ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments),
-                ToolCallInterrupted(call_id=call.call_id, message=f"{call.name} was not run: {why}"),
-            ])
+            requested = ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments)
+            if self._continues(call.name):
+                self._append([requested])
+            else:
+                self._append([requested, ToolCallInterrupted(call_id=call.call_id,
+                                                             message=f"{call.name} was not run: {why}")])
 
     # -- resume ------------------------------------------------------------------------
 
@@ -951,8 +954,11 @@ class Session:
     def continuing_calls(self) -> list[CallView]:
         """Calls cut off that go on where they were, not settled (a ``spawn`` waiting on its child)."""
         return [call for call in list(self.state.calls.values())
-                if call.status in ("requested", "running") and call.task_id is None
-                and getattr(self.engine.builtins.get(call.tool), "continues", False)]
+                if call.status in ("requested", "running") and call.task_id is None and self._continues(call.tool)]
+
+    def _continues(self, name: str) -> bool:
+        builtin = self.engine.builtins.get(name)
+        return builtin is not None and builtin.continues
 
     def go_on(self, call: CallView) -> ToolResult:
         """Carry on with a call of :meth:`continuing_calls`: it gets its real result."""

@@ -365,6 +365,9 @@ class ChildSpawned(_Body):
     model: str
     #: A stopped child given a new task (``spawn``'s ``resume``), not a new one.
     resumed: bool = False
+    #: The child's journal version when it was given the task (0: a new child): the task
+    #: was delivered if a ``user_message`` follows it.
+    from_version: int = 0
 
 
 class ChildEnded(_Body):

@@ -184,6 +184,8 @@ class ChildView(BaseModel):
     subagent_type: str | None = None
     model: str
     status: Literal["running", "completed", "error", "aborted", "timeout"] = "running"
+    #: The child's journal version when it was given ``task`` (see ``child_spawned``).
+    from_version: int = 0
     text: str = ""
     stats: SpawnStats = SpawnStats()
     spawned_at: datetime
@@ -517,7 +519,7 @@ def _child_spawned(s: dict[str, Any], event: ChildSpawned, stored: StoredEvent) 
     children.pop(event.label, None)  # a resumed child moves to the end, as the latest spawned
     children[event.label] = ChildView(label=event.label, session_id=event.child_session_id, call_id=event.call_id,
                                       task=event.task, subagent_type=event.subagent_type, model=event.model,
-                                      spawned_at=stored.at)
+                                      from_version=event.from_version, spawned_at=stored.at)
 
 
 @_on(ChildEnded)

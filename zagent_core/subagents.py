@@ -146,7 +146,8 @@ def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
         assert plan.model_spec is not None
         return ChildSpawned(call_id=context.call_id, label=plan.label, child_session_id=plan.session_id,
                             task=plan.task or "", subagent_type=plan.subagent_type, model=plan.model_spec,
-                            resumed=plan.resumed)
+                            resumed=plan.resumed,
+                            from_version=parent.engine.journal.head(plan.session_id) if plan.resumed else 0)
 
     if plan.resumed:
         parent.record([spawned(plan.label)])
@@ -155,13 +156,16 @@ def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
 
 
 def _going_on(parent: Session, label: str) -> _Plan:
-    """The child a crash (or Ctrl-C) stopped, as it was: its model, and the system prompt it was given."""
+    """The child a crash (or Ctrl-C) stopped, as it was: its model, the system prompt it was
+    given, and its task if the crash came before the child journaled it."""
     child = parent.state.children[label]
-    turns = [stored.event for stored in parent.engine.journal.read(child.session_id, types=("turn_started",))]
+    journal = parent.engine.journal
+    turns = [stored.event for stored in journal.read(child.session_id, types=("turn_started",))]
     prompts = [turn.system_prompt for turn in turns if isinstance(turn, TurnStarted) and turn.system_prompt]
+    told = next(iter(journal.read(child.session_id, after_version=child.from_version, types=("user_message",))), None)
     return _Plan(label=label, session_id=child.session_id, model_spec=child.model, model=_model(parent, child.model),
-                 task=None, system_prompt=prompts[-1] if prompts else None, tools=None,
-                 subagent_type=child.subagent_type)
+                 task=None if told else child.task, system_prompt=prompts[-1] if prompts else None, tools=None,
+                 subagent_type=child.subagent_type, resumed=child.from_version > 0)
 
 
 def _model_spec(parent: Session, wanted: str | None, label: str, task: str) -> str:

@@ -95,6 +95,7 @@ def _clean_env(tmp: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("ZAGENT_")}
     env["PATH"] = _path_with_zagent(tmp / "bin")
     env["TMPDIR"] = str(tmp)  # the tutorial's mktemp folders end up under pytest's tmp_path
+    env["HOME"] = str(tmp)  # a page that sets no ZAGENT_HOME uses ~/.zagent: never the real one
     return env
 
 
@@ -154,6 +155,7 @@ _VARIABLE = [
     (re.compile(r"\b\d\d:\d\d:\d\dZ"), "<time>Z"),  # task start and end times
     (re.compile(r"\bpid \d+\b"), "pid <pid>"),
     (re.compile(r"\b\d+ ms\b"), "<n> ms"),
+    (re.compile(r"\b\d+\.\d s\b"), "<n> s"),  # a sub-agent's time
     (re.compile(r"\bzagent \d+\.\d+[^\s,]*"), "zagent <version>"),
 ]
 #: ``--events`` lines hold interpreter paths, hashes and pids: not compared.

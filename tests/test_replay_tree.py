@@ -43,7 +43,7 @@ def record(home: Path, workspace: Path, script: dict[str, Any]) -> str:
     path = home.parent / "script.json"
     path.write_text(json.dumps(script))
     # Slots for every child of the property test's trees: a refused spawn would make another tree.
-    config = Config(limits=LimitsConfig(kill_grace_seconds=0.3), spawn=SpawnConfig(max_concurrent=8))
+    config = Config(limits=LimitsConfig(kill_grace_seconds=0.3), spawn=SpawnConfig(max_concurrent=16))
     spec = f"scripted:{path}"
     with SQLiteJournal(home / "journal.db") as journal:
         engine = Engine(Home(home), journal, workspace=workspace, config=config)
@@ -205,14 +205,11 @@ def test_an_export_of_a_parent_replays_it_and_says_its_children_were_not(home_di
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=st.lists(st.lists(st.lists(st.just([]), max_size=2), max_size=2), max_size=2))
 def test_a_recorded_tree_replays_as_the_same_tree(tmp_path_factory: Any, shape: list[Any]) -> None:
-    """Any tree shape (children of children, several per reply) replays to a report of that shape."""
+    """Any tree (children of children, several spawned in one reply) replays to a report of the recorded tree."""
     def script(kids: list[Any], name: str) -> dict[str, Any]:
         calls = [spawn(f"{name}.{n}") for n in range(len(kids))]
         return {"replies": [reply("", *calls), reply(f"{name} done")] if calls else [reply(f"{name} done")],
                 "children": {f"{name}.{n}": script(k, f"{name}.{n}") for n, k in enumerate(kids)}}
-
-    def size(kids: list[Any]) -> int:
-        return 1 + sum(size(k) for k in kids)
 
     tmp = tmp_path_factory.mktemp("tree")
     home, workspace = tmp / "home", tmp / "ws"
@@ -223,10 +220,20 @@ def test_a_recorded_tree_replays_as_the_same_tree(tmp_path_factory: Any, shape: 
     report = replayed(home, parent_id, tmp / "r" / "replay.db")
 
     assert report.tree_matched, report.text()
+    with SQLiteJournal(home / "journal.db") as journal:
+        assert tree_of(report) == recorded_tree(journal, parent_id)
     assert len(list(report.sessions())) == size(shape)
-    assert sorted(len(r.children) for _, r in report.sessions()) == sorted(
-        len(k) for k in _subtrees(shape))
 
 
-def _subtrees(kids: list[Any]) -> list[list[Any]]:
-    return [kids] + [sub for k in kids for sub in _subtrees(k)]
+def tree_of(report: ReplayReport) -> dict[str, Any]:
+    return {"session": report.session_id, "children": {c.label: tree_of(c) for c in report.children}}
+
+
+def recorded_tree(journal: SQLiteJournal, session_id: str) -> dict[str, Any]:
+    children = rebuild(journal.read(session_id)).children
+    return {"session": session_id, "children": {label: recorded_tree(journal, child.session_id)
+                                                for label, child in children.items()}}
+
+
+def size(kids: list[Any]) -> int:
+    return 1 + sum(size(k) for k in kids)

@@ -237,3 +237,19 @@ def recorded_tree(journal: SQLiteJournal, session_id: str) -> dict[str, Any]:
 
 def size(kids: list[Any]) -> int:
     return 1 + sum(size(k) for k in kids)
+
+
+def test_children_the_replayed_parent_did_not_spawn_are_still_replayed_and_checked(
+        home_dir: Path, workspace: Path, tmp_path: Path) -> None:
+    script = {"replies": [reply("", spawn("say hi"), spawn("say ho")), reply("done")],
+              "children": {"say hi": [reply("hi")], "say ho": [reply("ho")]}}
+    parent_id = record(home_dir, workspace, script)
+    # The host now refuses a reply of two calls: the replayed parent spawns nothing.
+    config = Config.model_validate({"agent": {"max_tool_calls_per_turn": 1}})
+
+    report = replayed(home_dir, parent_id, tmp_path / "r" / "replay.db", config=config)
+
+    assert report.diverged and report.spawns == 0
+    assert sorted(child.label or "" for child in report.children) == ["child-1", "child-2"]
+    assert all(child.matched for child in report.children), report.text()
+    assert report.tree_verdict == "DIVERGES" and report.text().endswith(f"({report.session_id} DIVERGES)")

@@ -150,8 +150,11 @@ def test_a_rerun_serves_spawn_calls_and_never_runs_a_child_live(home_dir: Path, 
     assert report.children[0].replay_session_id in report.actual[0].output
     with SQLiteJournal(tmp_path / "r" / "replay.db") as into:
         assert len(into.sessions()) == 2  # the parent and its one child: no third, live one
-        spawned = [s.event for s in into.read(report.replay_session_id or "") if isinstance(s.event, ChildSpawned)]
-        assert [e.child_session_id for e in spawned] == [report.children[0].replay_session_id]
+        spawned = [s for s in into.read(report.replay_session_id or "") if isinstance(s.event, ChildSpawned)]
+        child_id = report.children[0].replay_session_id or ""
+        assert [s.event.child_session_id for s in spawned if isinstance(s.event, ChildSpawned)] == [child_id]
+        # As in a live run, the child's session begins after its parent journaled it.
+        assert spawned[0].seq < next(iter(into.read(child_id))).seq
 
 
 def test_a_child_given_a_new_task_replays_each_run_at_its_spawn_call(home_dir: Path, workspace: Path,

@@ -705,8 +705,8 @@ class _SessionReplay:
         self.error: str | None = None
         options = tree.options
         workspace = tree.engine.workspace
-        self.notes = [note for note in [_changed_since(recorded, tree.workspace_then, workspace)] if note] \
-            if options.tools == "rerun" else []
+        changed = _changed_since(recorded, tree.workspace_then, workspace) if options.tools == "rerun" else None
+        self.notes = [changed] if changed else []
         replies = [e.event for e in recorded if isinstance(e.event, ModelReplied)]
         self.session = tree.engine.start_session(f"replay of {recorded[0].session_id} (tools {options.tools})",
                                                  session_id=session_id, parent=parent)
@@ -789,8 +789,9 @@ class _Calls:
         #: The recorded sub-agent runs, by spawn call; and how each ended.
         self.spawned = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildSpawned)}
         self.ended = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildEnded)}
-        #: The sub-agents' replays, by recorded session id, in the order first spawned.
-        self.children: dict[str, _SessionReplay | None] = {}
+        #: The sub-agents' replays, and their sessions' ids, by recorded session id, in the order first spawned.
+        self.children: dict[str, _SessionReplay] = {}
+        self.ids: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def run(self, call: RepliedCall) -> None:
@@ -826,14 +827,19 @@ class _Calls:
         spawned = self.spawned.get(call.call_id)
         if spawned is None:
             self.session.record([requested, *self.effects.get(call.call_id, []), result])
-            return
-        ended = self.ended.get(call.call_id)
-        child, replayed_id = self._child(spawned)
-        # As the live parent did: child_spawned before the sub-agent runs, child_ended with the
-        # call's result; both name the replayed session, which the served output names too.
+        else:
+            self._serve_spawn(requested, spawned, result)
+
+    def _serve_spawn(self, requested: ToolCallRequested, spawned: ChildSpawned, result: CallResult) -> None:
+        """Serve a spawn call, its sub-agent replayed in the call's place (its next run)."""
+        replayed_id = self._replayed_id(spawned)
+        # As the live parent did: child_spawned before the sub-agent's session exists,
+        # child_ended with the call's result; both name the replayed session, as the served
+        # output does.
         moved: list[Event] = [event.model_copy(update={"child_session_id": replayed_id})
-                              for event in (spawned, ended) if event is not None]
+                              for event in (spawned, self.ended.get(requested.call_id)) if event is not None]
         self.session.record([requested, moved[0]])
+        child = self._child(spawned)
         if child is not None:
             with self._lock:  # spawn calls of one reply are served side by side
                 self.spawns += 1
@@ -842,37 +848,50 @@ class _Calls:
             result = result.model_copy(update={"output": result.output.replace(spawned.child_session_id, replayed_id)})
         self.session.record([*moved[1:], result])
 
-    def _child(self, spawned: ChildSpawned) -> tuple[_SessionReplay | None, str]:
-        """The replay of the sub-agent a recorded spawn ran (started at its first spawn), and
-        its session id; None, and the recorded id, when the recording does not hold its session."""
+    def _replayed_id(self, spawned: ChildSpawned) -> str:
+        """The id of the replay of the sub-agent a recorded spawn ran: a new one the first
+        time; the recorded one when the recording does not hold its session (it is not replayed)."""
+        recorded_id = spawned.child_session_id
         with self._lock:
-            recorded_id = spawned.child_session_id
-            if recorded_id not in self.children:
-                self.children[recorded_id] = self._start_child(recorded_id, spawned.label)
-            child = self.children[recorded_id]
-        return child, child.session.session_id if child is not None else recorded_id
+            if recorded_id not in self.ids:
+                if self.owner.tree.source.head(recorded_id) == 0:
+                    self.notes.append(f"{spawned.label}'s session {recorded_id} is not in the recording (an export "
+                                      "holds one session): its spawn calls were served, the sub-agent was not "
+                                      "replayed")
+                    self.ids[recorded_id] = recorded_id
+                else:
+                    self.ids[recorded_id] = new_session_id()
+            return self.ids[recorded_id]
 
-    def _start_child(self, recorded_id: str, label: str) -> _SessionReplay | None:
-        tree = self.owner.tree
-        recorded = list(tree.source.read(recorded_id))
-        if not recorded:
-            self.notes.append(f"{label}'s session {recorded_id} is not in the recording (an export holds one "
-                              "session): its spawn calls were served, the sub-agent was not replayed")
-            return None
+    def _child(self, spawned: ChildSpawned) -> _SessionReplay | None:
+        """The replay of the sub-agent a recorded spawn ran, started at its first spawn (None:
+        not in the recording)."""
+        recorded_id = spawned.child_session_id
+        with self._lock:
+            replayed_id = self.ids[recorded_id]
+            if recorded_id not in self.children and replayed_id != recorded_id:
+                self.children[recorded_id] = self._start_child(spawned, replayed_id)
+            return self.children.get(recorded_id)
+
+    def _start_child(self, spawned: ChildSpawned, replayed_id: str) -> _SessionReplay:
+        """The sub-agent's session, replayed with what its parent gave it (its depth, its tools)."""
+        recorded = list(self.owner.tree.source.read(spawned.child_session_id))
         started = recorded[0].event
         link = started.parent if isinstance(started, SessionStarted) else None
         if link is None:
-            link = ParentLink(session_id="", call_id="", label=label, depth=self.session.depth + 1)
-        runs = sum(1 for event in self.spawned.values() if event.child_session_id == recorded_id)
-        return _SessionReplay(tree, recorded, parent=link.model_copy(update={"session_id": self.session.session_id}),
-                              label=label, session_id=new_session_id(), runs=runs)
+            link = ParentLink(session_id="", call_id=spawned.call_id, label=spawned.label, depth=self.session.depth + 1)
+        runs = sum(1 for event in self.spawned.values() if event.child_session_id == spawned.child_session_id)
+        return _SessionReplay(self.owner.tree, recorded,
+                              parent=link.model_copy(update={"session_id": self.session.session_id}),
+                              label=spawned.label, session_id=replayed_id, runs=runs)
 
     def finish_children(self) -> list[ReplayReport]:
         """Each recorded sub-agent's report: those the replay did not spawn (its parent's
         decisions changed) are replayed now, whole, so every session of the tree is checked."""
         for spawned in self.spawned.values():
+            self._replayed_id(spawned)
             self._child(spawned)
-        return [child.finish() for child in self.children.values() if child is not None]
+        return [child.finish() for child in self.children.values()]
 
 
 def _drive(agent: Agent, session: Session, turns: list[StoredEvent], recorded: list[StoredEvent],

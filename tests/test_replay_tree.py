@@ -7,11 +7,15 @@ scripted in one file, as tests/test_spawn.py does), then replayed in process and
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
-from conftest import python_tool
+from conftest import PYTHON, python_tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +25,7 @@ from zagent_core.agent import Agent
 from zagent_core.config import Config, LimitsConfig, SpawnConfig
 from zagent_core.events import ChildSpawned, SessionStarted, UserMessage
 from zagent_core.models import load_model
-from zagent_core.replay import ReplayReport, replay
+from zagent_core.replay import ReplayReport, replay, tree_roots
 from zagent_core.state import rebuild
 from zagent_store import SQLiteJournal
 
@@ -102,6 +106,13 @@ def test_a_replay_replays_every_session_of_the_tree_and_the_parent_points_at_the
     text = report.text()
     assert "\n  child-1: replay of " in text and "\n    child-1: replay of " in text
     assert text.endswith("tree of 4 sessions: matches")
+
+    # A sub-agent replayed alone is its own subtree, and keeps what its parent gave it.
+    alone = replayed(home_dir, by_path["child-1"].session_id, tmp_path / "alone" / "replay.db")
+    assert alone.tree_matched and [path for path, _ in alone.sessions()] == ["", "child-1"]
+    with SQLiteJournal(tmp_path / "alone" / "replay.db") as into:
+        started = next(iter(into.read(alone.replay_session_id or ""))).event
+        assert isinstance(started, SessionStarted) and started.parent is not None and started.parent.depth == 1
 
 
 def test_a_child_whose_tool_output_changes_in_a_rerun_is_the_diverging_session_of_the_tree(
@@ -256,3 +267,32 @@ def test_children_the_replayed_parent_did_not_spawn_are_still_replayed_and_check
     assert sorted(child.label or "" for child in report.children) == ["child-1", "child-2"]
     assert all(child.matched for child in report.children), report.text()
     assert report.tree_verdict == "DIVERGES" and report.text().endswith(f"({report.session_id} DIVERGES)")
+
+
+@pytest.mark.parametrize("point", ["after_tool_call_started", "before_tool_call_finished"])
+def test_a_tree_a_sigkill_cut_and_resume_finished_replays_and_matches(home_dir: Path, workspace: Path,
+                                                                       point: str) -> None:
+    """The child's call is cut by a real SIGKILL of the process driving the tree; `zagent resume`
+    finishes the tree. Both recordings (cut turns, resumed turns) replay, both ways."""
+    greet_tool(home_dir)
+    script = home_dir.parent / "script.json"
+    script.write_text(json.dumps({"replies": [reply("", spawn("greet")), reply("done")],
+                                  "children": {"greet": [reply("", greet()), reply("greeted")]}}))
+    env = {key: value for key, value in os.environ.items() if key != "ZAGENT_CRASH_AT"}
+    base = [PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "--workspace", str(workspace)]
+    killed = subprocess.run([*base, "run", "--model", f"scripted:{script}", "go"], env={**env, "ZAGENT_CRASH_AT": point},
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        (parent_id,) = tree_roots(journal, [summary.session_id for summary in journal.sessions()])
+    resumed = subprocess.run([*base, "resume", parent_id], env=env, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+
+    for tools in ("recorded", "rerun"):
+        result = CliRunner().invoke(cli, ["--home", str(home_dir), "--workspace", str(workspace), "replay", parent_id,
+                                          "--tools", tools, "--json"])
+        assert result.exit_code == 0, result.output
+        (root,) = json.loads(result.output)["replays"]
+        (child,) = root["children"]
+        assert child["tree_verdict"] == "matches" and child["expected_steps"] == child["actual_steps"] == 1

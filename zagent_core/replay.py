@@ -7,6 +7,10 @@ same tool with the same arguments in the same order?) or really run again in a f
 workspace (``rerun``: do the tools still give the same results?). Differences that
 legitimately change between runs (paths of call folders, times, durations, pids, task
 numbers) are normalised away; users add their own rules.
+
+A session with sub-agents is replayed as a tree: its spawn calls are served from the
+recording, and each child session is replayed in the call's place, against its own
+recording, in the same engine and workspace (:class:`_SessionReplay`).
 """
 
 from __future__ import annotations
@@ -99,6 +103,9 @@ class Difference:
 @dataclass
 class ReplayReport:
     """What a replay found. ``matched`` is the verdict; ``differences`` say where and how.
+
+    A report is of one session; the replay of a session is also the replay of its tree, its
+    sub-agents' reports are its :attr:`children`, and ``tree_matched`` is the tree's verdict.
 
     A replay says it matches only of what it checked: with ``tools="rerun"``, a replay
     whose calls were all served from the recording (their tools are ``replay: unsafe``)
@@ -196,7 +203,8 @@ class ReplayReport:
             lines.append(NOTHING_RERUN)
         lines += [f"note: {note}" for note in self.notes]
         for child in self.children:
-            lines += ["  " + line if line else line for child_line in child._lines() for line in child_line.split("\n")]
+            lines += ["  " + line if line else line
+                      for child_line in child._lines() for line in child_line.split("\n")]
         return lines
 
     def text(self) -> str:

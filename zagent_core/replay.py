@@ -864,8 +864,8 @@ class _Calls:
             if recorded_id not in self.ids:
                 if self.owner.tree.source.head(recorded_id) == 0:
                     self.notes.append(f"{spawned.label}'s session {recorded_id} is not in the recording (an export "
-                                      "holds one session): its spawn calls were served, the sub-agent was not "
-                                      "replayed")
+                                      "holds one session; a crash can come before a child's session starts): its "
+                                      "spawn calls were served, the sub-agent was not replayed")
                     self.ids[recorded_id] = recorded_id
                 else:
                     self.ids[recorded_id] = new_session_id()

@@ -815,7 +815,8 @@ def _rule(text: str) -> tuple[str, str]:
               help="Replay the session of this export (zagent sessions export).")
 @click.option("--journal", "journal_path", type=click.Path(exists=True, dir_okay=False),
               help="Replay from this journal file instead of the home's.")
-@click.option("--all", "replay_all", is_flag=True, help="Replay every session of the journal.")
+@click.option("--all", "replay_all", is_flag=True,
+              help="Replay every session of the journal (a sub-agent's in its parent's tree).")
 @click.option("--allow-unsafe", is_flag=True, help="With --tools rerun, also rerun tools marked replay: unsafe.")
 @click.option("--normalize", "rules", multiple=True, metavar="REGEX=REPL", callback=lambda c, p, v: [_rule(x) for x in v],
               help="Replace what REGEX matches before outputs are compared (repeatable).")
@@ -826,15 +827,16 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
     """Drive a recorded session again and report, step by step, what differs.
 
     Model replies always come from the recording. With --tools rerun, the tools run in a
-    copy of the recorded workspace, or of the global --workspace DIR when given. Exit 0
-    when everything matches, 1 on a divergence (or a rerun that ran nothing again), 2 on
-    a usage error.
+    copy of the recorded workspace, or of the global --workspace DIR when given. A spawn
+    call is served from the recording and its sub-agent's session is replayed too: the
+    report is the tree. Exit 0 when every session of it matches, 1 on a divergence (or a
+    rerun that ran nothing again), 2 on a usage error.
     """
     from zagent_core.config import load_config
     from zagent_core.exports import ExportError, import_session, parse_export
     from zagent_core.home import Home
     from zagent_core.replay import replay as replay_session
-    from zagent_core.replay import replay_folder
+    from zagent_core.replay import replay_folder, tree_roots
     from zagent_store import SQLiteJournal
 
     if bool(session_id) + bool(export_file) + replay_all != 1:
@@ -864,7 +866,9 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
         else:
             source = obj.existing_journal()
         with source:
-            ids = [s.session_id for s in source.sessions()][::-1] if replay_all else [session_id or ""]
+            # A sub-agent is replayed in its parent's tree, not once more on its own.
+            ids = tree_roots(source, [s.session_id for s in source.sessions()][::-1]) if replay_all \
+                else [session_id or ""]
             reports = []
             for number, sid in enumerate(ids, start=1):
                 workdir = Path(tmp) / f"replay-{number}"
@@ -878,17 +882,17 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
                     raise click.UsageError(str(exc)) from None
                 reports.append(report)
                 if replay_all and not as_json:
-                    say(f"[{number}/{len(ids)}] {sid}: {report.verdict}", err=True)
+                    say(f"[{number}/{len(ids)}] {sid}: {report.tree_verdict}", err=True)
     if as_json:
-        emit_json({"matched": all(r.matched for r in reports), "replays": [r.to_dict() for r in reports]})
+        emit_json({"matched": all(r.tree_matched for r in reports), "replays": [r.to_dict() for r in reports]})
     else:
         for report in reports:
-            if not replay_all or not report.matched:
+            if not replay_all or not report.tree_matched:
                 say(report.text())
         if replay_all:
-            diverged = sum(not r.matched for r in reports)
-            say(f"{len(reports) - diverged} of {len(reports)} sessions match")
-    sys.exit(0 if all(r.matched for r in reports) else 1)
+            sessions = [session for r in reports for _, session in r.sessions()]
+            say(f"{sum(s.matched for s in sessions)} of {len(sessions)} sessions match")
+    sys.exit(0 if all(r.tree_matched for r in reports) else 1)
 
 
 # -- audit ---------------------------------------------------------------------------------

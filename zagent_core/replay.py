@@ -7,6 +7,10 @@ same tool with the same arguments in the same order?) or really run again in a f
 workspace (``rerun``: do the tools still give the same results?). Differences that
 legitimately change between runs (paths of call folders, times, durations, pids, task
 numbers) are normalised away; users add their own rules.
+
+A session with sub-agents is replayed as a tree: its spawn calls are served from the
+recording, and each child session is replayed in the call's place, against its own
+recording, in the same engine and workspace (:class:`_SessionReplay`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,9 +34,12 @@ from zagent_core.config import AgentConfig, Config
 from zagent_core.engine import Engine, Session
 from zagent_core.events import (
     ArtifactRecorded,
+    ChildEnded,
+    ChildSpawned,
     Event,
     ModelReplied,
     NoteReceived,
+    ParentLink,
     ReadStateUpdated,
     RepliedCall,
     SessionStarted,
@@ -46,7 +54,7 @@ from zagent_core.events import (
     WakeRequested,
 )
 from zagent_core.home import Home
-from zagent_core.ids import new_wake_id
+from zagent_core.ids import new_session_id, new_wake_id
 from zagent_core.journal import Journal, StoredEvent
 from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.processes import ProcessIdentity, boot_id
@@ -96,6 +104,9 @@ class Difference:
 class ReplayReport:
     """What a replay found. ``matched`` is the verdict; ``differences`` say where and how.
 
+    A report is of one session; the replay of a session is also the replay of its tree, its
+    sub-agents' reports are its :attr:`children`, and ``tree_matched`` is the tree's verdict.
+
     A replay says it matches only of what it checked: with ``tools="rerun"``, a replay
     whose calls were all served from the recording (their tools are ``replay: unsafe``)
     ran nothing again, and is not ``matched`` (``nothing_rerun``), though nothing differs.
@@ -114,9 +125,16 @@ class ReplayReport:
     replay_session_id: str | None = None
     #: Things the reader should know that are not differences (an uncopied workspace).
     notes: list[str] = field(default_factory=list)
+    #: The session's name under its parent (``child-1``), for a sub-agent replayed in its parent's tree.
+    label: str | None = None
+    #: How many of its ``spawn`` calls were served from the recording, their children replayed on their own.
+    spawns: int = 0
+    #: The replays of its sub-agents' sessions, in the order they were first spawned.
+    children: list[ReplayReport] = field(default_factory=list)
 
     @property
     def diverged(self) -> bool:
+        """This session's replay differs (its sub-agents' are in :attr:`children`)."""
         return bool(self.differences) or self.error is not None
 
     @property
@@ -130,23 +148,51 @@ class ReplayReport:
 
     @property
     def verdict(self) -> str:
-        """``matches``, ``DIVERGES`` or ``NOTHING RERUN``."""
+        """This session's: ``matches``, ``DIVERGES`` or ``NOTHING RERUN``."""
         if self.diverged:
             return "DIVERGES"
         return "NOTHING RERUN" if self.nothing_rerun else "matches"
+
+    def sessions(self) -> Iterator[tuple[str, ReplayReport]]:
+        """Every session of the replayed tree, parents first, each with its path of labels
+        (``""`` for this one, ``child-1``, ``child-1/child-2``...)."""
+        yield "", self
+        for child in self.children:
+            for path, report in child.sessions():
+                yield f"{child.label}{'/' + path if path else ''}", report
+
+    @property
+    def tree_verdict(self) -> str:
+        """The tree's: ``DIVERGES`` if any session of it diverged, else ``NOTHING RERUN`` if
+        any ran nothing again, else ``matches`` (every session matched)."""
+        verdicts = {report.verdict for _, report in self.sessions()}
+        return next(v for v in ("DIVERGES", "NOTHING RERUN", "matches") if v in verdicts)
+
+    @property
+    def tree_matched(self) -> bool:
+        """Whether every session of the tree (this one and its sub-agents') matched."""
+        return self.tree_verdict == "matches"
 
     def _checked(self) -> str:
         """What the steps' results were checked against, for the report's first line."""
         if self.tools == "recorded":
             return "results served from the recording"
+        spawns = (f"{self.spawns} spawn{'s' if self.spawns != 1 else ''} served, "
+                  f"{'its sub-agent' if self.spawns == 1 else 'their sub-agents'} replayed below")
+        if self.spawns:
+            ran = [f"{self.rerun} run again and checked"] if self.rerun else []
+            served = [f"{len(self.not_rerun)} served from the recording"] if self.not_rerun else []
+            return ", ".join([*ran, *served, spawns])
         if not self.not_rerun:
             return "all run again" if self.rerun else "nothing to run"
         if not self.rerun:
             return f"none run again: {len(self.not_rerun)} served from the recording"
         return f"{self.rerun} run again and checked, {len(self.not_rerun)} served from the recording"
 
-    def text(self) -> str:
-        lines = [f"replay of {self.session_id} (tools {self.tools}): {self.verdict}, "
+    def _lines(self) -> list[str]:
+        """This session's part of the report; its sub-agents' follow, indented under it."""
+        name = f"{self.label}: replay of" if self.label else "replay of"
+        lines = [f"{name} {self.session_id} (tools {self.tools}): {self.verdict}, "
                  f"{len(self.actual)} of {len(self.expected)} steps ({self._checked()})"]
         if self.error:
             lines.append(f"error: {self.error}")
@@ -156,20 +202,40 @@ class ReplayReport:
         if self.nothing_rerun:
             lines.append(NOTHING_RERUN)
         lines += [f"note: {note}" for note in self.notes]
+        for child in self.children:
+            lines += ["  " + line if line else line
+                      for child_line in child._lines() for line in child_line.split("\n")]
+        return lines
+
+    def text(self) -> str:
+        """The report: this session's verdict and differences, then each sub-agent's under
+        it, and for a tree, a last line with the tree's verdict."""
+        lines = self._lines()
+        if self.children:
+            sessions = list(self.sessions())
+            failed = [f"{path or self.session_id} {report.verdict}" for path, report in sessions if not report.matched]
+            lines.append(f"tree of {len(sessions)} sessions: {self.tree_verdict}"
+                         + (f" ({', '.join(failed)})" if failed else ""))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
+        """This session's replay as JSON, its sub-agents' under ``children`` (``matched`` and
+        ``verdict`` are this session's; ``tree_matched`` and ``tree_verdict`` its tree's)."""
         return {
-            "session_id": self.session_id, "tools": self.tools, "matched": self.matched, "verdict": self.verdict,
+            "session_id": self.session_id, "label": self.label, "tools": self.tools, "matched": self.matched,
+            "verdict": self.verdict, "tree_matched": self.tree_matched, "tree_verdict": self.tree_verdict,
             "error": self.error, "expected_steps": len(self.expected), "actual_steps": len(self.actual),
-            "rerun_steps": self.rerun, "differences": [d.__dict__ for d in self.differences],
+            "rerun_steps": self.rerun, "spawn_steps": self.spawns,
+            "differences": [d.__dict__ for d in self.differences],
             "not_rerun": self.not_rerun, "replay_session_id": self.replay_session_id, "notes": self.notes,
+            "children": [child.to_dict() for child in self.children],
         }
 
     def assert_matches(self) -> None:
-        """For tests: raise AssertionError carrying the report when the replay diverged, or
-        ran no tool again in rerun mode (a test that cannot fail is no test)."""
-        if not self.matched:
+        """For tests: raise AssertionError carrying the report when the replay of any session
+        of the tree diverged, or ran no tool again in rerun mode (a test that cannot fail is
+        no test)."""
+        if not self.tree_matched:
             raise AssertionError(self.text())
 
 
@@ -552,7 +618,10 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tool
            allow_unsafe: bool = False, normalisers: Iterable[tuple[str, str]] = (),
            config: Config | None = None, workdir: Path | None = None, workspace: str | Path | None = None,
            wait_seconds: float = 60.0) -> ReplayReport:
-    """Drive session ``session_id`` of ``journal`` again, journaling the replay into ``into``.
+    """Drive session ``session_id`` of ``journal`` again, and its tree: each sub-agent's
+    session is replayed too, against its own recording, with the same options; the
+    report's :attr:`~ReplayReport.children` say how they did. The replay is journaled
+    into ``into``.
 
     ``home`` provides the tools (as they are now: that is what a regression test checks).
     ``workdir`` holds the replay's scratch home and, for ``rerun``, the fresh copy of the
@@ -569,87 +638,172 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, *, tool
                        Path(workspace) if workspace is not None else None, wait_seconds)
     if workdir is None:
         with replay_folder(home) as folder:
-            return _replay(recorded, home, into, options, folder)
-    return _replay(recorded, home, into, options, workdir)
+            return _replay(journal, recorded, home, into, options, folder)
+    return _replay(journal, recorded, home, into, options, workdir)
 
 
-def _replay_config(config: Config, recorded: list[StoredEvent], replies: int) -> Config:
-    """The user's config, with room for the recorded number of requests and the recorded system prompt."""
+def tree_roots(journal: Journal, session_ids: Iterable[str]) -> list[str]:
+    """The sessions of ``session_ids`` that are not replayed as part of another's tree: all
+    but the sub-agents whose parent session is in ``journal`` (``replay --all``)."""
+    roots = []
+    for session_id in session_ids:
+        started = next(iter(journal.read(session_id, types=("session_started",))), None)
+        parent = started.event.parent if started is not None and isinstance(started.event, SessionStarted) else None
+        if parent is None or journal.head(parent.session_id) == 0:
+            roots.append(session_id)
+    return roots
+
+
+def _replay_config(config: Config, recorded: list[StoredEvent], replies: int) -> AgentConfig:
+    """The user's agent config, with room for the recorded number of requests and the recorded system prompt."""
     prompt = next((e.event.system_prompt for e in recorded
                    if isinstance(e.event, TurnStarted) and e.event.system_prompt is not None), None)
-    agent = AgentConfig.model_validate({**config.agent.model_dump(), "max_turns": max(replies + 1, 1),
-                                        **({"system_prompt": prompt} if prompt is not None else {})})
-    return config.model_copy(update={"agent": agent})
+    return AgentConfig.model_validate({**config.agent.model_dump(), "max_turns": max(replies + 1, 1),
+                                       **({"system_prompt": prompt} if prompt is not None else {})})
 
 
-def _replay(recorded: list[StoredEvent], home: Home, into: Journal, options: _Options, workdir: Path) -> ReplayReport:
-    session_id, tools = recorded[0].session_id, options.tools
+@dataclass(frozen=True)
+class _Tree:
+    """What the sessions of one replayed tree share, as the live tree did: one engine (so one
+    workspace and one journal), the recording they are read from, the options."""
+
+    source: Journal
+    engine: Engine
+    options: _Options
+    #: The recorded workspace, whose paths in recorded effects move to the replay's.
+    workspace_then: str | None
+    normalise: Normaliser
+
+
+def _replay(source: Journal, recorded: list[StoredEvent], home: Home, into: Journal, options: _Options,
+            workdir: Path) -> ReplayReport:
+    tools = options.tools
     started = recorded[0].event
     workspace_then = started.workspace if isinstance(started, SessionStarted) else None
-    expected = _steps(recorded)
-    replies = [e.event for e in recorded if isinstance(e.event, ModelReplied)]
-    report = ReplayReport(session_id=session_id, tools=tools, expected=expected, actual=[])
-
     scratch_home = workdir / "home"
     scratch_home.mkdir(parents=True, exist_ok=True)
     if home.tools_dir.is_dir() and not (scratch_home / "tools").exists():
         (scratch_home / "tools").symlink_to(home.tools_dir, target_is_directory=True)
-    source = options.workspace or (Path(workspace_then) if workspace_then else None)
-    workspace, copy_note = _workspace_copy(source if tools == "rerun" else None,
+    source_workspace = options.workspace or (Path(workspace_then) if workspace_then else None)
+    workspace, copy_note = _workspace_copy(source_workspace if tools == "rerun" else None,
                                            "given" if options.workspace else "recorded", workdir, home)
-    if copy_note:
-        report.notes.append(copy_note)
-    changed = _changed_since(recorded, workspace_then, workspace) if tools == "rerun" else None
-    if changed:
-        report.notes.append(changed)
-    engine = Engine(Home(scratch_home), into, workspace=workspace,
-                    config=_replay_config(options.config, recorded, len(replies)))
-    session = engine.start_session(origin=f"replay of {session_id} (tools {tools})")
-    report.replay_session_id = session.session_id
-    calls = _Calls(session, into, _results(recorded), _effects(recorded, workspace_then, workspace), tools,
-                   options.allow_unsafe)
-    agent = Agent(session, ReplayModel(replies), run_call=calls.run)
-    try:
-        _drive(agent, session, recorded, tools, options.wait)
-    except ModelError as exc:
-        report.error = str(exc)
-    finally:
-        for task in session.state.running_tasks:
-            session.kill_task(task.task_id)
-        if session.state.status == "open":
-            session.end()
-    report.not_rerun = calls.not_rerun
-    report.rerun = calls.rerun
-    report.actual = _steps(into.read(session.session_id))
     normalise = Normaliser(options.normalisers, workspaces=_workspace_names(workspace_then, options.workspace,
                                                                             workspace))
-    report.differences = calls.decisions + compare(expected, report.actual, tools, normalise)
-    recorded_end = next((e.event.reason for e in reversed(recorded) if isinstance(e.event, TurnEnded)), None)
-    ended = session.state.last_turn_end
-    if report.error is None and ended not in (None, "idle", recorded_end):
-        report.error = f"the replayed turn ended with {ended}, the recorded one with {recorded_end}"
+    tree = _Tree(source, Engine(Home(scratch_home), into, workspace=workspace, config=options.config), options,
+                 workspace_then, normalise)
+    # A sub-agent replayed alone keeps what it was given (its depth, its tools): its parent is not replayed.
+    root = _SessionReplay(tree, recorded, parent=started.parent if isinstance(started, SessionStarted) else None)
+    report = root.finish()
+    if copy_note:
+        report.notes.insert(0, copy_note)
     return report
 
 
-class _Calls:
-    """How the replay answers each call: run it again, or serve the recorded result."""
+class _SessionReplay:
+    """One session of the tree, replayed: started when it is first needed (a sub-agent: at
+    its parent's spawn call, with the id the parent journals), played one run at a time (a
+    sub-agent given a new task with ``resume`` plays its next run at that spawn call), then
+    compared with its recording."""
 
-    def __init__(self, session: Session, into: Journal, results: dict[str, CallResult],
-                 effects: dict[str, list[Effect]], tools: ToolsMode, allow_unsafe: bool) -> None:
-        self.session = session
-        self.into = into
+    def __init__(self, tree: _Tree, recorded: list[StoredEvent], *, parent: ParentLink | None,
+                 label: str | None = None, session_id: str | None = None, runs: int = 1) -> None:
+        self.tree = tree
+        self.recorded = recorded
+        self.label = label
+        self.error: str | None = None
+        options = tree.options
+        workspace = tree.engine.workspace
+        changed = _changed_since(recorded, tree.workspace_then, workspace) if options.tools == "rerun" else None
+        self.notes = [changed] if changed else []
+        replies = [e.event for e in recorded if isinstance(e.event, ModelReplied)]
+        self.session = tree.engine.start_session(f"replay of {recorded[0].session_id} (tools {options.tools})",
+                                                 session_id=session_id, parent=parent)
+        self.calls = _Calls(self, _results(recorded), _effects(recorded, tree.workspace_then, workspace))
+        self.agent = Agent(self.session, ReplayModel(replies), _replay_config(options.config, recorded, len(replies)),
+                           run_call=self.calls.run)
+        # A sub-agent's runs begin with the task its parent gave it (a user message); each
+        # spawn call plays one, the last one plays the rest.
+        starts = [stored.version for stored in recorded if isinstance(stored.event, UserMessage)][1:runs]
+        self._bounds = [0, *starts, recorded[-1].version + 1]
+        self._played = 0
+
+    def play(self) -> None:
+        """Play the next run of the recording (nothing once all are played)."""
+        if self._played + 1 >= len(self._bounds):
+            return
+        first, end = self._bounds[self._played], self._bounds[self._played + 1]
+        self._played += 1
+        try:
+            _drive(self.agent, self.session, [s for s in self.recorded if first <= s.version < end], self.recorded,
+                   self.tree.options)
+        except ModelError as exc:
+            self.error = self.error or str(exc)
+
+    def finish(self) -> ReplayReport:
+        """Play what is left, end the replayed session, finish its sub-agents; the report."""
+        session = self.session
+        try:
+            while self._played + 1 < len(self._bounds):
+                self.play()
+        finally:
+            for task in session.state.running_tasks:
+                session.kill_task(task.task_id)
+            if session.state.status == "open":
+                session.end()
+        children = self.calls.finish_children()
+        options = self.tree.options
+        expected = _steps(self.recorded)
+        actual = _steps(self.tree.engine.journal.read(session.session_id))
+        error = self.error
+        recorded_end = next((e.event.reason for e in reversed(self.recorded) if isinstance(e.event, TurnEnded)), None)
+        ended = session.state.last_turn_end
+        if error is None and ended not in (None, "idle", recorded_end):
+            error = f"the replayed turn ended with {ended}, the recorded one with {recorded_end}"
+        return ReplayReport(
+            session_id=self.recorded[0].session_id, tools=options.tools, expected=expected, actual=actual,
+            differences=self.calls.decisions + compare(expected, actual, options.tools, self.tree.normalise),
+            not_rerun=self.calls.not_rerun, rerun=self.calls.rerun, error=error,
+            replay_session_id=session.session_id, notes=self.notes + self.calls.notes, label=self.label,
+            spawns=self.calls.spawns, children=children)
+
+
+#: Built-ins a replay always serves from the recording, whatever ``--tools`` says: a person
+#: is not asked again (their answer is served), and a sub-agent is never run live (its
+#: session is replayed on its own, against its own recording).
+_ALWAYS_SERVED = frozenset({"ask_user", "spawn"})
+
+
+class _Calls:
+    """How the replay of one session answers each call: run it again, or serve the recorded
+    result (a spawn call: with its sub-agent replayed in its place)."""
+
+    def __init__(self, owner: _SessionReplay, results: dict[str, CallResult], effects: dict[str, list[Effect]]) -> None:
+        self.owner = owner
+        self.session = owner.session
+        self.into = owner.tree.engine.journal
         self.results = results
         self.effects = effects
-        self.tools = tools
-        self.allow_unsafe = allow_unsafe
+        self.tools = owner.tree.options.tools
+        self.allow_unsafe = owner.tree.options.allow_unsafe
         self.decisions: list[Difference] = []
         #: Calls served from the recording in rerun mode (replay: unsafe, no allow_unsafe).
         self.not_rerun: list[str] = []
         #: How many calls ran again.
         self.rerun = 0
+        #: How many spawn calls were served with their sub-agent replayed.
+        self.spawns = 0
+        self.notes: list[str] = []
+        recorded = owner.recorded
+        #: The recorded sub-agent runs, by spawn call; and how each ended.
+        self.spawned = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildSpawned)}
+        self.ended = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildEnded)}
+        #: The sub-agents' replays, and their sessions' ids, by recorded session id, in the order first spawned.
+        self.children: dict[str, _SessionReplay] = {}
+        self.ids: dict[str, str] = {}
+        self._lock = threading.Lock()
 
     def run(self, call: RepliedCall) -> None:
-        if self.tools == "recorded" or call.name == "ask_user":  # a person is not asked again: their answer is served
+        if self.tools == "recorded" or call.name in _ALWAYS_SERVED:
             self.serve(call)
         elif self.session.replay_policy(call.name) == "unsafe" and not self.allow_unsafe:
             self.not_rerun.append(f"{call.name} ({call.call_id})")
@@ -678,16 +832,85 @@ class _Calls:
         if result is None:
             result = ToolCallRejected(call_id=call.call_id, reason="invalid_arguments",
                                       message=f"replay: the recording has no result for call {call.call_id}")
-        self.session.record([requested, *self.effects.get(call.call_id, []), result])
+        spawned = self.spawned.get(call.call_id)
+        if spawned is None:
+            self.session.record([requested, *self.effects.get(call.call_id, []), result])
+        else:
+            self._serve_spawn(requested, spawned, result)
+
+    def _serve_spawn(self, requested: ToolCallRequested, spawned: ChildSpawned, result: CallResult) -> None:
+        """Serve a spawn call, its sub-agent replayed in the call's place (its next run)."""
+        replayed_id = self._replayed_id(spawned)
+        # As the live parent did: child_spawned before the sub-agent's session exists,
+        # child_ended with the call's result; both name the replayed session, as the served
+        # output does.
+        moved: list[Event] = [event.model_copy(update={"child_session_id": replayed_id})
+                              for event in (spawned, self.ended.get(requested.call_id)) if event is not None]
+        self.session.record([requested, moved[0]])
+        child = self._child(spawned)
+        if child is not None:
+            with self._lock:  # spawn calls of one reply are served side by side
+                self.spawns += 1
+            child.play()
+        if isinstance(result, ToolCallFinished):
+            result = result.model_copy(update={"output": result.output.replace(spawned.child_session_id, replayed_id)})
+        self.session.record([*moved[1:], result])
+
+    def _replayed_id(self, spawned: ChildSpawned) -> str:
+        """The id of the replay of the sub-agent a recorded spawn ran: a new one the first
+        time; the recorded one when the recording does not hold its session (it is not replayed)."""
+        recorded_id = spawned.child_session_id
+        with self._lock:
+            if recorded_id not in self.ids:
+                if self.owner.tree.source.head(recorded_id) == 0:
+                    self.notes.append(f"{spawned.label}'s session {recorded_id} is not in the recording (an export "
+                                      "holds one session; a crash can come before a child's session starts): its "
+                                      "spawn calls were served, the sub-agent was not replayed")
+                    self.ids[recorded_id] = recorded_id
+                else:
+                    self.ids[recorded_id] = new_session_id()
+            return self.ids[recorded_id]
+
+    def _child(self, spawned: ChildSpawned) -> _SessionReplay | None:
+        """The replay of the sub-agent a recorded spawn ran, started at its first spawn (None:
+        not in the recording)."""
+        recorded_id = spawned.child_session_id
+        with self._lock:
+            replayed_id = self.ids[recorded_id]
+            if recorded_id not in self.children and replayed_id != recorded_id:
+                self.children[recorded_id] = self._start_child(spawned, replayed_id)
+            return self.children.get(recorded_id)
+
+    def _start_child(self, spawned: ChildSpawned, replayed_id: str) -> _SessionReplay:
+        """The sub-agent's session, replayed with what its parent gave it (its depth, its tools)."""
+        recorded = list(self.owner.tree.source.read(spawned.child_session_id))
+        started = recorded[0].event
+        link = started.parent if isinstance(started, SessionStarted) else None
+        if link is None:
+            link = ParentLink(session_id="", call_id=spawned.call_id, label=spawned.label, depth=self.session.depth + 1)
+        runs = sum(1 for event in self.spawned.values() if event.child_session_id == spawned.child_session_id)
+        return _SessionReplay(self.owner.tree, recorded,
+                              parent=link.model_copy(update={"session_id": self.session.session_id}),
+                              label=spawned.label, session_id=replayed_id, runs=runs)
+
+    def finish_children(self) -> list[ReplayReport]:
+        """Each recorded sub-agent's report: those the replay did not spawn (its parent's
+        decisions changed) are replayed now, whole, so every session of the tree is checked."""
+        for spawned in self.spawned.values():
+            self._replayed_id(spawned)
+            self._child(spawned)
+        return [child.finish() for child in self.children.values()]
 
 
-def _drive(agent: Agent, session: Session, recorded: list[StoredEvent], tools: ToolsMode, wait: float) -> None:
-    """Play the recording's turns: its user messages, and its wake-ups (real ones when tools
-    rerun; re-created from the recording when they are served)."""
+def _drive(agent: Agent, session: Session, turns: list[StoredEvent], recorded: list[StoredEvent],
+           options: _Options) -> None:
+    """Play the recording's turns in ``turns`` (a part of ``recorded``): its user messages,
+    and its wake-ups (real ones when tools rerun; re-created from the recording when they
+    are served)."""
     by_version = {stored.version: stored.event for stored in recorded}
     budgets = _turn_budgets(recorded)
     last_user: str | None = None
-    for stored in recorded:
+    for stored in turns:
         budget, ended = budgets.get(stored.version, (None, "interrupted"))
         match stored.event:
             case UserMessage(text=text):
@@ -695,8 +918,8 @@ def _drive(agent: Agent, session: Session, recorded: list[StoredEvent], tools: T
             case TurnStarted(reason="user"):
                 agent.turn(last_user, max_requests=budget, stop_reason=ended)
             case TurnStarted(reason="wake" | "resume" as reason) as turn:
-                if tools == "rerun" and turn.wakes:
-                    _wait_for_wakes(session, wait)
+                if options.tools == "rerun" and turn.wakes:
+                    _wait_for_wakes(session, options.wait)
                 else:
                     _recreate_delivery(session, turn, by_version)
                 agent.turn(None, resumed=reason == "resume", max_requests=budget, stop_reason=ended)

@@ -51,6 +51,9 @@ SAMPLES = [
     events.ArtifactRecorded(call_id="c1", kind="pull_request", title="Fix retries", url="https://example.com/pr/1"),
     events.InputRequested(call_id="c1", question="Which colour?", choices=["red", "blue"]),
     events.InputAnswered(call_id="c1", answer="blue", via="zagent answer"),
+    events.ApprovalRequested(call_id="c1", tool="deploy", arguments={"env": "prod"},
+                             why='its manifest says "permission": "ask"'),
+    events.ApprovalDecided(call_id="c1", approved=False, via="zagent deny", reason="not on a Friday"),
 ]
 
 

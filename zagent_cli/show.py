@@ -16,6 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from zagent_core.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     ArtifactRecorded,
     Event,
     InputAnswered,
@@ -83,6 +85,12 @@ def event_line(stored: StoredEvent) -> str | None:
             return f"  answered ({via}): {head(answer, 100)}"
         case TurnEnded(reason="waiting_on_user"):
             return "(waiting on user)"
+        case ApprovalRequested(tool=tool, why=why):
+            return f"  ? run {tool}? it needs approval ({why})"
+        case ApprovalDecided(approved=approved, via=via, reason=reason):
+            return f"  {'approved' if approved else 'denied'} ({via}){': ' + head(reason, 100) if reason else ''}"
+        case TurnEnded(reason="waiting_on_approval"):
+            return "(waiting on approval)"
         case TurnEnded(reason=reason) if reason != "idle":
             return f"(turn stopped: {reason})"
     return None
@@ -199,6 +207,10 @@ class _Conversation:
                              code="\n".join(choices) if choices else None)
             case InputAnswered(answer=answer, via=via):
                 return Entry(at, True, f"the user answered ({via})", text=answer)
+            case ApprovalRequested(tool=tool, why=why):  # the call's arguments are shown with it
+                return Entry(at, True, f"asked the user to approve {tool}", text=why)
+            case ApprovalDecided(approved=approved, via=via, reason=reason):
+                return Entry(at, True, f"the call was {'approved' if approved else 'denied'} ({via})", text=reason)
             case TurnEnded(reason=reason) if reason != "idle":
                 return Entry(at, True, "turn stopped", text=reason)
             case SessionResumed(taken_over_from=taken):

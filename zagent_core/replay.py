@@ -649,7 +649,8 @@ class _Calls:
         self.rerun = 0
 
     def run(self, call: RepliedCall) -> None:
-        if self.tools == "recorded" or call.name == "ask_user":  # a person is not asked again: their answer is served
+        # A person is not asked again: their answer (or decision on an approval) is served.
+        if self.tools == "recorded" or call.name == "ask_user" or self.session.needs_approval(call.name):
             self.serve(call)
         elif self.session.replay_policy(call.name) == "unsafe" and not self.allow_unsafe:
             self.not_rerun.append(f"{call.name} ({call.call_id})")

@@ -440,3 +440,52 @@ def test_a_config_approval_of_a_tool_that_is_not_loaded_is_warned_about(home_dir
     (home_dir / "config.json").write_text(json.dumps({"approvals": {"allow": ["deplyo"]}}))
     doctor = zagent(home_dir, "doctor")
     assert 'approvals.allow names "deplyo", which is not a loaded tool (did you mean "deploy"?)' in doctor.stdout
+
+
+# -- the audit: who was asked what, and the answer ------------------------------------------
+
+
+def test_audit_shows_who_was_asked_what_and_the_answer(home_dir: Path, deploy: Path, script: Path,
+                                                      tmp_path: Path) -> None:
+    session_id = run_until_parked(home_dir, script)
+    waiting = zagent(home_dir, "audit")
+    assert 'asked the user to approve (its manifest says "permission": "ask"): no decision yet' in waiting.stdout
+    assert zagent(home_dir, "deny", session_id, "--reason", "not on a Friday").returncode == 0
+    (tmp_path / "ask.json").write_text(json.dumps([
+        {"tool_calls": [{"id": "q", "name": "ask_user", "arguments": {"question": "Which env?"}}]}, {"text": "ok"}]))
+    zagent(home_dir, "run", "--model", f"scripted:{tmp_path / 'ask.json'}", "ask me")
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        asker = next(s.session_id for s in journal.sessions() if s.session_id != session_id)
+    assert zagent(home_dir, "answer", asker, "staging").returncode == 0
+
+    shown = zagent(home_dir, "audit", "--asked")
+    assert shown.returncode == 0, shown.stderr
+    assert ('asked the user to approve (its manifest says "permission": "ask"): denied (zagent deny): '
+            "not on a Friday") in shown.stdout
+    assert "asked the user 'Which env?': 'staging' (zagent answer)" in shown.stdout
+    calls = json.loads(zagent(home_dir, "audit", "--json").stdout)["calls"]
+    asked = {call["tool"]: call["asked"] for call in calls}
+    assert asked["deploy"] | {"asked_at": None, "decided_at": None} == {
+        "session_id": session_id, "call_id": "dep1", "kind": "approval", "tool": "deploy",
+        "asked": {"env": "prod"}, "choices": None, "why": 'its manifest says "permission": "ask"',
+        "asked_at": None, "decision": "denied", "answer": None, "reason": "not on a Friday",
+        "via": "zagent deny", "decided_at": None}
+    assert (asked["ask_user"]["kind"], asked["ask_user"]["asked"], asked["ask_user"]["answer"]) == (
+        "question", "Which env?", "staging")
+
+
+def test_a_journal_of_schema_5_gets_the_decisions_view(home_dir: Path) -> None:
+    import sqlite_utils
+
+    from zagent_store.sqlite import MIGRATIONS
+
+    path = home_dir / "journal.db"
+    db = sqlite_utils.Database(path)
+    for migration in MIGRATIONS[:5]:
+        migration(db)
+    db.execute("PRAGMA user_version = 5")
+    db.conn.commit()
+    db.close()
+    with SQLiteJournal(path) as journal:
+        columns = [row[1] for row in journal.db.execute("PRAGMA table_info(decisions)")]
+    assert {"kind", "asked", "decision", "answer", "reason", "via"} <= set(columns)

@@ -1007,17 +1007,19 @@ def _since(text: str) -> str:
 @click.option("--tool", type=TEXT, metavar="NAME", shell_complete=complete_tools, help="Only calls of this tool.")
 @click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
 @click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
+@click.option("--asked", is_flag=True, help="Only calls a person was asked about (ask_user, approvals).")
 @click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
 @click.option("--limit", metavar="N", type=click.IntRange(min=0), default=100, show_default=True,
               help="At most the N most recent calls (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
-def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool,
+def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool, asked: bool,
           slowest: int | None, limit: int, as_json: bool) -> None:
-    """What the tools did: one line per call, from the journal's tool_calls view."""
+    """What the tools did: one entry per call, from the journal's tool_calls view, with who
+    was asked about it and the answer (the decisions view)."""
     with obj.existing_journal() as journal:
         rows = journal.audit(session=session_id, tool=tool, since=_since(since) if since else None, errors=errors,
-                             slowest=slowest, limit=limit or None)
+                             asked=asked, slowest=slowest, limit=limit or None)
     if as_json:
         emit_json({"calls": rows})
         return

@@ -371,3 +371,16 @@ def print_audit(rows: list[dict[str, Any]]) -> None:
         say(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11} {took:>9}  "
             f"{_arguments(row['arguments'], 50)}")
         say(f"    {head(row['output_head'], 110)}")
+        if row.get("asked"):
+            say(f"    {asked_line(row['asked'])}")
+
+
+def asked_line(asked: dict[str, Any]) -> str:
+    """Who was asked what about a call, and the answer: a row of the ``decisions`` view."""
+    if asked["kind"] == "question":
+        answer = f"{head(asked['answer'], 60)!r} ({asked['via']})" if asked["decision"] else "no answer yet"
+        return f"asked the user {head(asked['asked'], 60)!r}: {answer}"
+    if asked["decision"] is None:
+        return f"asked the user to approve ({asked['why']}): no decision yet"
+    because = f": {head(asked['reason'], 60)}" if asked["reason"] else ""
+    return f"asked the user to approve ({asked['why']}): {asked['decision']} ({asked['via']}){because}"

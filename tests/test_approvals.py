@@ -489,3 +489,12 @@ def test_a_journal_of_schema_5_gets_the_decisions_view(home_dir: Path) -> None:
     with SQLiteJournal(path) as journal:
         columns = [row[1] for row in journal.db.execute("PRAGMA table_info(decisions)")]
     assert {"kind", "asked", "decision", "answer", "reason", "via"} <= set(columns)
+
+
+def test_a_replay_that_reruns_tools_serves_the_recorded_decision(home_dir: Path, deploy: Path, script: Path) -> None:
+    session_id = run_until_parked(home_dir, script)
+    assert zagent(home_dir, "approve", session_id).returncode == 0
+    replayed = zagent(home_dir, "replay", session_id, "--tools", "rerun", "--allow-unsafe")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "matches" in replayed.stdout
+    assert deployed(deploy) == ["prod"]  # a person is not asked again, and the call is not run again

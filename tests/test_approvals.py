@@ -9,15 +9,14 @@ SQLite journal; crashes are real SIGKILLs at the engine's named points
 from __future__ import annotations
 
 import json
-import os
-import pty
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTHON, python_tool
+from conftest import PYTHON, python_tool, run_on_terminal
+# The real CLI with no terminal (as in a script or CI), and the journal read back.
+from test_ask_user import events, only_session, status, zagent
 
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent
@@ -43,15 +42,6 @@ SCRIPT = [
 ]
 
 
-def zagent(home: Path, *args: str, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "ZAGENT_CRASH_AT"}
-    if crash_at is not None:
-        env["ZAGENT_CRASH_AT"] = crash_at
-    # stdin is no terminal (DEVNULL), as in a script or CI: a call that needs approval parks.
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, env=env, cwd=home.parent, timeout=120)
-
-
 @pytest.fixture
 def deploy(home_dir: Path) -> Path:
     python_tool(home_dir, "deploy", DEPLOY, parameters=ENV, permission="ask")
@@ -63,23 +53,6 @@ def script(tmp_path: Path) -> Path:
     path = tmp_path / "script.json"
     path.write_text(json.dumps(SCRIPT))
     return path
-
-
-def events(home: Path, session_id: str) -> list[Any]:
-    with SQLiteJournal(home / "journal.db") as journal:
-        return list(journal.read(session_id))
-
-
-def only_session(home: Path) -> str:
-    with SQLiteJournal(home / "journal.db") as journal:
-        (summary,) = journal.sessions()
-    return summary.session_id
-
-
-def status(home: Path) -> str:
-    listing = zagent(home, "sessions", "list", "--json")
-    (summary,) = json.loads(listing.stdout)["sessions"]
-    return str(summary["status"])
 
 
 def deployed(log: Path) -> list[str]:
@@ -328,36 +301,20 @@ def test_a_pre_approved_call_killed_before_it_started_runs_on_resume(
 # -- on a terminal --------------------------------------------------------------------------
 
 
-def run_on_terminal(home: Path, script: Path, typed: bytes) -> bytes:
-    controller, terminal = pty.openpty()
-    run = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model",
-                            f"scripted:{script}", "ship it"], stdin=terminal, stdout=terminal,
-                           stderr=terminal, cwd=home.parent)  # input() prompts on stderr
-    os.close(terminal)
-    os.write(controller, typed)  # waits in the terminal's buffer until the run asks
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # the run ended: the terminal has no other end any more
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(controller)
-    assert run.wait(timeout=60) == 0
-    return shown
+def ship_on_terminal(home: Path, script: Path, typed: bytes) -> bytes:
+    return run_on_terminal([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model",
+                            f"scripted:{script}", "ship it"], home.parent, typed)
 
 
 def test_on_a_terminal_the_run_asks_there_and_yes_runs_the_call(home_dir: Path, deploy: Path, script: Path) -> None:
-    shown = run_on_terminal(home_dir, script, b"y\n")
+    shown = ship_on_terminal(home_dir, script, b"y\n")
     assert b"approve deploy? [y/n]" in shown and b"assistant: Done." in shown
     decided_once(home_dir, only_session(home_dir), True, "terminal")
     assert deployed(deploy) == ["prod"]
 
 
 def test_on_a_terminal_no_with_a_reason_denies_the_call(home_dir: Path, deploy: Path, script: Path) -> None:
-    shown = run_on_terminal(home_dir, script, b"maybe\nn\nuse staging\n")
+    shown = ship_on_terminal(home_dir, script, b"maybe\nn\nuse staging\n")
     assert shown.count(b"approve deploy? [y/n]") == 2  # an answer that is neither is asked again
     result = decided_once(home_dir, only_session(home_dir), False, "terminal")
     assert result.message.endswith("(terminal): use staging. Do not call it again the same way.")
@@ -472,23 +429,6 @@ def test_audit_shows_who_was_asked_what_and_the_answer(home_dir: Path, deploy: P
         "via": "zagent deny", "decided_at": None}
     assert (asked["ask_user"]["kind"], asked["ask_user"]["asked"], asked["ask_user"]["answer"]) == (
         "question", "Which env?", "staging")
-
-
-def test_a_journal_of_schema_5_gets_the_decisions_view(home_dir: Path) -> None:
-    import sqlite_utils
-
-    from zagent_store.sqlite import MIGRATIONS
-
-    path = home_dir / "journal.db"
-    db = sqlite_utils.Database(path)
-    for migration in MIGRATIONS[:5]:
-        migration(db)
-    db.execute("PRAGMA user_version = 5")
-    db.conn.commit()
-    db.close()
-    with SQLiteJournal(path) as journal:
-        columns = [row[1] for row in journal.db.execute("PRAGMA table_info(decisions)")]
-    assert {"kind", "asked", "decision", "answer", "reason", "via"} <= set(columns)
 
 
 def test_a_replay_that_reruns_tools_serves_the_recorded_decision(home_dir: Path, deploy: Path, script: Path) -> None:

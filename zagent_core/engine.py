@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 
 from zagent_core.config import Config, load_config
@@ -267,6 +267,20 @@ class NoQuestionError(LookupError):
 
 class NoApprovalError(LookupError):
     """A decision for a session (or call) with no call waiting for approval; the message says which."""
+
+
+_Waiting = TypeVar("_Waiting")
+
+
+def _the_one_waiting(waiting: dict[str, _Waiting], call_id: str | None, error: type[LookupError],
+                     several: str) -> _Waiting | None:
+    """What waits for call ``call_id``, or the one thing waiting when it is None (None: nothing
+    such waits). Several waiting and none named: ``error``, ``several`` (its ``{n}`` the count)
+    followed by their call ids."""
+    if call_id is None and len(waiting) > 1:
+        raise error(several.replace("{n}", str(len(waiting))) + ", ".join(waiting))
+    call_id = call_id or next(iter(waiting), None)
+    return waiting.get(call_id) if call_id else None
 
 
 class Engine:
@@ -676,12 +690,8 @@ class Session:
 
     def _decide(self, call_id: str | None, approved: bool, reason: str, *, via: str) -> ToolResult:
         with self._lock:  # decided once: the check and the decision in one step
-            waiting = self.state.waiting_approvals
-            if call_id is None and len(waiting) > 1:
-                raise NoApprovalError(f"session {self.session_id} waits on {len(waiting)} approvals; name the call "
-                                      f"to decide: {', '.join(waiting)}")
-            call_id = call_id or next(iter(waiting), None)
-            approval = waiting.get(call_id) if call_id else None
+            approval = _the_one_waiting(self.state.waiting_approvals, call_id, NoApprovalError,
+                                        f"session {self.session_id} waits on {{n}} approvals; name the call to decide: ")
             if approval is None:
                 raise NoApprovalError(why_no_approval(self.engine.journal, self.session_id, call_id))
             reason = storable(reason)
@@ -854,12 +864,9 @@ class Session:
         why nothing was answered (none waits, it was answered already, several wait).
         """
         with self._lock:
-            waiting = self.state.questions
-            if call_id is None and len(waiting) > 1:
-                raise NoQuestionError(f"session {self.session_id} waits on {len(waiting)} questions; name the one "
-                                      f"to answer with --call: {', '.join(waiting)}")
-            call_id = call_id or next(iter(waiting), None)
-            question = waiting.get(call_id) if call_id else None
+            question = _the_one_waiting(self.state.questions, call_id, NoQuestionError,
+                                        f"session {self.session_id} waits on {{n}} questions; name the one to answer "
+                                        "with --call: ")
             if question is None:
                 raise NoQuestionError(why_no_question(self.engine.journal, self.session_id, call_id))
             answer = storable(text)

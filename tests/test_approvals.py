@@ -183,6 +183,9 @@ def test_resume_keeps_a_parked_call_parked_and_refuses_a_new_prompt(
     kinds = [e.event.type for e in events(home_dir, session_id)]
     assert "tool_call_interrupted" not in kinds and "tool_call_started" not in kinds
     assert kinds.count("model_replied") == 1 and status(home_dir) == "waiting on approval"
+    shown = zagent(home_dir, "sessions", "show", session_id).stdout
+    assert f"session {session_id} (waiting on approval)" in shown
+    assert "no result yet: it waits for approval (zagent approve, or zagent deny)" in shown
     prompted = zagent(home_dir, "resume", session_id, "something else")
     assert prompted.returncode == 2 and "waits for a decision on a call first" in prompted.stderr
 

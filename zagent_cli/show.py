@@ -143,6 +143,7 @@ class _Conversation:
         self.background: set[str] = set()  # calls that started a task
         self.origin = "session"
         self.unanswered: dict[str, datetime] = {}  # calls without a result so far, and when asked
+        self.parked: dict[str, str] = {}  # calls waiting for a person, and what answers them
 
     def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
         opened = False
@@ -158,7 +159,7 @@ class _Conversation:
             yield entry
         for call_id in self.unanswered:
             yield Entry(self.unanswered[call_id], False, f"<- {self.tools[call_id]} ({call_id}): no result yet",
-                        text="it runs, or was cut off (zagent resume settles it)")
+                        text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"))
 
     def _task(self, task_id: str, call_id: str) -> str:
         return f"task #{task_id} ({self.tools.get(call_id, '?')})"
@@ -202,14 +203,18 @@ class _Conversation:
                 return Entry(at, True, "woken", text=f"{len(wakes)} wake-up(s) and {len(notes)} note(s) delivered")
             case TurnStarted(reason="resume"):
                 return Entry(at, True, "resumed turn", text="the turn that was cut off goes on")
-            case InputRequested(question=question, choices=choices):
+            case InputRequested(call_id=call_id, question=question, choices=choices):
+                self.parked[call_id] = "it waits for the user's answer (zagent answer)"
                 return Entry(at, True, "asked the user", text=question,
                              code="\n".join(choices) if choices else None)
-            case InputAnswered(answer=answer, via=via):
+            case InputAnswered(call_id=call_id, answer=answer, via=via):
+                self.parked.pop(call_id, None)
                 return Entry(at, True, f"the user answered ({via})", text=answer)
-            case ApprovalRequested(tool=tool, why=why):  # the call's arguments are shown with it
+            case ApprovalRequested(call_id=call_id, tool=tool, why=why):  # the call's arguments are shown with it
+                self.parked[call_id] = "it waits for approval (zagent approve, or zagent deny)"
                 return Entry(at, True, f"asked the user to approve {tool}", text=why)
-            case ApprovalDecided(approved=approved, via=via, reason=reason):
+            case ApprovalDecided(call_id=call_id, approved=approved, via=via, reason=reason):
+                self.parked.pop(call_id, None)
                 return Entry(at, True, f"the call was {'approved' if approved else 'denied'} ({via})", text=reason)
             case TurnEnded(reason=reason) if reason != "idle":
                 return Entry(at, True, "turn stopped", text=reason)

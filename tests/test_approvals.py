@@ -226,13 +226,16 @@ def test_a_run_killed_before_the_approval_was_asked_asks_no_one_and_the_call_get
     assert deployed(deploy) == [] and status(home_dir) == "idle"
 
 
-def test_a_run_killed_after_the_approval_was_asked_leaves_it_parked(
-        home_dir: Path, deploy: Path, script: Path) -> None:
+@pytest.mark.parametrize("resume_first", [True, False])
+def test_a_run_killed_after_the_approval_was_asked_leaves_it_parked_for_another_process(
+        home_dir: Path, deploy: Path, script: Path, resume_first: bool) -> None:
     session_id = run_until_parked(home_dir, script, crash_at="after_approval_requested")
     assert status(home_dir) == "waiting on approval"
-    resumed = zagent(home_dir, "resume", session_id)
-    assert resumed.returncode == 0 and status(home_dir) == "waiting on approval", resumed.stderr
-    assert zagent(home_dir, "approve", session_id).returncode == 0
+    if resume_first:
+        resumed = zagent(home_dir, "resume", session_id)
+        assert resumed.returncode == 0 and status(home_dir) == "waiting on approval", resumed.stderr
+    approved = zagent(home_dir, "approve", session_id)  # the dead run's lease is taken over
+    assert approved.returncode == 0 and "assistant: Done." in approved.stdout, approved.stderr
     decided_once(home_dir, session_id, True, "zagent approve")
     assert deployed(deploy) == ["prod"] and status(home_dir) == "idle"
 
@@ -441,3 +444,14 @@ def test_a_replay_that_reruns_tools_serves_the_recorded_decision(home_dir: Path,
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "matches" in replayed.stdout
     assert deployed(deploy) == ["prod"]  # a person is not asked again, and the call is not run again
+
+
+def test_an_approved_background_call_runs_as_a_task(engine: Engine, home_dir: Path) -> None:
+    python_tool(home_dir, "bg_deploy", "print('deployed in the background')", permission="ask", background=True)
+    with engine.start_session("test") as session:
+        session.call("bg_deploy", {}, call_id="c1")
+        assert not session.state.tasks  # nothing starts before the decision
+        started = session.approve()
+        assert "started as task #1" in started.output
+        task = session.wait_task("1", 30)
+    assert (task.status, task.is_error, (task.output or "").strip()) == ("exited", False, "deployed in the background")

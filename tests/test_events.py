@@ -54,6 +54,10 @@ SAMPLES = [
     events.ApprovalRequested(call_id="c1", tool="deploy", arguments={"env": "prod"},
                              why='its manifest says "permission": "ask"'),
     events.ApprovalDecided(call_id="c1", approved=False, via="zagent deny", reason="not on a Friday"),
+    events.ChildSpawned(call_id="c2", label="child-1", child_session_id="20261201-060000-abcdef", task="count",
+                        model="scripted:/s.json#child-1"),
+    events.ChildEnded(call_id="c2", label="child-1", child_session_id="20261201-060000-abcdef", status="completed",
+                      text="3", stats=events.SpawnStats(turns=1, input_tokens=10, output_tokens=2, duration_ms=5)),
 ]
 
 

@@ -70,3 +70,18 @@ def test_a_tools_run_killed_with_its_task_running_is_settled_by_resume_and_ended
     with SQLiteJournal(home_dir / "journal.db") as journal:
         kinds = [e.event.type for e in journal.read(summary.session_id)]
     assert "task_exited" in kinds and kinds[-1] == "session_ended"
+
+
+def test_a_run_cut_off_before_its_first_turn_asks_for_the_model_instead_of_ending(home_dir: Path,
+                                                                                   tmp_path: Path) -> None:
+    from zagent_core import Engine, Home
+
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        session = Engine(Home(home_dir), journal, workspace=tmp_path).start_session("run")
+        session.record_user_message("hello")  # then the run was killed: no turn journaled its model
+        session.release()
+    refused = zagent(home_dir, "resume", session.session_id, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "no model: give --model (scripted:PATH or openai:MODEL)" in refused.stderr
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        assert not next(iter(journal.sessions())).ended  # nothing was lost: it resumes with --model

@@ -495,7 +495,8 @@ def _model_for(engine: Engine, model_spec: str | None, state: SessionState | Non
 
     spec, base_url = _model_choice(engine, model_spec, state)
     if not spec:
-        if state is None or prompt is not None:
+        if state is None or prompt is not None or state.origin == "run":
+            # A run cut off before its first turn journaled its model cannot guess it.
             raise click.UsageError('no model: give --model (scripted:PATH or openai:MODEL) or set "agent": '
                                    '{"model": ...} in config.json')
         return None, ""

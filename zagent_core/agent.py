@@ -10,12 +10,14 @@ request with a tool call that has no result: no orphaned call ever reaches a mod
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from zagent_core.config import AgentConfig
 from zagent_core.engine import Session
+from zagent_core.state import CallView
 from zagent_core.events import (
     ModelReplied,
     NoteReceived,
@@ -33,6 +35,9 @@ from zagent_core.logs import get_logger
 from zagent_core.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
 
 log = get_logger(__name__)
+
+#: A call to run: from a model reply, or one a crash cut off that goes on (:meth:`Session.go_on`).
+_Call = RepliedCall | CallView
 
 #: How often an idle agent looks for wake-ups while background tasks run.
 WAKE_POLL_SECONDS = 0.1
@@ -137,9 +142,12 @@ class Agent:
     """Drives one session with one model. ``on_event`` sees every event as it is committed."""
 
     def __init__(self, session: Session, model: Model, config: AgentConfig | None = None, *,
-                 run_call: Callable[[RepliedCall], None] | None = None, spec: str | None = None) -> None:
+                 run_call: Callable[[RepliedCall], None] | None = None, spec: str | None = None,
+                 deadline: float | None = None) -> None:
         self.session = session
         self.model = model
+        #: ``time.monotonic()`` past which the run stops (``timeout``), looked at between steps: a sub-agent's limit.
+        self.deadline = deadline
         #: How the model was asked for (``openai:gpt-4o``), journaled with each turn for ``resume``.
         self.spec = spec
         self.config = config or session.engine.config.agent
@@ -160,45 +168,52 @@ class Agent:
     def tool_specs(self) -> list[ToolSpec]:
         """What the model is told about the tools: name, description, parameters."""
         specs = [ToolSpec(name=t.name, description=t.description, parameters=t.manifest.parameters)
-                 for t in self.session.tools.offered()]
+                 for t in self.session.offered_tools()]
         return specs + [ToolSpec(name=b.name, description=b.description, parameters=b.parameters)
                         for b in self.session.offered_builtins()]
 
-    def _run_calls(self, calls: list[RepliedCall]) -> None:
+    def _run_calls(self, calls: Sequence[_Call], run: Callable[[Any], Any] | None = None) -> None:
         """Run a reply's calls in the order asked, with concurrency-safe ones together.
 
         Consecutive concurrency-safe calls run as a fleet (``agent.max_concurrent_tools``
         at most); any other call is a barrier: it waits for the fleet to finish, runs
         alone, then the next calls go on. The model gets the results in its own order.
         """
-        fleet: list[RepliedCall] = []
+        run_one: Callable[[Any], Any] = run or self.run_call
+        fleet: list[_Call] = []
 
         def drain() -> None:
             if len(fleet) > 1:
                 with ThreadPoolExecutor(max_workers=min(len(fleet), self.config.max_concurrent_tools)) as pool:
-                    futures = [pool.submit(self.run_call, call) for call in fleet]
+                    futures = [pool.submit(run_one, call) for call in fleet]
                     try:
                         for future in futures:
                             future.result()
                     except KeyboardInterrupt:
                         # Ctrl-C reached this thread only: stop the calls running beside it, and
-                        # the ones not started yet (the turn's end settles them).
-                        self.session.interrupt_calls.set()
+                        # the ones not started yet (the turn's end settles them). A sub-agent's
+                        # calls share the signal: only who raised it lowers it.
+                        stop = self.session.interrupt_calls
+                        raised = not stop.is_set()
+                        stop.set()
                         try:
                             pool.shutdown(wait=True, cancel_futures=True)
                         finally:
-                            self.session.interrupt_calls.clear()
+                            if raised:
+                                stop.clear()
                         raise
             elif fleet:
-                self.run_call(fleet[0])
+                run_one(fleet[0])
             fleet.clear()
 
         for call in calls:
-            if self.session.concurrency_safe(call.name, call.arguments):
+            name, arguments = (call.name, call.arguments) if isinstance(call, RepliedCall) else (call.tool,
+                                                                                              call.arguments)
+            if self.session.concurrency_safe(name, arguments):
                 fleet.append(call)
             else:
                 drain()
-                self.run_call(call)
+                run_one(call)
         drain()
 
     def turn(self, prompt: str | None, *, resumed: bool = False, max_requests: int | None = None,
@@ -221,6 +236,10 @@ class Agent:
         calls_this_turn = 0
         specs = self.tool_specs()
         while True:
+            if session.interrupt_calls.is_set():
+                raise KeyboardInterrupt  # the tree is being stopped (Ctrl-C reached another thread)
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                return self._end("timeout")
             if self.requests >= self.config.max_turns:
                 return self._end("max_turns")
             if max_requests is not None and max_requests <= 0:
@@ -280,6 +299,9 @@ class Agent:
             return RunResult(reason="waiting_on_user", requests=0)
         if state.waiting_approvals:
             return RunResult(reason="waiting_on_approval", requests=0)
+        # Calls a crash or Ctrl-C cut off that go on where they were (a spawn's child) get
+        # their real results first: the model must not see them before.
+        self._run_calls(self.session.continuing_calls(), self.session.go_on)
         # A turn a crash cut off (resume ended it as "interrupted"), one the model failed
         # (its endpoint was down), or one a question parked (now answered) goes on: the
         # model has not seen its last results.
@@ -290,12 +312,20 @@ class Agent:
         else:
             reason = "idle"
         deadline = time.monotonic() + wait * 60
+        if self.deadline is not None:
+            deadline = min(deadline, self.deadline)
         while reason == "idle":
+            if self.session.interrupt_calls.is_set():
+                raise KeyboardInterrupt  # a sub-agent waiting on its tasks, while its tree is stopped
             woken, running = self.session.outlook()
             if woken:
                 reason = self.turn(None)
                 continue
-            if not running or time.monotonic() >= deadline:
+            if not running:
+                break
+            if time.monotonic() >= deadline:
+                if self.deadline is not None and deadline == self.deadline:
+                    reason = "timeout"  # a sub-agent's tasks outlived its time: it did not finish
                 break
             if on_idle is not None:
                 on_idle()

@@ -105,6 +105,44 @@ class AgentConfig(BaseModel):
     max_background_wait_minutes: float = Field(30.0, ge=0, allow_inf_nan=False)
 
 
+class SubagentConfig(BaseModel):
+    """A preset ``spawn`` offers as ``subagent_type``: what such a child is told, may use, runs on."""
+
+    model_config = _STRICT
+
+    #: Shown to the model in the spawn tool's description, so it picks the right type.
+    description: str = ""
+    #: The child's system prompt (``spawn``'s ``system`` still wins).
+    system_prompt: str | None = None
+    #: The tools such a child may use (names, built-in or folder); None: the parent's.
+    tools: list[str] | None = None
+    #: Only tools that change nothing (the read-only built-ins, folder tools marked
+    #: ``replay: safe``); ``tools`` wins when both are given.
+    readonly: bool = False
+    #: A catalog id (``spawn.models``) or a model spec; None: the parent's model.
+    model: str | None = None
+
+
+class SpawnConfig(BaseModel):
+    """Sub-agents: the ``spawn`` built-in's limits, model catalog and presets."""
+
+    model_config = _STRICT
+
+    #: Children running at once in one process; past it a top-level spawn waits for a
+    #: slot and a child's spawn is refused.
+    max_concurrent: int = Field(3, ge=1)
+    #: How deep children may nest: 1 allows children but no grandchildren; 0 turns spawn off.
+    max_depth: int = Field(3, ge=0)
+    #: One run of a child stops after this long (``timeout``), checked between its steps.
+    child_timeout_minutes: float = Field(30.0, gt=0, allow_inf_nan=False)
+    #: Model requests one run of a child may make.
+    child_max_turns: int = Field(50, ge=1)
+    #: Models a spawn call may pick by id: id -> model spec (``openai:gpt-4o-mini``...).
+    models: dict[str, str] = {}
+    #: Presets by name, offered as ``subagent_type``.
+    subagents: dict[str, SubagentConfig] = {}
+
+
 class ModelConfig(BaseModel):
     """Where ``openai:`` models are reached. The key itself is never stored here."""
 
@@ -141,6 +179,7 @@ class Config(BaseModel):
     tools: ToolsConfig = ToolsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     builtins: BuiltinsConfig = BuiltinsConfig()
+    spawn: SpawnConfig = SpawnConfig()
     limits: LimitsConfig = LimitsConfig()
     capabilities: CapabilitiesConfig = CapabilitiesConfig()
     journal: JournalConfig = JournalConfig()

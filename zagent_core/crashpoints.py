@@ -25,6 +25,8 @@ ASK_POINTS = ("after_input_requested", "before_input_answered", "after_input_ans
 #: tests/test_approvals.py kills a real CLI at each.
 APPROVAL_POINTS = ("before_approval_requested", "after_approval_requested", "before_approval_decided",
                    "after_approval_decided")
+#: The points of a sub-agent's start (tests/test_spawn_crash.py): its spawn journaled, its session started.
+SPAWN_POINTS = ("after_child_spawned", "after_child_started")
 
 
 def crash_point(name: str) -> None:

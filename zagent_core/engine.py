@@ -31,6 +31,7 @@ from zagent_core.config import Config, load_config
 from zagent_core.events import (
     ApprovalDecided,
     ApprovalRequested,
+    ChildSpawned,
     Coercion,
     Event,
     InputAnswered,
@@ -38,6 +39,7 @@ from zagent_core.events import (
     ModelReplied,
     NoteReceived,
     NotesDelivered,
+    ParentLink,
     RejectReason,
     RepliedCall,
     SessionEnded,
@@ -65,7 +67,7 @@ from zagent_core.home import Home
 from zagent_core.ids import new_call_id, new_session_id, new_wake_id
 from zagent_core import leases, tasks
 from zagent_core.builtins import registry
-from zagent_core.builtins.base import Builtin, BuiltinContext, Parked, ToolState
+from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, Parked, ToolState
 from zagent_core.credentials import tool_environment
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
@@ -311,15 +313,21 @@ class Engine:
         #: The built-in tools this config turns on.
         self.builtins, builtin_problems = registry.enabled(config)
         self.config_problems += builtin_problems
+        #: Sub-agents running at once, in this process (``spawn.max_concurrent``).
+        self.child_slots = threading.Semaphore(config.spawn.max_concurrent)
 
     def load_tools(self) -> ToolSet:
         """The tools of the home as they are on disk now (no folder may take a built-in's name)."""
         return load_tools(self.home, self.config, reserved=registry.names())
 
-    def start_session(self, origin: str = "api", *, tools: ToolSet | None = None) -> Session:
-        """Begin a session, driven by this process: load the tools, journal what is offered and what is broken."""
+    def start_session(self, origin: str = "api", *, tools: ToolSet | None = None, session_id: str | None = None,
+                      parent: ParentLink | None = None) -> Session:
+        """Begin a session, driven by this process: load the tools, journal what is offered and what is broken.
+
+        ``parent`` makes it a sub-agent (``spawn`` does that, with the id its parent journaled).
+        """
         tools = tools or self.load_tools()
-        session = Session(self, new_session_id(), tools)
+        session = Session(self, session_id or new_session_id(), tools)
         leases.take(self.journal, session.session_id, session.owner)
         warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
         session._append([
@@ -329,6 +337,7 @@ class Engine:
                 zagent_version=zagent_version(),
                 tools=offers(tools, self.builtins),
                 warnings=warnings,
+                parent=parent,
             )
         ])
         log.info("session_started", session=session.session_id, tools=len(tools.tools), warnings=len(warnings))
@@ -564,6 +573,10 @@ class Session:
             return "unknown_tool", f'unknown tool "{name}"{did_you_mean(name, known)}{listing}'
         if name in self.tools.disabled:
             return "disabled", f'tool "{name}" is disabled in config.json ("tools": {{"disabled": [...]}}), so it was not run'
+        if not self.offers(name):
+            offered = [t.name for t in self.offered_tools()] + [b.name for b in self.offered_builtins()]
+            return "not_offered", (f'tool "{name}" is not offered to this sub-agent, so it was not run; its tools: '
+                                   f"{', '.join(offered) or 'none'}")
         return None
 
     def needs_approval(self, name: str) -> bool:
@@ -596,9 +609,26 @@ class Session:
             return builtin.replay
         return tool.manifest.replay if tool is not None else None
 
+    @property
+    def depth(self) -> int:
+        """0 for a top-level session, 1 for its sub-agents, 2 for theirs..."""
+        return self.state.parent.depth if self.state.parent is not None else 0
+
+    def offers(self, name: str) -> bool:
+        """Whether this session may use tool ``name`` at all: a sub-agent only has what its parent gave it."""
+        builtin = self.engine.builtins.get(name)
+        if builtin is not None and not builtin.offered(self.engine.config, self.depth):
+            return False
+        parent = self.state.parent
+        return parent is None or parent.tools is None or name in parent.tools
+
+    def offered_tools(self) -> list[Tool]:
+        """The folder tools the model is told about."""
+        return [tool for tool in self.tools.offered() if self.offers(tool.name)]
+
     def offered_builtins(self) -> list[Builtin]:
         """The built-in tools the model is told about."""
-        return [b for b in self.engine.builtins.values() if b.name not in self.tools.disabled]
+        return [b for b in self.engine.builtins.values() if b.name not in self.tools.disabled and self.offers(b.name)]
 
     def call(self, name: str, arguments: Any, *, call_id: str | None = None) -> ToolResult:
         """Validate, run and journal one call of tool ``name``; returns what the model receives."""
@@ -722,13 +752,19 @@ class Session:
     def _run_builtin(self, builtin: Builtin, requested: ToolCallRequested, arguments: dict[str, Any],
                      coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0,
                      attempt: int = 1) -> ToolResult:
-        """Run a validated call of a built-in; what it staged is committed with its result."""
+        """Run a validated call of a built-in; what it staged is committed with its result.
+
+        ``again``: the call was journaled before (a crash cut it off); one that had started
+        already and :attr:`~Builtin.continues` goes on without being started again.
+        """
         engine = self.engine
         call_id = requested.call_id
         folders = self._call_folders(call_id) if builtin.runs_process(arguments) else None
+        going_on = again and builtin.continues and call_id in self.state.calls and \
+            self.state.calls[call_id].status == "running"
         with self._lock:  # the task number is taken and journaled in one step
             task_id = str(self.state.tasks_numbered + 1) if builtin.background(arguments) else None
-            self._append([
+            self._append([] if going_on else [
                 *([] if again else [requested]),
                 ToolCallStarted(
                     call_id=call_id, task_id=task_id, tool=builtin.name, arguments=arguments, coercions=coercions,
@@ -758,7 +794,8 @@ class Session:
             log.error("tool_call_failed", exc_info=True, call_id=call_id, tool=builtin.name)
             result = ToolResult(output=f"zagent failed while running {builtin.name}: {exc!r}", is_error=True)
         except BaseException:
-            self._stopped(call_id)
+            if not builtin.continues:  # one that continues stays open, to go on when driven again
+                self._stopped(call_id)
             raise
         # What a built-in says may quote what it found on disk (a file name that is not UTF-8).
         result = result.model_copy(update={"output": storable(result.output),
@@ -845,6 +882,21 @@ class Session:
         if started is not None:
             context.staged.append(started)
         return result
+
+    def spawn(self, context: BuiltinContext, arguments: Arguments) -> ToolResult:
+        """:class:`~zagent_core.builtins.base.Host`: a sub-agent, driven to its end (see :mod:`zagent_core.subagents`)."""
+        # Imported here: children are driven by the agent loop, which is built on sessions.
+        from zagent_core.subagents import drive_child
+
+        return drive_child(self, context, arguments)
+
+    def add_child(self, spawned: Callable[[str], ChildSpawned]) -> ChildSpawned:
+        """Name the next sub-agent (``child-N``) and journal ``spawned(label)``, in one step:
+        spawn calls running side by side never take the same label."""
+        with self._lock:
+            event = spawned(f"child-{len(self.state.children) + 1}")
+            self._append([event])
+            return event
 
     def ask_user(self, context: BuiltinContext, question: str, choices: list[str] | None) -> str:
         """:class:`~zagent_core.builtins.base.Host`: journal the question, then ask it on the
@@ -956,7 +1008,7 @@ class Session:
 
     def record(self, events: Sequence[Event]) -> None:
         """Journal events as given: what a replay serves from a recording (a call's recorded
-        request, effects and result; a recorded turn's notes and wake-ups)."""
+        request, effects and result; a recorded turn's notes and wake-ups), a sub-agent's spawn."""
         self._append(events)
 
     def record_user_message(self, text: str) -> None:
@@ -987,12 +1039,15 @@ class Session:
                       ToolCallRejected(call_id=call.call_id, reason="limit", message=message)])
 
     def settle_unrequested(self, why: str) -> None:
-        """Calls a reply asked for that never ran (the engine stopped first) get a result saying so."""
+        """Calls a reply asked for that never ran (the engine stopped first) get a result saying so;
+        those of a built-in that :attr:`~Builtin.continues` are only requested: they go on later."""
         for call in list(self.state.unrequested.values()):
-            self._append([
-                ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments),
-                ToolCallInterrupted(call_id=call.call_id, message=f"{call.name} was not run: {why}"),
-            ])
+            requested = ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments)
+            if self._continues(call.name):
+                self._append([requested])
+            else:
+                self._append([requested, ToolCallInterrupted(call_id=call.call_id,
+                                                             message=f"{call.name} was not run: {why}")])
 
     # -- resume ------------------------------------------------------------------------
 
@@ -1001,9 +1056,11 @@ class Session:
         self.settle_unrequested("zagent stopped before it ran")
         if self.state.in_turn:
             self.end_turn("interrupted")  # the agent continues in a new turn
+        continuing = {call.call_id for call in self.continuing_calls()}
         for call in list(self.state.calls.values()):
-            if call.call_id in self.state.questions or call.call_id in self.state.waiting_approvals:
-                continue  # parked, not cut off: its answer (or decision) gives it its result
+            if (call.call_id in self.state.questions or call.call_id in self.state.waiting_approvals
+                    or call.call_id in continuing):
+                continue  # parked (its answer or decision gives it its result), or it goes on when driven (go_on)
             approval = self.state.approvals.get(call.call_id)
             if approval is not None:  # approved, and the crash came before it started: it never ran
                 self._run_approved(approval)
@@ -1019,6 +1076,29 @@ class Session:
             self.poll_task(task.task_id)
         if self.state.running_tasks:
             self._watch()
+
+    def continuing_calls(self) -> list[CallView]:
+        """Calls cut off that go on where they were, not settled (a ``spawn`` waiting on its child)."""
+        return [call for call in list(self.state.calls.values())
+                if call.status in ("requested", "running") and call.task_id is None and self._continues(call.tool)]
+
+    def _continues(self, name: str) -> bool:
+        builtin = self.engine.builtins.get(name)
+        return builtin is not None and builtin.continues
+
+    def go_on(self, call: CallView) -> ToolResult:
+        """Carry on with a call of :meth:`continuing_calls`: it gets its real result."""
+        builtin = self.engine.builtins[call.tool]
+        validated = validate_arguments(builtin.validator, call.arguments)
+        requested = ToolCallRequested(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
+        if not validated.ok:  # the config changed under it (a preset gone): say so, do not guess
+            message = f"{call.tool} was not run: its arguments no longer match its parameters.\n" + "\n".join(
+                validated.problems)
+            self._append([ToolCallRejected(call_id=call.call_id, reason="invalid_arguments", message=message,
+                                           problems=validated.problems)])
+            return ToolResult(output=message, is_error=True)
+        return self._run_builtin(builtin, requested, validated.arguments, validated.coercions, again=True,
+                                 attempt=call.attempt)
 
     def _settle_call(self, call: CallView) -> None:
         """A foreground call the crash cut off: run it again if that is safe, else say so."""

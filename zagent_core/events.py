@@ -73,6 +73,20 @@ class Media(_Part):
 # -- session ------------------------------------------------------------------------
 
 
+class ParentLink(_Part):
+    """What makes a session a sub-agent: the spawn call of its parent that it answers."""
+
+    session_id: str
+    call_id: str
+    #: The parent's name for it (``child-1``, ``child-2``... in the order spawned).
+    label: str
+    #: 1 for a child of a top-level session, 2 for its children...
+    depth: int
+    #: The tools it may use (a subagent preset's ``tools``, or the read-only ones), or None: the parent's.
+    tools: list[str] | None = None
+    subagent_type: str | None = None
+
+
 class SessionStarted(_Body):
     type: Literal["session_started"] = "session_started"
     origin: str
@@ -81,6 +95,8 @@ class SessionStarted(_Body):
     tools: list[ToolOffer] = []
     #: Manifest and config problems, as shown to the user when the session began.
     warnings: list[str] = []
+    #: Set for a sub-agent's session (origin ``spawn``).
+    parent: ParentLink | None = None
 
 
 class SessionResumed(_Body):
@@ -112,7 +128,8 @@ class SessionEnded(_Body):
 
 #: ``permission``: an ``ask`` tool, in journals of a zagent that could not ask for approval;
 #: ``denied``: a person said no (its :class:`ApprovalDecided` is journaled with it).
-RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "limit", "denied"]
+RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "limit", "not_offered",
+                       "denied"]
 
 
 class ToolCallRequested(_Body):
@@ -358,6 +375,47 @@ class ApprovalDecided(_Body):
     reason: str = ""
 
 
+class SpawnStats(_Part):
+    """What a child's run took: its own model requests, the tokens of its whole subtree."""
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_ms: int = 0
+
+
+class ChildSpawned(_Body):
+    """A ``spawn`` call gave its task to a child session: journaled before the child's
+    session exists, so a crash in between starts that very session, never a second one."""
+
+    type: Literal["child_spawned"] = "child_spawned"
+    call_id: str
+    label: str
+    child_session_id: str
+    task: str
+    subagent_type: str | None = None
+    #: The model spec the child runs with.
+    model: str
+    #: A stopped child given a new task (``spawn``'s ``resume``), not a new one.
+    resumed: bool = False
+    #: The child's journal version when it was given the task (0: a new child): the task
+    #: was delivered if a ``user_message`` follows it.
+    from_version: int = 0
+
+
+class ChildEnded(_Body):
+    """How a child's run ended; journaled with its ``spawn`` call's result."""
+
+    type: Literal["child_ended"] = "child_ended"
+    call_id: str
+    label: str
+    child_session_id: str
+    status: Literal["completed", "error", "aborted", "timeout"]
+    #: The child's final reply (what ``status`` completed with), or why it did not complete.
+    text: str
+    stats: SpawnStats
+
+
 # -- what tools know (staged by a call, committed with its result) --------------------
 
 
@@ -471,6 +529,8 @@ Event = Annotated[
         InputAnswered,
         ApprovalRequested,
         ApprovalDecided,
+        ChildSpawned,
+        ChildEnded,
     ],
     Field(discriminator="type"),
 ]

@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from zagent_core.events import (
     ApprovalDecided,
     ApprovalRequested,
+    ChildEnded,
+    ChildSpawned,
     Coercion,
     Media,
     InputAnswered,
@@ -37,6 +39,7 @@ from zagent_core.events import (
     NoteReceived,
     NotesDelivered,
     OutputFile,
+    ParentLink,
     ReadEntry,
     ReadStateUpdated,
     RepliedCall,
@@ -44,6 +47,7 @@ from zagent_core.events import (
     SessionForked,
     SessionResumed,
     SessionStarted,
+    SpawnStats,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
@@ -70,7 +74,7 @@ MAX_ENDED_TASKS = 20
 
 #: Bump when the fold changes what it computes from the same events: snapshots made by
 #: another projection are then ignored (and remade), never trusted.
-PROJECTION_VERSION = 3
+PROJECTION_VERSION = 4
 
 
 class CallView(BaseModel):
@@ -183,6 +187,26 @@ class ApprovalView(BaseModel):
     approved: bool | None = None
 
 
+class ChildView(BaseModel):
+    """A sub-agent this session spawned: running (its spawn call waits on it) or how it ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    session_id: str
+    #: The spawn call it answers now (a resumed child answers the call that resumed it).
+    call_id: str
+    task: str
+    subagent_type: str | None = None
+    model: str
+    status: Literal["running", "completed", "error", "aborted", "timeout"] = "running"
+    #: The child's journal version when it was given ``task`` (see ``child_spawned``).
+    from_version: int = 0
+    text: str = ""
+    stats: SpawnStats = SpawnStats()
+    spawned_at: datetime
+
+
 class SessionState(BaseModel):
     """What resuming a session needs, rebuilt from its events.
 
@@ -242,11 +266,20 @@ class SessionState(BaseModel):
     #: Calls that need approval and have not started (``approval_requested``), by call id,
     #: oldest first: parked while undecided, to be started when approved.
     approvals: dict[str, ApprovalView] = {}
+    #: Set for a sub-agent: the parent session and the spawn call it answers.
+    parent: ParentLink | None = None
+    #: The sub-agents this session spawned, by label (``child-1``...), in the order spawned.
+    children: dict[str, ChildView] = {}
 
     @property
     def waiting_approvals(self) -> dict[str, ApprovalView]:
         """The approvals no one has decided yet: their calls are parked, not cut off."""
         return {call_id: a for call_id, a in list(self.approvals.items()) if a.approved is None}
+
+    @property
+    def running_children(self) -> list[ChildView]:
+        """Children whose spawn call has no result yet: resume drives them on."""
+        return [child for child in list(self.children.values()) if child.status == "running"]
 
     @property
     def running_calls(self) -> list[CallView]:
@@ -358,7 +391,7 @@ def _end_task(s: dict[str, Any], task_id: str, **changes: Any) -> None:
 @_on(SessionStarted)
 def _session_started(s: dict[str, Any], event: SessionStarted, stored: StoredEvent) -> None:
     s.update(status="open", origin=event.origin, workspace=event.workspace, started_at=stored.at,
-             tools=event.tools, warnings=event.warnings)
+             tools=event.tools, warnings=event.warnings, parent=event.parent)
 
 
 @_on(SessionEnded)
@@ -523,6 +556,22 @@ def _approval_decided(s: dict[str, Any], event: ApprovalDecided, stored: StoredE
         approvals[event.call_id] = _changed(approvals[event.call_id], {"approved": event.approved})
 
 
+@_on(ChildSpawned)
+def _child_spawned(s: dict[str, Any], event: ChildSpawned, stored: StoredEvent) -> None:
+    children: dict[str, ChildView] = s["children"]
+    children.pop(event.label, None)  # a resumed child moves to the end, as the latest spawned
+    children[event.label] = ChildView(label=event.label, session_id=event.child_session_id, call_id=event.call_id,
+                                      task=event.task, subagent_type=event.subagent_type, model=event.model,
+                                      from_version=event.from_version, spawned_at=stored.at)
+
+
+@_on(ChildEnded)
+def _child_ended(s: dict[str, Any], event: ChildEnded, stored: StoredEvent) -> None:
+    children: dict[str, ChildView] = s["children"]
+    children[event.label] = _changed(children[event.label], {"status": event.status, "text": event.text,
+                                                             "stats": event.stats})
+
+
 def fold(state: SessionState, stored: StoredEvent) -> None:
     """Apply ``stored`` to ``state`` in place: O(1) per event, whatever the session's length.
 
@@ -542,7 +591,7 @@ def fold(state: SessionState, stored: StoredEvent) -> None:
 
 
 _CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested", "read_state", "tool_state",
-               "questions", "approvals")
+               "questions", "approvals", "children")
 
 
 def _own_copy(state: SessionState) -> SessionState:

@@ -48,4 +48,6 @@ TOOL = Builtin(
     # A question journaled is never asked again: a call cut off before its question was
     # journaled asked no one, so running it again asks once.
     replay="safe",
+    # A sub-agent has no person to ask: its parent does the asking.
+    offered=lambda config, depth: depth == 0,
 )

@@ -78,6 +78,11 @@ class Host(Protocol):
         raise :class:`Parked` when there is no one to ask now."""
         ...
 
+    def spawn(self, context: BuiltinContext, arguments: Arguments) -> ToolResult:
+        """Give ``arguments["task"]`` to a child session (or go on with the one this call
+        started before a crash), drive it to its end, and return its outcome."""
+        ...
+
 
 class ToolState:
     """One tool's durable key/value state, as one call sees it.
@@ -180,6 +185,10 @@ def _never(arguments: Arguments) -> bool:
     return False
 
 
+def _everywhere(config: Config, depth: int) -> bool:
+    return True
+
+
 @dataclass(frozen=True, eq=False)
 class Builtin:
     """A built-in tool: what the model is offered, and how a call runs."""
@@ -196,6 +205,11 @@ class Builtin:
     runs_process: Callable[[Arguments], bool] = _never
     #: Whether a call starts a background task (numbered when the call starts).
     background: Callable[[Arguments], bool] = _never
+    #: A call a crash (or Ctrl-C) cut off stays open and goes on when the session is driven
+    #: again, instead of being settled at resume: ``run`` must pick up where it was.
+    continues: bool = False
+    #: Whether a session at this depth (0: top-level, 1: a sub-agent...) is offered it.
+    offered: Callable[[Config, int], bool] = _everywhere
 
     @property
     def identity(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Callable
 
 from zagent_core.builtins.base import Builtin
 from zagent_core.config import Config
@@ -24,17 +25,23 @@ _MODULES = (
     "record_artifact",
     "terminal",
     "ask_user",
+    "spawn",
 )
 
 
 @functools.cache
+def _loaded() -> dict[str, tuple[Builtin, Callable[[Config], Builtin | None] | None]]:
+    """Each built-in by name, with its module's ``for_config`` (how a config sets it up), if any."""
+    found: dict[str, tuple[Builtin, Callable[[Config], Builtin | None] | None]] = {}
+    for name in _MODULES:
+        module = importlib.import_module(f"zagent_core.builtins.{name}")
+        found[module.TOOL.name] = (module.TOOL, getattr(module, "for_config", None))
+    return found
+
+
 def all_builtins() -> dict[str, Builtin]:
     """Every built-in zagent has, by name."""
-    found: dict[str, Builtin] = {}
-    for module in _MODULES:
-        tool: Builtin = importlib.import_module(f"zagent_core.builtins.{module}").TOOL
-        found[tool.name] = tool
-    return found
+    return {name: tool for name, (tool, _) in _loaded().items()}
 
 
 def names() -> frozenset[str]:
@@ -50,12 +57,15 @@ def enabled(config: Config) -> tuple[dict[str, Builtin], list[Problem]]:
     """
     every = all_builtins()
     wanted = config.builtins.enabled
-    if wanted is None:
-        return dict(every), []
-    problems = [
+    problems = [] if wanted is None else [
         Problem(source="config.json", severity="warning",
                 message=f'builtins.enabled names "{name}", which is not a built-in tool{did_you_mean(name, every)}; '
                         f"built-ins: {', '.join(every)}")
         for name in wanted if name not in every
     ]
-    return {name: tool for name, tool in every.items() if name in wanted}, problems
+    chosen: dict[str, Builtin] = {}
+    for name, (tool, for_config) in _loaded().items():
+        configured = for_config(config) if for_config is not None else tool
+        if configured is not None and (wanted is None or name in wanted):
+            chosen[name] = configured
+    return chosen, problems

@@ -92,7 +92,8 @@ def load_model(spec: str, config: ModelConfig | None = None) -> Model:
     if kind == "scripted" and rest:
         from zagent_core.models.scripted import ScriptedModel
 
-        return ScriptedModel.from_file(rest)
+        path, _, child = rest.partition("#")
+        return ScriptedModel.from_file(path, child)
     if kind == "openai" and rest:
         from zagent_core.models.openai import OpenAIModel
 

@@ -4,6 +4,14 @@ The file is a JSON list of replies, one per request, each ``{"text": ..., "tool_
 [{"name": ..., "arguments": {...}}]}`` (``id`` optional). Reply *n* answers the request
 whose conversation already holds *n - 1* assistant messages, so a resumed session picks
 up where it stopped, in any process. Asking past the end is an error that says so.
+
+Sub-agents are scripted in the same file: instead of the list, an object
+``{"replies": [...], "children": {KEY: SCRIPT, ...}}``, where each SCRIPT is a list or
+such an object again (grandchildren). A child ``spawn`` starts reads the script under
+its task (the exact text), else under its label (``child-1``...: labels follow the order
+children start in, which for spawns of one reply running side by side is not fixed),
+else under ``"*"``. Its spec names the key it took (``scripted:PATH#child-1``, a
+grandchild's ``scripted:PATH#child-1/child-2``, keys %-quoted), so a resume reads the same.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -33,6 +42,43 @@ class _ScriptedReply(BaseModel):
     tool_calls: list[_ScriptedCall] = []
 
 
+def _node(script: Any, child: str) -> tuple[Any, str]:
+    """The part of the script the sub-agent ``child`` names (its keys joined by ``/``), and what to call it."""
+    where = "the script"
+    for key in [unquote(part) for part in child.split("/") if part]:
+        children = script.get("children", {}) if isinstance(script, dict) else {}
+        if not isinstance(children, dict) or key not in children:
+            raise ValueError(f"{where} has no sub-agent {key!r} under \"children\"")
+        script = children[key]
+        where = f"the script of sub-agent {key!r}"
+    return script, where
+
+
+def child_key(path: str | Path, child: str, label: str, task: str) -> str:
+    """Where a new sub-agent's replies are, under the part ``child`` names: the key (task,
+    label or ``*``) to add to ``child``. ValueError says what to add to the script."""
+    try:
+        script, where = _node(json.loads(Path(path).read_text(encoding="utf-8")), child)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot use the script {path}: {exc}") from None
+    children = script.get("children") if isinstance(script, dict) else None
+    for key in (task, label, "*"):
+        if isinstance(children, dict) and key in children:
+            return quote(key, safe="")
+    raise ValueError(f'{where} in {path} has no replies for sub-agent {label}: add "children": {{"{label}": [...]}} '
+                     'to it, keyed by the task, the label or "*"')
+
+
+def _part(script: Any, child: str) -> list[Any]:
+    """The replies of the script, or of the sub-agent ``child`` names."""
+    script, where = _node(script, child)
+    replies = script.get("replies") if isinstance(script, dict) else script
+    if not isinstance(replies, list):
+        raise ValueError(f'{where} must be a JSON list of replies, or an object with "replies" (a list) and '
+                         '"children"')
+    return replies
+
+
 class ScriptedModel:
     """Serves ``replies`` in order, one per request."""
 
@@ -41,13 +87,12 @@ class ScriptedModel:
         self.name = name
 
     @classmethod
-    def from_file(cls, path: str | Path) -> ScriptedModel:
-        """Read a script; raises ValueError naming the file and the problem."""
+    def from_file(cls, path: str | Path, child: str = "") -> ScriptedModel:
+        """Read a script (``child``: the labels down to a sub-agent's part, ``child-1/child-2``);
+        raises ValueError naming the file and the problem."""
         path = Path(path)
         try:
-            raw = storable_json(json.loads(path.read_text(encoding="utf-8")))
-            if not isinstance(raw, list):
-                raise ValueError("it must be a JSON list of replies")
+            raw = _part(storable_json(json.loads(path.read_text(encoding="utf-8"))), child)
             parsed = [_ScriptedReply.model_validate(item) for item in raw]
         except (OSError, ValueError, ValidationError) as exc:
             raise ValueError(f"cannot use the script {path}: {exc}") from None
@@ -59,11 +104,11 @@ class ScriptedModel:
                             for index, call in enumerate(item.tool_calls)],
                 stop_reason="tool_use" if item.tool_calls else "end_turn",
                 usage=Usage(),
-                model=f"scripted:{path.name}",
+                model=f"scripted:{path.name}{'#' + child if child else ''}",
             )
             for turn, item in enumerate(parsed, start=1)
         ]
-        return cls(replies, name=f"scripted:{path}")
+        return cls(replies, name=f"scripted:{path}{'#' + child if child else ''}")
 
     def reply(self, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
         index = sum(1 for message in messages if message.role == "assistant")

@@ -1,0 +1,206 @@
+"""A session tree killed (SIGKILL) or stopped (Ctrl-C) anywhere resumes whole (issue 11).
+
+Real `zagent run` processes with a scripted parent that fans out three children (one
+with a grandchild, two running a real process), a real SQLite journal, real signals.
+After the crash, `zagent resume PARENT` must finish the tree: no child started twice,
+every spawn call exactly one result (never "interrupted" while its child could go on),
+each child's outcome committed with its call's result, and the stats adding up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PYTHON, wait_for
+
+from zagent_core.crashpoints import SPAWN_POINTS
+from zagent_core.events import (
+    ChildEnded,
+    ChildSpawned,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallInterrupted,
+    ToolCallRejected,
+    ToolCallRequested,
+    ToolCallStarted,
+)
+from zagent_core.state import SessionState, rebuild
+from zagent_store import SQLiteJournal
+
+
+def spawn(task: str) -> dict[str, Any]:
+    return {"name": "spawn", "arguments": {"task": task}}
+
+
+def shell(command: str) -> dict[str, Any]:
+    return {"name": "shell", "arguments": {"command": command}}
+
+
+SCRIPT = {
+    "replies": [{"text": "fanning out", "tool_calls": [spawn("alpha"), spawn("beta"), spawn("gamma")]},
+                {"text": "all three answered"}],
+    "children": {
+        "alpha": [{"tool_calls": [shell("sleep 0.4; echo alpha")]}, {"text": "alpha done"}],
+        "beta": {"replies": [{"tool_calls": [spawn("beta-sub")]}, {"text": "beta done"}],
+                 "children": {"beta-sub": [{"tool_calls": [shell("sleep 0.3")]}, {"text": "sub done"}]}},
+        "gamma": [{"text": "gamma done"}],
+    },
+}
+
+
+def zagent(home: Path, *args: str, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "ZAGENT_CRASH_AT"}
+    if crash_at is not None:
+        env["ZAGENT_CRASH_AT"] = crash_at
+    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env=env, cwd=home.parent, timeout=120)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Path, str]:
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    # Room for the three children and the grandchild at once (a child's spawn never waits for a slot).
+    (home / "config.json").write_text(json.dumps({"spawn": {"max_concurrent": 4}}))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    return home, f"scripted:{script}"
+
+
+def top_session(home: Path) -> str:
+    with SQLiteJournal(home / "journal.db") as journal:
+        for summary in journal.sessions():
+            first = next(iter(journal.read(summary.session_id)), None)
+            if first is not None and isinstance(first.event, SessionStarted) and first.event.parent is None:
+                return summary.session_id
+    raise AssertionError("no top-level session")
+
+
+def check_tree(journal: SQLiteJournal, session_id: str, parent: tuple[str, str] | None = None) -> SessionState:
+    """The invariants of one session of the tree, then of its children; returns its state."""
+    stored = list(journal.read(session_id))
+    events = [s.event for s in stored]
+    starts = [e for e in events if isinstance(e, SessionStarted)]
+    assert len(starts) == 1, f"{session_id} started {len(starts)} times"
+    if parent is not None:
+        assert starts[0].parent is not None and (starts[0].parent.session_id, starts[0].parent.call_id) == parent
+    spawn_calls = {e.call_id for e in events if isinstance(e, ToolCallRequested) and e.tool == "spawn"}
+    for call_id in {e.call_id for e in events if isinstance(e, ToolCallRequested)}:
+        ends = [e for e in events if isinstance(e, (ToolCallFinished, ToolCallRejected, ToolCallInterrupted))
+                and e.call_id == call_id]
+        final = [e for e in ends if not isinstance(e, ToolCallInterrupted)
+                 or "so it runs again" not in e.message]
+        assert len(final) == 1 and final[0] is ends[-1], f"call {call_id} of {session_id}: {ends}"
+        if call_id in spawn_calls:
+            assert not any(isinstance(e, ToolCallInterrupted) for e in ends), f"spawn call {call_id} interrupted"
+            assert sum(isinstance(e, ToolCallStarted) for e in events if getattr(e, "call_id", None) == call_id) == 1
+    spawned = [e for e in events if isinstance(e, ChildSpawned) and not e.resumed]
+    assert len({e.child_session_id for e in spawned}) == len(spawned) == len({e.label for e in spawned})
+    assert len({e.call_id for e in spawned}) == len(spawned), "a spawn call started two children"
+    for index, item in enumerate(stored):
+        if isinstance(item.event, ChildEnded):
+            result = stored[index + 1]
+            assert isinstance(result.event, ToolCallFinished) and result.event.call_id == item.event.call_id
+            assert result.at == item.at  # one transaction
+    state = rebuild(stored)
+    assert not state.in_turn and not state.running_calls and not state.running_children, session_id
+    for child in state.children.values():
+        child_state = check_tree(journal, child.session_id, (session_id, next(
+            e.call_id for e in spawned if e.label == child.label)))
+        assert child.status == "completed", child
+        assert child.stats.input_tokens == child_state.input_tokens + sum(
+            c.stats.input_tokens for c in child_state.children.values())
+        assert child.stats.turns == child_state.model_replies
+    return state
+
+
+def finished_tree(home: Path, parent_id: str) -> SessionState:
+    with SQLiteJournal(home / "journal.db") as journal:
+        state = check_tree(journal, parent_id)
+        assert len(journal.sessions()) == 5  # the parent, three children, one grandchild
+    assert state.last_turn_end == "idle"
+    assert sorted(child.text for child in state.children.values()) == ["alpha done", "beta done", "gamma done"]
+    return state
+
+
+def test_the_tree_runs_whole(tree: tuple[Path, str]) -> None:
+    home, model = tree
+    done = zagent(home, "run", "go", "--model", model)
+    assert done.returncode == 0, done.stderr
+    finished_tree(home, top_session(home))
+
+
+@pytest.mark.parametrize("point", [*SPAWN_POINTS, "after_tool_call_started", "before_tool_call_finished",
+                                   "after_input_requested"])
+def test_a_kill_at_a_named_point_resumes_the_whole_tree(tree: tuple[Path, str], point: str) -> None:
+    home, model = tree
+    killed = zagent(home, "run", "go", "--model", model, crash_at=point)
+    if point == "after_input_requested":  # a tree with no question is never killed there: a control
+        assert killed.returncode == 0, killed.stderr
+    else:
+        assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr)
+    parent_id = top_session(home)
+    resumed = zagent(home, "resume", parent_id)
+    assert resumed.returncode == 0, resumed.stderr
+    finished_tree(home, parent_id)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("after", [0.15, 0.3, 0.45, 0.6, 0.8])
+def test_a_kill_at_any_moment_resumes_the_whole_tree(tree: tuple[Path, str], after: float) -> None:
+    home, model = tree
+    process = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "go", "--model", model],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               cwd=home.parent)
+    time.sleep(after)  # the moment of the crash is the test's input, not a wait for something
+    process.kill()
+    process.wait(30)
+    if not (home / "journal.db").exists():
+        return  # killed before it journaled anything: nothing to resume
+    with SQLiteJournal(home / "journal.db") as journal:
+        if not journal.sessions():
+            return
+    parent_id = top_session(home)
+    # --model: the kill may have come before the first turn journaled which model it asks.
+    resumed = zagent(home, "resume", parent_id, "--model", model)
+    assert resumed.returncode == 0, resumed.stderr
+    finished_tree(home, parent_id)
+
+
+def test_ctrl_c_stops_the_whole_tree_and_every_session_in_it_resumes(tree: tuple[Path, str]) -> None:
+    home, model = tree
+    process = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "go", "--model", model],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=home.parent)
+
+    def children_running_processes() -> bool:
+        if not (home / "journal.db").exists():
+            return False
+        with SQLiteJournal(home / "journal.db") as journal:
+            shells = [s for summary in journal.sessions() for s in journal.read(summary.session_id)
+                      if isinstance(s.event, ToolCallStarted) and s.event.tool == "shell"]
+        return len(shells) == 2  # alpha's and the grandchild's
+
+    wait_for(children_running_processes, "both shells of the tree to start", seconds=30)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    parent_id = top_session(home)
+    assert f"[stopped; resume with: zagent resume {parent_id}]" in stderr
+    with SQLiteJournal(home / "journal.db") as journal:
+        for summary in journal.sessions():
+            state = rebuild(journal.read(summary.session_id))
+            assert state.status == "open", summary.session_id  # none ended: each can go on
+        spawns = [s.event for s in journal.read(parent_id) if isinstance(s.event, (ToolCallFinished,
+                                                                                  ToolCallInterrupted))]
+        assert not any(isinstance(e, ToolCallInterrupted) for e in spawns)
+    resumed = zagent(home, "resume", parent_id)
+    assert resumed.returncode == 0, resumed.stderr
+    finished_tree(home, parent_id)

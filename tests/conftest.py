@@ -38,6 +38,31 @@ def wait_for(condition: Callable[[], Any], what: str = "the condition", seconds:
         time.sleep(0.02)
 
 
+def run_on_terminal(argv: list[str], cwd: Path, typed: bytes) -> bytes:
+    """Run ``argv`` with a terminal (a pty) for stdin, stdout and stderr, ``typed`` already
+    waiting in its input; returns all it printed, once it exited with status 0."""
+    import os
+    import pty
+    import subprocess
+
+    controller, terminal = pty.openpty()
+    run = subprocess.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal, cwd=cwd)
+    os.close(terminal)
+    os.write(controller, typed)  # waits in the terminal's buffer until the program reads it
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # it ended: the terminal has no other end any more
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert run.wait(timeout=60) == 0, shown
+    return shown
+
+
 def write_tool(home: Path, folder: str, manifest: dict[str, Any] | str, files: dict[str, str] | None = None) -> Path:
     """Create ``<home>/tools/<folder>/`` with a manifest (dict or raw text) and files."""
     tool_dir = home / "tools" / folder

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON
+from conftest import PYTHON, run_on_terminal
 
 from zagent_core.events import InputAnswered, InputRequested, ToolCallFinished
 from zagent_store import SQLiteJournal
@@ -179,23 +178,8 @@ def test_an_answer_killed_after_it_is_journaled_is_kept_and_resume_goes_on(home_
 
 def test_on_a_terminal_the_run_asks_there_and_a_choice_is_taken_by_its_number(
         home_dir: Path, script: Path) -> None:
-    controller, terminal = pty.openpty()
-    run = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
-                            f"scripted:{script}", "make a button"], stdin=terminal, stdout=terminal,
-                           stderr=subprocess.DEVNULL, cwd=home_dir.parent)
-    os.close(terminal)
-    os.write(controller, b"2\n")  # waits in the terminal's buffer until the question is asked
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # the run ended: the terminal has no other end any more
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(controller)
-    assert run.wait(timeout=60) == 0
+    shown = run_on_terminal([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
+                             f"scripted:{script}", "make a button"], home_dir.parent, b"2\n")
     assert b"2. blue" in shown and b"assistant: Going with your colour." in shown
     session_id = only_session(home_dir)
     asked_once_answered_once(home_dir, session_id, "blue")

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import python_tool
 
@@ -114,18 +115,22 @@ def test_a_background_call_is_running_while_its_task_runs(home_dir: Path, engine
     assert db.execute("SELECT status FROM tool_calls").fetchone() == ("killed",)
 
 
-def test_a_journal_of_schema_3_gets_the_task_outcome_views(home_dir: Path) -> None:
+@pytest.mark.parametrize(("schema", "view", "added"), [
+    (3, "tasks", {"is_error", "duration_ms", "output_head"}),  # the task outcome views
+    (5, "decisions", {"kind", "asked", "decision", "answer", "reason", "via"}),  # people in the loop
+])
+def test_an_older_journal_gets_the_newer_views(home_dir: Path, schema: int, view: str, added: set[str]) -> None:
     import sqlite_utils
 
     from zagent_store.sqlite import MIGRATIONS, SQLiteJournal
 
     path = home_dir / "journal.db"
     db = sqlite_utils.Database(path)
-    for migration in MIGRATIONS[:3]:
+    for migration in MIGRATIONS[:schema]:
         migration(db)
-    db.execute("PRAGMA user_version = 3")
+    db.execute(f"PRAGMA user_version = {schema}")
     db.conn.commit()
     db.close()
     with SQLiteJournal(path) as journal:
-        columns = [row[1] for row in journal.db.execute("PRAGMA table_info(tasks)")]
-    assert {"is_error", "duration_ms", "output_head"} <= set(columns)
+        columns = [row[1] for row in journal.db.execute(f"PRAGMA table_info({view})")]
+    assert added <= set(columns)

@@ -31,6 +31,7 @@ def _any_seconds(text: str) -> str:
     # Not bash -e: some of these commands answer an error on purpose.
     pytest.param(("shell", "shell_kill and wait_task", "record_artifact"), 6, False, {}, id="shell"),
     pytest.param(("People in the loop: ask_user",), 2, False, {}, id="ask_user"),
+    pytest.param(("People in the loop: approval",), 3, False, {}, id="approval"),
 ])
 def test_the_transcripts_are_what_zagent_prints(tmp_path: Path, sections: tuple[str, ...], fewest: int,
                                                 errexit: bool, env: dict[str, str]) -> None:

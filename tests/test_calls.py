@@ -529,17 +529,6 @@ def assert_refused(engine: Engine, home_dir: Path, workspace: Path, session_id: 
     return rejected[-1]
 
 
-def test_permission_ask_is_refused_with_the_seed_explanation(home_dir: Path, workspace: Path, engine: Engine) -> None:
-    python_tool(home_dir, "asker", MARKER_TOOL, permission="ask")
-    with engine.start_session("test") as session:
-        result = session.call("asker", {})
-    assert result.is_error
-    assert "interactive approval is not implemented" in result.output
-    assert '"permission": "ask"' in result.output or "approval" in result.output
-    rejected = assert_refused(engine, home_dir, workspace, session.session_id, "permission")
-    assert rejected.message == result.output
-
-
 def test_disabled_tool_is_refused_with_its_reason(home_dir: Path, workspace: Path, make_engine) -> None:
     engine = make_engine(disabled=["off_tool"])
     python_tool(home_dir, "off_tool", MARKER_TOOL)
@@ -630,7 +619,6 @@ def test_every_started_call_finishes_once_and_state_matches_the_journal(home_dir
     python_tool(home_dir, "bad_json", "print('nope')", output="json")
     python_tool(home_dir, "slow", "import time; print('zz', flush=True); time.sleep(30)", timeout_seconds=0.5)
     python_tool(home_dir, "typed", "print('typed')", parameters=TEXT_SCHEMA)
-    python_tool(home_dir, "asker", "print('x')", permission="ask")
     with engine.start_session("test") as session:
         results = [
             session.call("ok", {}),
@@ -639,11 +627,10 @@ def test_every_started_call_finishes_once_and_state_matches_the_journal(home_dir
             session.call("bad_json", {}),
             session.call("nope", {}),
             session.call("slow", {}),
-            session.call("asker", {}),
             session.call("typed", {"text": "t", "top": "2"}),
             session.call("ok", {}, call_id="my-call-id"),
         ]
-    assert [r.is_error for r in results] == [False, True, True, True, True, True, True, False, False]
+    assert [r.is_error for r in results] == [False, True, True, True, True, True, False, False]
     assert results[5].timed_out
     events = events_of(engine, session.session_id)
     started = [e.call_id for e in events if e.type == "tool_call_started"]
@@ -652,7 +639,7 @@ def test_every_started_call_finishes_once_and_state_matches_the_journal(home_dir
     requested = [e.call_id for e in events if e.type == "tool_call_requested"]
     assert len(started) == 6 and sorted(started) == sorted(finished)
     assert len(set(finished)) == len(finished)
-    assert len(rejected) == 3 and not set(rejected) & set(started)
+    assert len(rejected) == 2 and not set(rejected) & set(started)
     assert sorted(requested) == sorted(started + rejected)
     assert "my-call-id" in finished
     # each call's events are in order: requested, started, finished
@@ -661,7 +648,7 @@ def test_every_started_call_finishes_once_and_state_matches_the_journal(home_dir
         assert kinds == ["tool_call_requested", "tool_call_started", "tool_call_finished"]
     assert session.state.status == "ended"
     assert engine.session_state(session.session_id) == session.state
-    assert session.state.calls == {} and session.state.calls_requested == 9  # every call closed
+    assert session.state.calls == {} and session.state.calls_requested == 8  # every call closed
     assert [e.output for e in events if e.type == "tool_call_finished"][-1] == results[-1].output
 
 

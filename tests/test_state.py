@@ -18,6 +18,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from zagent_core import SessionState, apply, rebuild
 from zagent_core.state import from_snapshot, to_snapshot
 from zagent_core.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     NoteReceived,
     ReadEntry,
     ReadStateUpdated,
@@ -49,6 +51,9 @@ class SessionHistory(RuleBasedStateMachine):
         self.state = SessionState()
         self.snapshots: list[SessionState] = []
         self.requested: list[str] = []
+        #: Calls waiting for approval, and approved ones not started yet.
+        self.asking: list[str] = []
+        self.approved: list[str] = []
         self.running: list[str] = []
         self.tasks: list[str] = []
         self.wakes: list[str] = []
@@ -96,6 +101,42 @@ class SessionHistory(RuleBasedStateMachine):
         else:
             self._append([self._started(call_id, call.tool, call.arguments)])
             self.running.append(call_id)
+
+    @precondition(lambda self: self.state.status == "open")
+    @rule(args=arguments)
+    def ask_approval(self, args: dict) -> None:
+        """A call that needs approval: requested and asked about in one transaction."""
+        self.counter += 1
+        call_id = f"c{self.counter}"
+        self._append([ToolCallRequested(call_id=call_id, tool="ask", arguments=args),
+                      ApprovalRequested(call_id=call_id, tool="ask", arguments=args, why="w")])
+        self.asking.append(call_id)
+
+    @precondition(lambda self: self.asking)
+    @rule(data=st.data(), approved=st.booleans())
+    def decide(self, data: st.DataObject, approved: bool) -> None:
+        call_id = data.draw(st.sampled_from(self.asking))
+        self.asking.remove(call_id)
+        decided = ApprovalDecided(call_id=call_id, approved=approved, via="zagent approve")
+        if approved:
+            self._append([decided])
+            self.approved.append(call_id)
+        else:  # a denial is the call's result, in the same transaction
+            self._append([decided, ToolCallRejected(call_id=call_id, reason="denied", message="no")])
+
+    @precondition(lambda self: self.approved)
+    @rule(data=st.data())
+    def start_approved(self, data: st.DataObject) -> None:
+        call_id = data.draw(st.sampled_from(self.approved))
+        self.approved.remove(call_id)
+        call = self.state.calls[call_id]
+        self._append([self._started(call_id, call.tool, call.arguments)])
+        self.running.append(call_id)
+
+    @invariant()
+    def approvals_are_the_undecided_and_the_approved_not_started(self) -> None:
+        assert sorted(self.state.waiting_approvals) == sorted(self.asking)
+        assert sorted(c for c, a in self.state.approvals.items() if a.approved) == sorted(self.approved)
 
     @precondition(lambda self: self.running)
     @rule(data=st.data(), output=st.text(max_size=20), is_error=st.booleans(),

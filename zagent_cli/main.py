@@ -7,7 +7,10 @@ for failed (a tool's result is an error, doctor found problems), 2 a usage error
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,6 +22,8 @@ if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
+    from zagent_core.journal import Journal
+    from zagent_core.state import ApprovalView
     from zagent_core.builtins.base import Builtin
     from zagent_core.engine import Session
     from zagent_core.models import Model
@@ -346,8 +351,6 @@ def _arguments_text(args_text: str | None) -> tuple[str, str]:
 
 def _arguments_object(args_text: str | None) -> dict[str, Any]:
     """The call's arguments (see :func:`_arguments_text`): one JSON object, its strings storable."""
-    import json
-
     from zagent_core.text import storable_json
 
     text, source = _arguments_text(args_text)
@@ -455,8 +458,7 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
         toolset = _loaded_tool(engine, name)
         with engine.start_session(origin="tools run", tools=toolset) as session:
             session.subscribe(show_note)
-            if sys.stdin.isatty() and sys.stdout.isatty():
-                session.ask_terminal = _ask_on_terminal
+            _ask_here(session)
             result, call_id = _call_once(session, name, arguments, as_json)
     if as_json:
         emit_json({"output": result.output, "is_error": result.is_error,
@@ -510,7 +512,10 @@ def _model_for(engine: Engine, model_spec: str | None, state: SessionState | Non
 
 
 def _settle_only(session: Session) -> str:
-    """A session no model drives (``tools run`` cut off): settled, its tasks waited for, then ended."""
+    """A session no model drives (``tools run`` cut off): settled, its tasks waited for, then ended
+    (unless its call waits for a person: it stays parked)."""
+    if session.state.questions or session.state.waiting_approvals:
+        return "waiting_on_user" if session.state.questions else "waiting_on_approval"
     for task in session.state.running_tasks:
         say(f"[waiting for task #{task.task_id} ({task.tool})]", err=True)
         session.wait_task(task.task_id, None)
@@ -537,34 +542,89 @@ def _ask_on_terminal(question: str, choices: list[str] | None) -> str:
             return answer
 
 
+def _approve_on_terminal(approval: ApprovalView) -> tuple[bool, str]:
+    """Ask y/n on the terminal ``zagent run`` runs in (the call was printed with the
+    conversation); a no may say why, for the model."""
+    from zagent_core.builtins.base import Parked
+
+    while True:
+        try:
+            answer = input(f"approve {approval.tool}? [y/n] ").strip().lower()
+        except EOFError:  # the terminal went away: the call waits for `zagent approve`/`deny`
+            raise Parked("waiting for approval (the terminal closed)") from None
+        if answer in ("y", "yes"):
+            return True, ""
+        if answer in ("n", "no"):
+            try:
+                return False, input("why not? (the model is told; Enter: no reason) ").strip()
+            except EOFError:
+                return False, ""
+
+
+def _ask_here(session: Session) -> None:
+    """On a terminal, questions and approvals are asked there; elsewhere they park the session."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        session.ask_terminal = _ask_on_terminal
+        session.approve_terminal = _approve_on_terminal
+
+
 def _waiting_lines(state: SessionState) -> list[str]:
-    """The questions a parked session waits on, and the command that answers each."""
+    """The questions and approvals a parked session waits on, and the commands that answer each."""
     several = len(state.questions) > 1
-    return [f"[waiting on user: {question.question!r}; answer with: zagent answer {state.session_id} "
-            f"{'--call ' + question.call_id + ' ' if several else ''}\"TEXT\"]"
-            for question in state.questions.values()]
+    lines = [f"[waiting on user: {question.question!r}; answer with: zagent answer {state.session_id} "
+             f"{'--call ' + question.call_id + ' ' if several else ''}\"TEXT\"]"
+             for question in state.questions.values()]
+    approvals = state.waiting_approvals
+    for approval in approvals.values():
+        which = f"{state.session_id} {approval.call_id}" if len(approvals) > 1 else state.session_id
+        lines.append(f"[waiting on approval: {approval.tool} {head(json.dumps(approval.arguments), 100)} "
+                     f"({approval.why}); approve with: zagent approve {which}; deny with: zagent deny {which} "
+                     '--reason "TEXT"]')
+    return lines
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """What ``answer``, ``approve`` and ``deny`` give a parked session before it goes on."""
+
+    #: What it decides: a question's answer, or an approval.
+    kind: Literal["answer", "approval"]
+    call_id: str | None
+    give: Callable[[Session], object]
+
+    def refusal(self, journal: Journal, state: SessionState) -> str | None:
+        """Why nothing waits for this decision (checked before the session is resumed), or None."""
+        from zagent_core.engine import why_no_approval, why_no_question
+
+        waiting, why = ((state.questions, why_no_question) if self.kind == "answer"
+                        else (state.waiting_approvals, why_no_approval))
+        if not waiting or (self.call_id is not None and self.call_id not in waiting):
+            return why(journal, state.session_id, self.call_id)
+        return None
 
 
 def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None, *,
-           answer: tuple[str, str | None] | None = None) -> None:
-    """Shared by run, resume and answer: open or resume the session (and answer its
-    question), run the agent, report."""
+           decision: _Decision | None = None) -> None:
+    """Shared by run, resume, answer, approve and deny: open or resume the session (and
+    give it the decision it waits for), run the agent, report."""
     import signal
 
     from zagent_core.agent import Agent
-    from zagent_core.engine import NoQuestionError, SessionEndedError, UnknownSessionError, why_no_question
+    from zagent_core.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
     from zagent_core.leases import SessionBusyError
     from zagent_cli.show import show_event
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
         state = engine.session_state(session_id) if session_id is not None else None
-        if answer is not None and state is not None and state.version and state.status != "ended" and (
-                not state.questions or (answer[1] is not None and answer[1] not in state.questions)):
-            raise click.ClickException(why_no_question(journal, state.session_id, answer[1]))
-        if state is not None and state.questions and answer is None and prompt is not None:
-            raise click.UsageError(f"session {session_id} waits for an answer to its question first: "
-                                   + " ".join(_waiting_lines(state)))
+        if decision is not None and state is not None and state.version and state.status != "ended":
+            refusal = decision.refusal(journal, state)
+            if refusal is not None:
+                raise click.ClickException(refusal)
+        if state is not None and (state.questions or state.waiting_approvals) and decision is None \
+                and prompt is not None:
+            first = "an answer to its question" if state.questions else "a decision on a call"
+            raise click.UsageError(f"session {session_id} waits for {first} first: " + " ".join(_waiting_lines(state)))
         model, spec = _model_for(engine, model_spec, state, prompt)
         try:
             if session_id is None:
@@ -579,13 +639,12 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
             raise click.UsageError(str(exc)) from None
         # SIGTERM stops a run the way Ctrl-C does: tools killed, the journal told.
         signal.signal(signal.SIGTERM, signal.default_int_handler)
-        if sys.stdin.isatty() and sys.stdout.isatty():
-            session.ask_terminal = _ask_on_terminal
+        _ask_here(session)
         try:
-            if answer is not None:
+            if decision is not None:
                 try:
-                    session.answer(answer[0], answer[1])
-                except NoQuestionError as exc:
+                    decision.give(session)
+                except (NoQuestionError, NoApprovalError) as exc:
                     raise click.ClickException(str(exc)) from None
             if model is None:
                 reason, requests = _settle_only(session), 0
@@ -600,7 +659,7 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
             session.release()
     waiting = len(session.state.running_tasks)
     tail = f"; {plural(waiting, 'background task')} still running" if waiting else ""
-    fine = reason in ("idle", "ended", "waiting_on_user")  # a question asked is no failure
+    fine = reason in ("idle", "ended", "waiting_on_user", "waiting_on_approval")  # a person asked is no failure
     # Only the kind of a stop: its reason was printed with the turn's end, once is enough.
     say(f"[{reason.partition(':')[0]} after {plural(requests, 'model request')}{tail}; session {session.session_id}]",
         err=True, colour=OK if fine else ERROR)
@@ -676,7 +735,36 @@ def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_
     text = _prompt_text(text) or ""
     if not text.strip():
         raise click.UsageError("the answer is empty: give the text to answer with")
-    _drive(obj, model_spec, session_id, None, answer=(text, call_id))
+    _drive(obj, model_spec, session_id, None,
+           decision=_Decision("answer", call_id, lambda session: session.answer(text, call_id)))
+
+
+@cli.command()
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("call_id", type=TEXT, required=False)
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: the session's).")
+@click.pass_obj
+def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str | None) -> None:
+    """Approve the call SESSION_ID waits on (status ``waiting on approval``): run it here,
+    then continue the session as resume does. Name its CALL_ID when several calls wait. A
+    decision is taken once: a second approve or deny is refused."""
+    _drive(obj, model_spec, session_id, None,
+           decision=_Decision("approval", call_id, lambda session: session.approve(call_id)))
+
+
+@cli.command()
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("call_id", type=TEXT, required=False)
+@click.option("--reason", type=TEXT, default="", metavar="TEXT",
+              help="Why not: the model is told, with the denial, as the call's result.")
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: the session's).")
+@click.pass_obj
+def deny(obj: Context, session_id: str, call_id: str | None, reason: str, model_spec: str | None) -> None:
+    """Deny the call SESSION_ID waits on (status ``waiting on approval``): it is not run, and
+    its result for the model says so, with the reason. Then continue the session as resume
+    does. Name its CALL_ID when several calls wait. A decision is taken once."""
+    _drive(obj, model_spec, session_id, None,
+           decision=_Decision("approval", call_id, lambda session: session.deny(call_id, reason=reason)))
 
 
 # -- doctor ----------------------------------------------------------------------------
@@ -924,17 +1012,19 @@ def _since(text: str) -> str:
 @click.option("--tool", type=TEXT, metavar="NAME", shell_complete=complete_tools, help="Only calls of this tool.")
 @click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
 @click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
+@click.option("--asked", is_flag=True, help="Only calls a person was asked about (ask_user, approvals).")
 @click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
 @click.option("--limit", metavar="N", type=click.IntRange(min=0), default=100, show_default=True,
               help="At most the N most recent calls (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
-def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool,
+def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool, asked: bool,
           slowest: int | None, limit: int, as_json: bool) -> None:
-    """What the tools did: one line per call, from the journal's tool_calls view."""
+    """What the tools did: one entry per call, from the journal's tool_calls view, with who
+    was asked about it and the answer (the decisions view)."""
     with obj.existing_journal() as journal:
         rows = journal.audit(session=session_id, tool=tool, since=_since(since) if since else None, errors=errors,
-                             slowest=slowest, limit=limit or None)
+                             asked=asked, slowest=slowest, limit=limit or None)
     if as_json:
         emit_json({"calls": rows})
         return

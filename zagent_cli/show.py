@@ -16,6 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from zagent_core.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     ArtifactRecorded,
     Event,
     InputAnswered,
@@ -83,6 +85,12 @@ def event_line(stored: StoredEvent) -> str | None:
             return f"  answered ({via}): {head(answer, 100)}"
         case TurnEnded(reason="waiting_on_user"):
             return "(waiting on user)"
+        case ApprovalRequested(tool=tool, why=why):
+            return f"  ? run {tool}? it needs approval ({why})"
+        case ApprovalDecided(approved=approved, via=via, reason=reason):
+            return f"  {'approved' if approved else 'denied'} ({via}){': ' + head(reason, 100) if reason else ''}"
+        case TurnEnded(reason="waiting_on_approval"):
+            return "(waiting on approval)"
         case TurnEnded(reason=reason) if reason != "idle":
             return f"(turn stopped: {reason})"
     return None
@@ -135,6 +143,7 @@ class _Conversation:
         self.background: set[str] = set()  # calls that started a task
         self.origin = "session"
         self.unanswered: dict[str, datetime] = {}  # calls without a result so far, and when asked
+        self.parked: dict[str, str] = {}  # calls waiting for a person, and what answers them
 
     def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
         opened = False
@@ -150,7 +159,7 @@ class _Conversation:
             yield entry
         for call_id in self.unanswered:
             yield Entry(self.unanswered[call_id], False, f"<- {self.tools[call_id]} ({call_id}): no result yet",
-                        text="it runs, or was cut off (zagent resume settles it)")
+                        text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"))
 
     def _task(self, task_id: str, call_id: str) -> str:
         return f"task #{task_id} ({self.tools.get(call_id, '?')})"
@@ -194,11 +203,19 @@ class _Conversation:
                 return Entry(at, True, "woken", text=f"{len(wakes)} wake-up(s) and {len(notes)} note(s) delivered")
             case TurnStarted(reason="resume"):
                 return Entry(at, True, "resumed turn", text="the turn that was cut off goes on")
-            case InputRequested(question=question, choices=choices):
+            case InputRequested(call_id=call_id, question=question, choices=choices):
+                self.parked[call_id] = "it waits for the user's answer (zagent answer)"
                 return Entry(at, True, "asked the user", text=question,
                              code="\n".join(choices) if choices else None)
-            case InputAnswered(answer=answer, via=via):
+            case InputAnswered(call_id=call_id, answer=answer, via=via):
+                self.parked.pop(call_id, None)
                 return Entry(at, True, f"the user answered ({via})", text=answer)
+            case ApprovalRequested(call_id=call_id, tool=tool, why=why):  # the call's arguments are shown with it
+                self.parked[call_id] = "it waits for approval (zagent approve, or zagent deny)"
+                return Entry(at, True, f"asked the user to approve {tool}", text=why)
+            case ApprovalDecided(call_id=call_id, approved=approved, via=via, reason=reason):
+                self.parked.pop(call_id, None)
+                return Entry(at, True, f"the call was {'approved' if approved else 'denied'} ({via})", text=reason)
             case TurnEnded(reason=reason) if reason != "idle":
                 return Entry(at, True, "turn stopped", text=reason)
             case SessionResumed(taken_over_from=taken):
@@ -359,3 +376,16 @@ def print_audit(rows: list[dict[str, Any]]) -> None:
         say(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11} {took:>9}  "
             f"{_arguments(row['arguments'], 50)}")
         say(f"    {head(row['output_head'], 110)}")
+        if row.get("asked"):
+            say(f"    {asked_line(row['asked'])}")
+
+
+def asked_line(asked: dict[str, Any]) -> str:
+    """Who was asked what about a call, and the answer: a row of the ``decisions`` view."""
+    if asked["kind"] == "question":
+        answer = f"{head(asked['answer'], 60)!r} ({asked['via']})" if asked["decision"] else "no answer yet"
+        return f"asked the user {head(asked['asked'], 60)!r}: {answer}"
+    if asked["decision"] is None:
+        return f"asked the user to approve ({asked['why']}): no decision yet"
+    because = f": {head(asked['reason'], 60)}" if asked["reason"] else ""
+    return f"asked the user to approve ({asked['why']}): {asked['decision']} ({asked['via']}){because}"

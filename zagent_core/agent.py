@@ -224,7 +224,8 @@ class Agent:
         ``max_requests`` ends the turn with ``stop_reason`` after that many model requests
         (a replay stops where the recorded turn stopped).
         Returns why the turn ended: ``idle``, ``waiting_on_user`` (an ``ask_user`` call
-        waits for its answer), ``max_turns``, ``max_tool_calls`` or ``model_error: ...``.
+        waits for its answer), ``waiting_on_approval`` (a call waits for a person's
+        approval), ``max_turns``, ``max_tool_calls`` or ``model_error: ...``.
         """
         session = self.session
         if prompt is not None:
@@ -264,6 +265,8 @@ class Agent:
             self._run_calls(calls)
             if session.state.questions:  # a call has no result until a person answers
                 return self._end("waiting_on_user")
+            if session.state.waiting_approvals:
+                return self._end("waiting_on_approval")
             session.deliver()  # notes that came in while the tools ran
 
     def _end(self, reason: str) -> str:
@@ -294,6 +297,8 @@ class Agent:
         state = self.session.state
         if state.questions:  # parked: nothing can go to the model before the answer
             return RunResult(reason="waiting_on_user", requests=0)
+        if state.waiting_approvals:
+            return RunResult(reason="waiting_on_approval", requests=0)
         # Calls a crash or Ctrl-C cut off that go on where they were (a spawn's child) get
         # their real results first: the model must not see them before.
         self._run_calls(self.session.continuing_calls(), self.session.go_on)
@@ -301,7 +306,7 @@ class Agent:
         # (its endpoint was down), or one a question parked (now answered) goes on: the
         # model has not seen its last results.
         cut_off = prompt is None and (state.last_turn_end or "").startswith(
-            ("interrupted", "model_error", "waiting_on_user"))
+            ("interrupted", "model_error", "waiting_on_user", "waiting_on_approval"))
         if prompt is not None or cut_off or state.pending_wakes:
             reason = self.turn(prompt, resumed=cut_off)
         else:

@@ -24,6 +24,14 @@ class ToolsConfig(BaseModel):
     disabled: list[str] = []
 
 
+class ApprovalsConfig(BaseModel):
+    model_config = _STRICT
+
+    #: Tools whose calls run without asking, though their manifest says ``"permission": "ask"``;
+    #: each call still journals its approval (``via: config``), so the audit says why it ran.
+    allow: list[str] = []
+
+
 class BuiltinsConfig(BaseModel):
     model_config = _STRICT
 
@@ -169,6 +177,7 @@ class Config(BaseModel):
     replay: ReplayConfig = ReplayConfig()
     model: ModelConfig = ModelConfig()
     tools: ToolsConfig = ToolsConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
     builtins: BuiltinsConfig = BuiltinsConfig()
     spawn: SpawnConfig = SpawnConfig()
     limits: LimitsConfig = LimitsConfig()

@@ -21,6 +21,10 @@ POINTS = (
 #: The points of a question to a person (``ask_user``, ``zagent answer``), which the crash
 #: driver's session never reaches: tests/test_ask_user.py kills a real CLI at each.
 ASK_POINTS = ("after_input_requested", "before_input_answered", "after_input_answered")
+#: The points of a call that needs approval (a run, ``zagent approve``/``deny``), in order:
+#: tests/test_approvals.py kills a real CLI at each.
+APPROVAL_POINTS = ("before_approval_requested", "after_approval_requested", "before_approval_decided",
+                   "after_approval_decided")
 #: The points of a sub-agent's start (tests/test_spawn_crash.py): its spawn journaled, its session started.
 SPAWN_POINTS = ("after_child_spawned", "after_child_started")
 

@@ -5,7 +5,9 @@ one transaction at the version the session expects, and keeps its state by apply
 them, so the in-memory state is always exactly the journal's. A tool call is journaled
 as it happens: ``tool_call_requested`` with ``tool_call_rejected`` or
 ``tool_call_started`` (committed before the process starts), then
-``tool_call_finished``. Nothing a tool does, and no mistake in a call, raises here.
+``tool_call_finished``. A call of a tool that needs approval is journaled with
+``approval_requested`` and starts only after ``approval_decided`` says yes. Nothing a
+tool does, and no mistake in a call, raises here.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 
 from zagent_core.config import Config, load_config
 from zagent_core.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     ChildSpawned,
     Coercion,
     Event,
@@ -77,6 +81,7 @@ from zagent_core.notes import STOPPED, read_notes
 from zagent_core.processes import ProcessIdentity, write_json
 from zagent_core.runner import ProcessOutcome, ProcessSpec, run_process
 from zagent_core.state import (
+    ApprovalView,
     CallView,
     NoteView,
     QuestionView,
@@ -226,6 +231,30 @@ def why_no_question(journal: Journal, session_id: str, call_id: str | None) -> s
     return f"session {session_id} has {which} waiting for an answer; nothing was changed"
 
 
+def why_no_approval(journal: Journal, session_id: str, call_id: str | None) -> str:
+    """Why a decision finds no call waiting for one (the journal is read: only on this error)."""
+    decisions = [stored.event for stored in journal.read(session_id, types=("approval_decided",))
+                 if isinstance(stored.event, ApprovalDecided) and call_id in (None, stored.event.call_id)]
+    if decisions:
+        decided = decisions[-1]
+        how = "approved" if decided.approved else "denied"
+        because = f": {decided.reason!r}" if decided.reason else ""
+        return (f"call {decided.call_id} in session {session_id} was already {how} ({decided.via}{because}); "
+                "a decision is taken once, so nothing was changed")
+    which = f"no call {call_id}" if call_id else "no call"
+    return f"session {session_id} has {which} waiting for approval; nothing was changed"
+
+
+#: Why a call of an ``ask`` tool waits for a person, as ``approval_requested`` says.
+ASK_WHY = 'its manifest says "permission": "ask"'
+
+
+def denial_message(tool: str, via: str, reason: str) -> str:
+    """The result a denied call gives the model: what was not run, by whom, and why."""
+    because = f": {reason}" if reason.strip() else "; no reason was given"
+    return f"{tool} was not run: the user denied this call ({via}){because}. Do not call it again the same way."
+
+
 class SessionEndedError(RuntimeError):
     """A call or an end on a session that already ended."""
 
@@ -236,6 +265,24 @@ class UnknownSessionError(LookupError):
 
 class NoQuestionError(LookupError):
     """An answer for a session (or call) with no question waiting; the message says which."""
+
+
+class NoApprovalError(LookupError):
+    """A decision for a session (or call) with no call waiting for approval; the message says which."""
+
+
+_Waiting = TypeVar("_Waiting")
+
+
+def _the_one_waiting(waiting: dict[str, _Waiting], call_id: str | None, error: type[LookupError],
+                     several: str) -> _Waiting | None:
+    """What waits for call ``call_id``, or the one thing waiting when it is None (None: nothing
+    such waits). Several waiting and none named: ``error``, ``several`` (its ``{n}`` the count)
+    followed by their call ids."""
+    if call_id is None and len(waiting) > 1:
+        raise error(several.replace("{n}", str(len(waiting))) + ", ".join(waiting))
+    call_id = call_id or next(iter(waiting), None)
+    return waiting.get(call_id) if call_id else None
 
 
 class Engine:
@@ -365,6 +412,9 @@ class Session:
         #: How to ask a person now (``zagent run`` on a terminal): question, choices -> answer.
         #: None: an ``ask_user`` call parks the session until ``zagent answer``.
         self.ask_terminal: Callable[[str, list[str] | None], str] | None = None
+        #: How to ask a person for approval now: the call -> (approved, reason); may raise
+        #: :class:`Parked`. None: a call that needs approval parks until ``zagent approve``/``deny``.
+        self.approve_terminal: Callable[[ApprovalView], tuple[bool, str]] | None = None
 
     def __enter__(self) -> Session:
         return self
@@ -372,8 +422,8 @@ class Session:
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if self.state.status != "open":
             return
-        if exc_type is None and self.state.questions:
-            self.release()  # parked: `zagent answer` (or Session.answer) goes on with it
+        if exc_type is None and (self.state.questions or self.state.waiting_approvals):
+            self.release()  # parked: `zagent answer`/`approve`/`deny` (or Session's) go on with it
             return
         if exc_type is None:
             self.end()
@@ -527,13 +577,14 @@ class Session:
             offered = [t.name for t in self.offered_tools()] + [b.name for b in self.offered_builtins()]
             return "not_offered", (f'tool "{name}" is not offered to this sub-agent, so it was not run; its tools: '
                                    f"{', '.join(offered) or 'none'}")
-        if tool is not None and tool.manifest.permission == "ask":
-            return "permission", (
-                f'tool "{name}" needs approval before each call ("permission": "ask"), and interactive approval '
-                'is not implemented in any interface yet, so it was not run. Set "permission": "allow" in its '
-                "manifest to use it, or disable it in config.json."
-            )
         return None
+
+    def needs_approval(self, name: str) -> bool:
+        """Whether a person decides each call of ``name`` (its manifest says ``"permission": "ask"``
+        and config.json's ``approvals.allow`` does not name it)."""
+        tool = self.tools.tools.get(name)
+        return (tool is not None and tool.manifest.permission == "ask"
+                and name not in self.engine.config.approvals.allow)
 
     def concurrency_safe(self, name: str, arguments: Any) -> bool:
         """Whether a call may run beside other concurrency-safe calls (unknown tools: no)."""
@@ -541,7 +592,8 @@ class Session:
         if builtin is not None:
             return builtin.is_concurrency_safe(arguments)
         tool = self.tools.tools.get(name)
-        return tool is not None and tool.manifest.concurrency_safe
+        # A person answers one approval at a time: such a call runs alone.
+        return tool is not None and tool.manifest.concurrency_safe and not self.needs_approval(name)
 
     def validator_of(self, name: str) -> Any | None:
         """The JSON Schema validator of tool ``name``'s parameters, or None if there is no such tool."""
@@ -595,6 +647,13 @@ class Session:
             self._append([requested, ToolCallRejected(call_id=call_id, reason="invalid_arguments", message=message,
                                                       problems=[unrecordable])])
             return ToolResult(output=message, is_error=True)
+        return self._checked_run(requested)
+
+    def _checked_run(self, requested: ToolCallRequested, *, approved: bool = False) -> ToolResult:
+        """Validate a call and run it, or journal why not. ``approved``: a person approved it
+        (its request and approval are journaled), so it runs now, validated against the tool
+        as it is now."""
+        name, arguments = requested.tool, requested.arguments
         refusal = self._refusal(name)
         problems: list[str] = []
         if refusal is not None:
@@ -610,11 +669,76 @@ class Session:
                 if builtin is not None:
                     return self._run_builtin(builtin, requested, validated.arguments, validated.coercions)
                 assert tool is not None
-                return self._run(tool, requested, validated.arguments, validated.coercions)
+                if not approved and tool.manifest.permission == "ask":
+                    return self._ask_approval(requested)
+                # An approved call's request is journaled already (with its approval).
+                return self._run(tool, requested, validated.arguments, validated.coercions, again=approved)
             reason = "invalid_arguments"
             message = f"{name} was not run: its arguments do not match its parameters.\n" + "\n".join(problems)
-        self._append([requested, ToolCallRejected(call_id=call_id, reason=reason, message=message, problems=problems)])
+        self._append([*([] if approved else [requested]),
+                      ToolCallRejected(call_id=requested.call_id, reason=reason, message=message, problems=problems)])
         return ToolResult(output=message, is_error=True)
+
+    # -- approval of calls (tools whose manifest says "permission": "ask") ----------------
+
+    def _ask_approval(self, requested: ToolCallRequested) -> ToolResult:
+        """Journal the call and that it needs approval (one step), then take the decision:
+        config.json's, the terminal's, or none yet (the call parks for :meth:`approve`/:meth:`deny`)."""
+        call_id, name = requested.call_id, requested.tool
+        asked = ApprovalRequested(call_id=call_id, tool=name, arguments=requested.arguments, why=ASK_WHY)
+        crash_point("before_approval_requested")
+        if not self.needs_approval(name):  # pre-approved: the audit still says why it ran
+            self._append([requested, asked, ApprovalDecided(
+                call_id=call_id, approved=True, via="config",
+                reason=f'config.json "approvals": {{"allow": [...]}} names {name}')])
+            crash_point("after_approval_decided")
+            return self._checked_run(requested, approved=True)
+        self._append([requested, asked])
+        crash_point("after_approval_requested")
+        if self.approve_terminal is not None:
+            try:
+                approved, reason = self.approve_terminal(self.state.approvals[call_id])
+            except Parked:
+                pass  # no one at the terminal after all: the call waits as below
+            else:
+                return self._decide(call_id, approved, reason, via="terminal")
+        log.info("tool_call_parked", session=self.session_id, call_id=call_id, tool=name)
+        return ToolResult(output=f"waiting for approval (zagent approve {self.session_id} {call_id})", is_error=False)
+
+    def approve(self, call_id: str | None = None, *, reason: str = "", via: str = "zagent approve") -> ToolResult:
+        """Approve a waiting call, once, and run it here; returns its result.
+
+        ``call_id`` may be left out when one call waits. :class:`NoApprovalError` says why
+        nothing was decided (none waits, it was decided already, several wait).
+        """
+        return self._decide(call_id, True, reason, via=via)
+
+    def deny(self, call_id: str | None = None, *, reason: str = "", via: str = "zagent deny") -> ToolResult:
+        """Deny a waiting call, once: the decision and the call's result (the denial and its
+        ``reason``, for the model) in one transaction. See :meth:`approve`."""
+        return self._decide(call_id, False, reason, via=via)
+
+    def _decide(self, call_id: str | None, approved: bool, reason: str, *, via: str) -> ToolResult:
+        with self._lock:  # decided once: the check and the decision in one step
+            approval = _the_one_waiting(self.state.waiting_approvals, call_id, NoApprovalError,
+                                        f"session {self.session_id} waits on {{n}} approvals; name the call to decide: ")
+            if approval is None:
+                raise NoApprovalError(why_no_approval(self.engine.journal, self.session_id, call_id))
+            reason = storable(reason)
+            decided = ApprovalDecided(call_id=approval.call_id, approved=approved, via=via, reason=reason)
+            crash_point("before_approval_decided")
+            if approved:
+                self._append([decided])
+            else:
+                message = denial_message(approval.tool, via, reason)
+                self._append([decided, ToolCallRejected(call_id=approval.call_id, reason="denied", message=message)])
+        crash_point("after_approval_decided")
+        return self._run_approved(approval) if approved else ToolResult(output=message, is_error=True)
+
+    def _run_approved(self, approval: ApprovalView) -> ToolResult:
+        """Start an approved call (it never started: a crash may have come between)."""
+        return self._checked_run(ToolCallRequested(call_id=approval.call_id, tool=approval.tool,
+                                                   arguments=approval.arguments), approved=True)
 
     def _call_folders(self, call_id: str) -> tuple[Path, Path, Path]:
         """The call's folder, its ``output/`` and its (empty) notify file, made."""
@@ -792,12 +916,9 @@ class Session:
         why nothing was answered (none waits, it was answered already, several wait).
         """
         with self._lock:
-            waiting = self.state.questions
-            if call_id is None and len(waiting) > 1:
-                raise NoQuestionError(f"session {self.session_id} waits on {len(waiting)} questions; name the one "
-                                      f"to answer with --call: {', '.join(waiting)}")
-            call_id = call_id or next(iter(waiting), None)
-            question = waiting.get(call_id) if call_id else None
+            question = _the_one_waiting(self.state.questions, call_id, NoQuestionError,
+                                        f"session {self.session_id} waits on {{n}} questions; name the one to answer "
+                                        "with --call: ")
             if question is None:
                 raise NoQuestionError(why_no_question(self.engine.journal, self.session_id, call_id))
             answer = storable(text)
@@ -937,8 +1058,13 @@ class Session:
             self.end_turn("interrupted")  # the agent continues in a new turn
         continuing = {call.call_id for call in self.continuing_calls()}
         for call in list(self.state.calls.values()):
-            if call.call_id in self.state.questions or call.call_id in continuing:
-                continue  # parked (its answer gives it its result), or it goes on when driven (go_on)
+            if (call.call_id in self.state.questions or call.call_id in self.state.waiting_approvals
+                    or call.call_id in continuing):
+                continue  # parked (its answer or decision gives it its result), or it goes on when driven (go_on)
+            approval = self.state.approvals.get(call.call_id)
+            if approval is not None:  # approved, and the crash came before it started: it never ran
+                self._run_approved(approval)
+                continue
             if call.status in ("requested", "running") and call.task_id is None:
                 self._settle_call(call)
             elif call.status == "running":

@@ -126,7 +126,10 @@ class SessionEnded(_Body):
 
 # -- tool calls -----------------------------------------------------------------------
 
-RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "limit", "not_offered"]
+#: ``permission``: an ``ask`` tool, in journals of a zagent that could not ask for approval;
+#: ``denied``: a person said no (its :class:`ApprovalDecided` is journaled with it).
+RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "limit", "not_offered",
+                       "denied"]
 
 
 class ToolCallRequested(_Body):
@@ -318,7 +321,8 @@ class WakeAnswered(_Body):
 class TurnEnded(_Body):
     type: Literal["turn_ended"] = "turn_ended"
     #: ``idle`` (the model replied without a tool call), ``waiting_on_user`` (a question
-    #: parked the session), or why the turn was stopped.
+    #: parked the session), ``waiting_on_approval`` (a call waits for a person's approval),
+    #: or why the turn was stopped.
     reason: str
 
 
@@ -340,6 +344,35 @@ class InputAnswered(_Body):
     answer: str
     #: Where it was answered: ``terminal`` (the run asked there) or ``zagent answer``.
     via: str
+
+
+class ApprovalRequested(_Body):
+    """A call of a tool that needs approval (``"permission": "ask"``) was asked about;
+    journaled with its ``tool_call_requested``. The call stays open, without a start, until
+    :class:`ApprovalDecided` (the session is parked, ``waiting on approval``)."""
+
+    type: Literal["approval_requested"] = "approval_requested"
+    call_id: str
+    tool: str
+    #: The arguments as the call asked (what the person approves).
+    arguments: Any
+    #: Why the call needs approval: ``its manifest says "permission": "ask"``.
+    why: str
+
+
+class ApprovalDecided(_Body):
+    """A decision on an :class:`ApprovalRequested`, taken once. Approved, the call runs
+    (``tool_call_started`` follows; a resume starts it if a crash came first); denied, it
+    is journaled with the call's ``tool_call_rejected`` (reason ``denied``)."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    call_id: str
+    approved: bool
+    #: Who decided: ``terminal`` (asked there), ``zagent approve``, ``zagent deny``, or
+    #: ``config`` (``approvals.allow`` in config.json names the tool).
+    via: str
+    #: Why, as the person (or config) said; a denial's reason is in the call's result.
+    reason: str = ""
 
 
 class SpawnStats(_Part):
@@ -494,6 +527,8 @@ Event = Annotated[
         ArtifactRecorded,
         InputRequested,
         InputAnswered,
+        ApprovalRequested,
+        ApprovalDecided,
         ChildSpawned,
         ChildEnded,
     ],

@@ -491,10 +491,11 @@ def load_tools(home: Home, config: Config | None = None, *, reserved: Collection
     if checked != known_before:
         _write_digests(cache, checked)
     disabled = frozenset(config.tools.disabled)
-    for name in sorted(disabled - tools.keys() - set(reserved)):
-        problems.append(Problem(
-            source="config.json",
-            message=f'tools.disabled names "{name}", which is not a loaded tool{did_you_mean(name, tools)}',
-            severity="warning",
-        ))
+    for key, names in (("tools.disabled", disabled), ("approvals.allow", frozenset(config.approvals.allow))):
+        for name in sorted(names - tools.keys() - set(reserved)):
+            problems.append(Problem(
+                source="config.json",
+                message=f'{key} names "{name}", which is not a loaded tool{did_you_mean(name, tools)}',
+                severity="warning",
+            ))
     return ToolSet(tools=tools, problems=problems, disabled=disabled)

@@ -803,7 +803,9 @@ class _Calls:
         self._lock = threading.Lock()
 
     def run(self, call: RepliedCall) -> None:
-        if self.tools == "recorded" or call.name in _ALWAYS_SERVED:
+        # A person is not asked again (their answer, or decision on an approval, is served),
+        # and a sub-agent is replayed against its own recording, not run live.
+        if self.tools == "recorded" or call.name in _ALWAYS_SERVED or self.session.needs_approval(call.name):
             self.serve(call)
         elif self.session.replay_policy(call.name) == "unsafe" and not self.allow_unsafe:
             self.not_rerun.append(f"{call.name} ({call.call_id})")

@@ -27,6 +27,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zagent_core.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     ChildEnded,
     ChildSpawned,
     Coercion,
@@ -171,6 +173,20 @@ class QuestionView(BaseModel):
     at: datetime
 
 
+class ApprovalView(BaseModel):
+    """A call that needs a person's approval and has not started: waiting for the decision
+    (``approved`` None), or approved and not started yet (a crash came first)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    tool: str
+    arguments: Any
+    why: str
+    at: datetime
+    approved: bool | None = None
+
+
 class ChildView(BaseModel):
     """A sub-agent this session spawned: running (its spawn call waits on it) or how it ended."""
 
@@ -247,10 +263,18 @@ class SessionState(BaseModel):
     #: Questions asked (``input_requested``) and not answered yet, by call id, oldest first:
     #: their calls are parked, not cut off.
     questions: dict[str, QuestionView] = {}
+    #: Calls that need approval and have not started (``approval_requested``), by call id,
+    #: oldest first: parked while undecided, to be started when approved.
+    approvals: dict[str, ApprovalView] = {}
     #: Set for a sub-agent: the parent session and the spawn call it answers.
     parent: ParentLink | None = None
     #: The sub-agents this session spawned, by label (``child-1``...), in the order spawned.
     children: dict[str, ChildView] = {}
+
+    @property
+    def waiting_approvals(self) -> dict[str, ApprovalView]:
+        """The approvals no one has decided yet: their calls are parked, not cut off."""
+        return {call_id: a for call_id, a in list(self.approvals.items()) if a.approved is None}
 
     @property
     def running_children(self) -> list[ChildView]:
@@ -269,8 +293,9 @@ class SessionState(BaseModel):
 
 
 def status_of(state: SessionState) -> str:
-    """``ended``, ``waiting on user`` (a question waits for ``zagent answer``), ``interrupted``
-    (cut off mid-turn or mid-call), ``waiting on tasks`` or ``idle``.
+    """``ended``, ``waiting on user`` (a question waits for ``zagent answer``), ``waiting on
+    approval`` (a call waits for ``zagent approve`` or ``deny``), ``interrupted`` (cut off
+    mid-turn or mid-call), ``waiting on tasks`` or ``idle``.
 
     Whether a live process drives the session (``running``) is the lease's to say, not the journal's.
     """
@@ -278,9 +303,12 @@ def status_of(state: SessionState) -> str:
         return "ended"
     if state.questions:
         return "waiting on user"
-    # A question answered whose turn has not gone on yet (the answering process died
-    # first) is a cut-off turn too: ``zagent resume`` continues it.
-    if state.in_turn or state.running_calls or state.unrequested or state.last_turn_end == "waiting_on_user":
+    if state.waiting_approvals:
+        return "waiting on approval"
+    # A question answered (or a call approved) whose turn has not gone on yet (the process
+    # died first) is a cut-off turn too: ``zagent resume`` continues it (and starts the call).
+    if (state.in_turn or state.running_calls or state.unrequested or state.approvals
+            or state.last_turn_end in ("waiting_on_user", "waiting_on_approval")):
         return "interrupted"
     if state.running_tasks:
         return "waiting on tasks"
@@ -336,6 +364,7 @@ def _close_call(s: dict[str, Any], call_id: str, **changes: Any) -> None:
     calls: dict[str, CallView] = s["calls"]
     call = calls.get(call_id)
     s["questions"].pop(call_id, None)  # a result, whatever it is, ends the wait
+    s["approvals"].pop(call_id, None)
     if call is None:  # closed already (a result journaled twice, as old journals may hold): nothing is open
         return
     task = s["tasks"].get(call.task_id) if call.task_id is not None else None
@@ -400,6 +429,7 @@ def _call_started(s: dict[str, Any], event: ToolCallStarted, stored: StoredEvent
     if event.call_id not in calls:  # a cut-off call run again after its interruption closed it
         calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
                                         requested_at=stored.at)
+    s["approvals"].pop(event.call_id, None)  # approved and started: the usual cut-off rules apply now
     _update_call(s, event.call_id, status="running", started_at=stored.at, argv=event.argv,
                  arguments=event.arguments, coercions=event.coercions, output_dir=event.output_dir,
                  notify_file=event.notify_file, task_id=event.task_id, cwd=event.cwd,
@@ -513,6 +543,19 @@ def _input_answered(s: dict[str, Any], event: InputAnswered, stored: StoredEvent
     s["questions"].pop(event.call_id, None)
 
 
+@_on(ApprovalRequested)
+def _approval_requested(s: dict[str, Any], event: ApprovalRequested, stored: StoredEvent) -> None:
+    s["approvals"][event.call_id] = ApprovalView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
+                                                 why=event.why, at=stored.at)
+
+
+@_on(ApprovalDecided)
+def _approval_decided(s: dict[str, Any], event: ApprovalDecided, stored: StoredEvent) -> None:
+    approvals: dict[str, ApprovalView] = s["approvals"]
+    if event.call_id in approvals:  # a denial's rejection, in the same step, closes it
+        approvals[event.call_id] = _changed(approvals[event.call_id], {"approved": event.approved})
+
+
 @_on(ChildSpawned)
 def _child_spawned(s: dict[str, Any], event: ChildSpawned, stored: StoredEvent) -> None:
     children: dict[str, ChildView] = s["children"]
@@ -548,7 +591,7 @@ def fold(state: SessionState, stored: StoredEvent) -> None:
 
 
 _CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested", "read_state", "tool_state",
-               "questions", "children")
+               "questions", "approvals", "children")
 
 
 def _own_copy(state: SessionState) -> SessionState:

@@ -40,16 +40,16 @@ def turn_failure(state: SessionState) -> str | None:
     ``max_turns``, ``max_tool_calls``); None when it ended idle, was interrupted (Ctrl-C, a
     crash: ``zagent resume`` goes on from there) or no turn has ended yet."""
     reason = state.last_turn_end
-    if reason is None or reason in ("idle", "waiting_on_user") or reason.startswith("interrupted"):
+    if reason is None or reason in ("idle", "waiting_on_user", "waiting_on_approval") or reason.startswith("interrupted"):
         return None
     return reason
 
 
 def status_of_state(state: SessionState) -> str:
-    """The status the journal alone gives: ``ended``, ``waiting on user``, ``interrupted``, ``failed`` (the last
-    turn was stopped by an error or a limit), ``wake-up pending`` (an idle agent has a
-    wake-up to be woken with: what ``zagent resume`` delivers), ``waiting on tasks`` or
-    ``idle``."""
+    """The status the journal alone gives: ``ended``, ``waiting on user``, ``waiting on approval``,
+    ``interrupted``, ``failed`` (the last turn was stopped by an error or a limit), ``wake-up
+    pending`` (an idle agent has a wake-up to be woken with: what ``zagent resume`` delivers),
+    ``waiting on tasks`` or ``idle``."""
     from zagent_core.state import status_of  # the event models: only when a fold is needed
 
     status = status_of(state)
@@ -71,7 +71,7 @@ def session_status(journal: Journal, session_id: str, state: SessionState | None
 
 #: Snapshot statuses that are final: the others (an idle session may have failed or have
 #: a wake-up pending, which the stored status does not tell) are looked at in the state.
-_SETTLED = {"ended", "interrupted", "waiting on user"}
+_SETTLED = {"ended", "interrupted", "waiting on user", "waiting on approval"}
 
 
 def listed_status(journal: Journal, summary: SessionSummary) -> str:

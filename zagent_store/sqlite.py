@@ -44,6 +44,7 @@ from zagent_store.views import (
     artifacts_view,
     audit_query,
     create_audit_views,
+    decisions_view,
     lean_audit_schema,
     task_outcome_views,
 )
@@ -141,9 +142,16 @@ def _lean_hot_path(db: sqlite_utils.Database) -> None:
     lean_audit_schema(db)
 
 
+def _json_column(row: dict[str, Any], key: str) -> None:
+    """A column that holds JSON text, as the value it stands for."""
+    if isinstance(row.get(key), str):
+        with contextlib.suppress(ValueError):
+            row[key] = json.loads(row[key])
+
+
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views, _lean_hot_path,
-                                                              task_outcome_views, artifacts_view]
+                                                              task_outcome_views, artifacts_view, decisions_view]
 
 
 _INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -548,16 +556,27 @@ class SQLiteJournal:
     # -- audit and health -------------------------------------------------------------
 
     def audit(self, **filters: Any) -> list[dict[str, Any]]:
-        """Rows of the ``tool_calls`` view matching ``zagent audit``'s filters (see :func:`audit_query`)."""
+        """Rows of the ``tool_calls`` view matching ``zagent audit``'s filters (see :func:`audit_query`),
+        each with ``asked``: its row of the ``decisions`` view (who was asked what, and the
+        answer), or None when no person was asked about the call."""
         sql, params = audit_query(**filters)
         with self._lock, _reported(self.path, "read"):
             cursor = self._conn.execute(sql, params)
             names = [column[0] for column in cursor.description]
             rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+            # Few calls ask a person: one look at the sessions listed finds them all.
+            sessions = json.dumps(sorted({row["session_id"] for row in rows}))
+            cursor = self._conn.execute("SELECT * FROM decisions WHERE session_id IN (SELECT value FROM json_each(?))",
+                                        [sessions])
+            names = [column[0] for column in cursor.description]
+            asked = {(row[0], row[1]): dict(zip(names, row)) for row in cursor.fetchall()}
         for row in rows:
-            if isinstance(row.get("arguments"), str):
-                with contextlib.suppress(ValueError):
-                    row["arguments"] = json.loads(row["arguments"])
+            _json_column(row, "arguments")
+            decision = row["asked"] = asked.get((row["session_id"], row["call_id"]))
+            if decision is not None:
+                _json_column(decision, "choices")
+                if decision["kind"] == "approval":  # what was asked is the call's arguments
+                    _json_column(decision, "asked")
         return rows
 
     def check(self) -> list[str]:

@@ -100,10 +100,14 @@ def create_audit_views(db: sqlite_utils.Database) -> None:
 
 
 def audit_query(*, session: str | None = None, tool: str | None = None, since: str | None = None,
-                errors: bool = False, slowest: int | None = None, limit: int | None = None) -> tuple[str, list[Any]]:
+                errors: bool = False, asked: bool = False, slowest: int | None = None,
+                limit: int | None = None) -> tuple[str, list[Any]]:
     """SQL (and its parameters) over ``tool_calls`` for ``zagent audit``'s filters."""
     where: list[str] = []
     params: list[Any] = []
+    if asked:
+        where.append("EXISTS (SELECT 1 FROM decisions d WHERE d.session_id = tool_calls.session_id"
+                     " AND d.call_id = tool_calls.call_id)")
     if session:
         where.append("session_id = ?")
         params.append(session)
@@ -337,3 +341,47 @@ WHERE type = 'artifact_recorded'
 def artifacts_view(db: sqlite_utils.Database) -> None:
     """Migration 5: what sessions recorded with ``record_artifact`` (``events_session_type`` keeps a session's cheap)."""
     db.create_view("artifacts", ARTIFACTS, replace=True)
+
+
+# -- schema 6: people in the loop ----------------------------------------------------------
+#
+# Who was asked what, and the answer: one row per question (``ask_user``) or approval
+# (``"permission": "ask"``), answered or still waiting. These events are rare, so a partial
+# index on them costs the hot path one comparison per append.
+
+#: The events of a person asked and answering, spelled as the index and the view both spell it.
+PEOPLE = "type IN ('approval_decided', 'approval_requested', 'input_answered', 'input_requested')"
+
+INDEXES_6 = {
+    # a call's question or approval, and its answer (audit attaches them to its calls)
+    "events_people": f"(session_id, call_id, seq) WHERE {PEOPLE}",
+}
+
+DECISIONS = f"""
+SELECT r.session_id AS session_id,
+       r.call_id AS call_id,
+       CASE r.type WHEN 'input_requested' THEN 'question' ELSE 'approval' END AS kind,
+       coalesce(json_extract(r.data, '$.tool'), 'ask_user') AS tool,
+       CASE r.type WHEN 'input_requested' THEN json_extract(r.data, '$.question')
+            ELSE json_extract(r.data, '$.arguments') END AS asked,
+       json_extract(r.data, '$.choices') AS choices,
+       json_extract(r.data, '$.why') AS why,
+       r.at AS asked_at,
+       CASE WHEN d.seq IS NULL THEN NULL WHEN d.type = 'input_answered' THEN 'answered'
+            WHEN json_extract(d.data, '$.approved') THEN 'approved' ELSE 'denied' END AS decision,
+       json_extract(d.data, '$.answer') AS answer,
+       json_extract(d.data, '$.reason') AS reason,
+       json_extract(d.data, '$.via') AS via,
+       d.at AS decided_at
+FROM events r
+LEFT JOIN events d ON d.session_id = r.session_id AND d.call_id = r.call_id AND d.{PEOPLE}
+     AND d.type = CASE r.type WHEN 'input_requested' THEN 'input_answered' ELSE 'approval_decided' END
+WHERE r.{PEOPLE} AND r.type IN ('input_requested', 'approval_requested')
+"""
+
+
+def decisions_view(db: sqlite_utils.Database) -> None:
+    """Migration 6: the ``decisions`` view (questions and approvals, and their answers)."""
+    for name, columns in INDEXES_6.items():
+        db.execute(f"CREATE INDEX {name} ON events {columns}")
+    db.create_view("decisions", DECISIONS, replace=True)

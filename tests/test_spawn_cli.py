@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTHON
+from conftest import PYTHON, python_tool, wait_for
 
 from zagent_core.events import ChildSpawned, SessionForked, SessionStarted, ToolCallRequested, UserMessage
+from zagent_core.journal import JournalError
 from zagent_core.state import rebuild
 from zagent_core.trees import NOT_STARTED, session_tree
 from zagent_store import SQLiteJournal
@@ -147,9 +148,9 @@ def test_sessions_show_of_a_parent_names_its_children_and_a_child_its_parent(tre
     for child in (tree.looker, tree.greeter):
         assert f"{child.label}: session {child.session_id}, completed: " in parent
         assert f"  {child.label} started as session {child.session_id}: " in parent
-    child = tree.zagent("sessions", "show", tree.lister.session_id).stdout
+    shown = tree.zagent("sessions", "show", tree.lister.session_id).stdout
     assert (f"spawned by: {tree.looker.session_id} as {tree.lister.label} (call {tree.lister.call_id}, depth 2)"
-            in child.splitlines())
+            in shown.splitlines())
 
 
 def test_audit_descendants_adds_the_calls_of_every_sub_agent_below_the_session(tree: Tree) -> None:
@@ -198,6 +199,46 @@ def test_continue_and_last_pick_the_latest_top_level_session_not_a_child(tmp_pat
     assert tree.zagent("sessions", "show", "--tree").stdout.startswith(f"{tree.root}  idle")
 
 
+def test_the_tree_of_a_running_run_and_of_one_killed_says_where_each_session_is(home_dir: Path,
+                                                                                tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    python_tool(home_dir, "wait_gate", f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
+                "print('through')", timeout_seconds=60)
+    script = {"replies": [reply("", spawn("wait at the gate")), reply("done")],
+              "children": {"*": [reply("", {"name": "wait_gate", "arguments": {}}), reply("passed")]}}
+    (tmp_path / "gate.json").write_text(json.dumps(script))
+    driver = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
+                               "scripted:gate.json", "go"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        def waiting_child() -> str | None:  # the child whose call waits at the gate, once it does
+            try:
+                with SQLiteJournal(home_dir / "journal.db", read_only=True) as journal:
+                    return next((s.session_id for s in journal.sessions() if s.parent_session_id and s.calls), None)
+            except JournalError:  # not made yet, or not migrated yet: the run is starting
+                return None
+
+        wait_for(waiting_child, "the child's call to start", seconds=30)
+
+        def tree() -> dict[str, Any]:
+            shown = zagent(home_dir, "sessions", "show", "--tree", "--json", cwd=tmp_path)
+            assert shown.returncode == 0, shown.stderr
+            return json.loads(shown.stdout)["tree"]
+
+        running = tree()
+        (child,) = running["children"]
+        assert (running["status"], child["status"], child["outcome"], child["duration_ms"]) == (
+            "running", "running", "running", None)
+        driver.kill()
+        driver.wait(timeout=10)
+        cut = tree()
+        assert (cut["status"], cut["children"][0]["outcome"]) == ("interrupted", "interrupted")
+    finally:
+        gate.touch()  # the tool's process outlives its killed driver: let it end
+        driver.kill()
+        driver.wait(timeout=10)
+
+
 # -- the store -----------------------------------------------------------------------------
 
 
@@ -211,13 +252,13 @@ def started(parent: str | None = None, label: str = "child-1", depth: int = 1) -
 def test_a_journal_of_schema_5_gets_its_sessions_parents_from_their_events(home_dir: Path) -> None:
     import sqlite_utils
 
-    from zagent_core.events import dump_event
+    from zagent_core.events import Event, dump_event
 
     path = home_dir / "journal.db"
     db = sqlite_utils.Database(path)
     for migration in MIGRATIONS[:5]:
         migration(db)
-    events = [("p", started()), ("c", started("p")), ("f", started("p")), ("c", UserMessage(text="task")),
+    events: list[tuple[str, Event]] = [("p", started()), ("c", started("p")), ("f", started("p")), ("c", UserMessage(text="task")),
               ("f", SessionForked(parent_session_id="c", parent_seq=2))]  # a fork of a child is a person's own
     for seq, (sid, event) in enumerate(events, start=1):
         db.execute("INSERT INTO events (session_id, version, type, at, data) VALUES (?, ?, ?, ?, ?)",

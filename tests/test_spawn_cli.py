@@ -17,13 +17,16 @@ from typing import Any
 
 import pytest
 from conftest import PYTHON, python_tool, wait_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zagent_core.events import ChildSpawned, SessionForked, SessionStarted, ToolCallRequested, UserMessage
 from zagent_core.journal import JournalError
 from zagent_core.state import rebuild
 from zagent_core.trees import NOT_STARTED, session_tree
-from zagent_store import SQLiteJournal
+from zagent_store import MemoryJournal, SQLiteJournal
 from zagent_store.sqlite import MIGRATIONS
+from zagent_store.views import SUBTREE
 
 
 def spawn(task: str) -> dict[str, Any]:
@@ -301,3 +304,30 @@ def test_a_child_its_parent_journaled_but_never_started_is_in_the_tree_as_not_st
     assert root is not None and [(c.session_id, c.status, c.outcome) for c in root.children] == [
         ("c", NOT_STARTED, NOT_STARTED)]
     assert session_tree(journal, "nobody") is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=-1, max_value=30), max_size=12), st.integers(min_value=0, max_value=12))
+def test_a_forest_of_sessions_lists_its_roots_and_finds_each_subtree(parents: list[int], gone: int) -> None:
+    """Session n is a child of session ``parents[n]`` when that one came before it, else
+    top-level; ``gone`` names a parent the journal never had (a child imported alone)."""
+    import tempfile
+
+    parent_of = {f"s{n}": f"s{p}" if 0 <= p < n else None for n, p in enumerate(parents)}
+    if f"s{gone}" in parent_of:
+        parent_of[f"s{gone}"] = "missing"
+    depth: dict[str, int] = {}
+    for sid, parent in parent_of.items():
+        depth[sid] = depth[parent] + 1 if parent in depth else (1 if parent else 0)
+    roots = {sid for sid, parent in parent_of.items() if parent not in parent_of}
+    with tempfile.TemporaryDirectory() as folder, SQLiteJournal(Path(folder) / "journal.db") as sqlite_journal:
+        for journal in (sqlite_journal, MemoryJournal()):
+            for sid, parent in parent_of.items():
+                journal.append(sid, [started(parent, label=f"child-{sid}", depth=depth[sid])], 0)
+            assert {s.session_id for s in journal.sessions(top_level=True)} == roots
+            assert {s.session_id: s.parent_session_id for s in journal.sessions()} == parent_of
+        for sid in parent_of:
+            below = {sid}
+            while grown := {c for c, p in parent_of.items() if p in below} - below:
+                below |= grown
+            assert {row[0] for row in sqlite_journal.db.execute(SUBTREE, [sid])} == below

@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zagent_core.events import (
     ArtifactRecorded,
@@ -44,8 +44,10 @@ from zagent_core.events import (
 )
 from zagent_core.journal import SessionSummary, StoredEvent
 from zagent_core.state import ChildView, SessionState, TaskView
-from zagent_core.trees import TreeNode
 from zagent_cli.output import head, plural, say
+
+if TYPE_CHECKING:
+    from zagent_core.trees import TreeNode
 
 #: Event bodies up to this long are printed on the event's line by ``sessions show --events``.
 _BODY_ON_ONE_LINE = 100

@@ -106,7 +106,8 @@ def test_sessions_list_json_carries_the_parent_fields(tree: Tree) -> None:
     top = json.loads(tree.zagent("sessions", "list", "--json").stdout)["sessions"]
     assert [s["session_id"] for s in top] == [tree.root]
     assert (top[0]["parent_session_id"], top[0]["depth"]) == (None, 0)
-    every = {s["session_id"]: s for s in json.loads(tree.zagent("sessions", "list", "--all", "--json").stdout)["sessions"]}
+    listed = json.loads(tree.zagent("sessions", "list", "--all", "--json").stdout)["sessions"]
+    every = {s["session_id"]: s for s in listed}
     assert len(every) == 4
     lister = every[tree.lister.session_id]
     assert (lister["parent_session_id"], lister["parent_call_id"], lister["label"], lister["depth"]) == (
@@ -119,7 +120,8 @@ def test_sessions_show_tree_gives_each_sessions_outcome_task_and_the_numbers_of_
     lines = shown.stdout.splitlines()
     assert lines[0].startswith(f"{tree.root}  idle  ") and lines[0].endswith("  go")
     looker = next(line for line in lines if tree.looker.session_id in line)
-    assert looker.startswith(("├─ ", "└─ ")) and f"{tree.looker.label}  {tree.looker.session_id}  completed  " in looker
+    assert looker.startswith(("├─ ", "└─ "))
+    assert f"{tree.looker.label}  {tree.looker.session_id}  completed  " in looker
     assert looker.endswith("  look around")  # the first line of the task
     lister = next(line for line in lines if tree.lister.session_id in line)
     assert lister.endswith("  list them") and lines.index(lister) == lines.index(looker) + 1
@@ -144,6 +146,14 @@ def test_sessions_show_tree_gives_each_sessions_outcome_task_and_the_numbers_of_
 def test_the_tree_of_a_child_starts_at_that_child(tree: Tree) -> None:
     lines = tree.zagent("sessions", "show", tree.looker.session_id, "--tree").stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith(f"{tree.looker.label}  {tree.looker.session_id}  completed")
+
+
+@pytest.mark.parametrize("args", [("--tree", "--events"), ("--tree", "--format", "md"), ("nope", "--tree")])
+def test_a_tree_asked_with_what_it_cannot_show_or_of_no_session_is_a_usage_error(tree: Tree,
+                                                                                  args: tuple[str, ...]) -> None:
+    refused = tree.zagent("sessions", "show", *args)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert ("no session \"nope\"" if "nope" in args else "--tree prints a line per session") in refused.stderr
 
 
 def test_sessions_show_of_a_parent_names_its_children_and_a_child_its_parent(tree: Tree) -> None:
@@ -261,8 +271,9 @@ def test_a_journal_of_schema_5_gets_its_sessions_parents_from_their_events(home_
     db = sqlite_utils.Database(path)
     for migration in MIGRATIONS[:5]:
         migration(db)
-    events: list[tuple[str, Event]] = [("p", started()), ("c", started("p")), ("f", started("p")), ("c", UserMessage(text="task")),
-              ("f", SessionForked(parent_session_id="c", parent_seq=2))]  # a fork of a child is a person's own
+    events: list[tuple[str, Event]] = [("p", started()), ("c", started("p")), ("f", started("p")),
+                                       ("c", UserMessage(text="task")),  # a fork of a child is a person's own:
+                                       ("f", SessionForked(parent_session_id="c", parent_seq=2))]
     for seq, (sid, event) in enumerate(events, start=1):
         db.execute("INSERT INTO events (session_id, version, type, at, data) VALUES (?, ?, ?, ?, ?)",
                    [sid, 1 + sum(s == sid for s, _ in events[:seq - 1]), event.type, f"2026-01-01T00:00:0{seq}.000Z",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from zagent_core import Engine, Home, Journal, rebuild
-from zagent_core.events import SessionStarted, ToolCallRequested, UserMessage
+from zagent_core.events import ParentLink, SessionForked, SessionStarted, ToolCallRequested, UserMessage
 from zagent_core.journal import ConcurrencyError, LeaseHeldError
 from zagent_store import MemoryJournal, SQLiteJournal
 
@@ -61,6 +61,24 @@ def test_the_newest_snapshot_is_kept_and_lists_its_status(journal: Journal) -> N
     assert journal.load_snapshot("s", "other projection") is None
     (summary,) = journal.sessions()
     assert (summary.status, summary.status_version, summary.events) == ("idle", 2, 2)
+
+
+def test_sessions_name_a_sub_agents_parent_and_top_level_leaves_only_sub_agents_out(journal: Journal) -> None:
+    link = ParentLink(session_id="p", call_id="call_1", label="child-1", depth=1)
+    child = SessionStarted(origin="spawn", workspace="/w", zagent_version="0", parent=link)
+    journal.append("p", [started()], 0)
+    journal.append("c", [child], 0)
+    journal.append("fork", [child, SessionForked(parent_session_id="c", parent_seq=2)], 0)  # made by a person
+    journal.append("alone", [child.model_copy(update={"parent": link.model_copy(update={"session_id": "gone"})})], 0)
+    journal.append("c", [UserMessage(text="task")], 1)
+    summaries = {s.session_id: s for s in journal.sessions()}
+    assert (summaries["c"].parent_session_id, summaries["c"].parent_call_id, summaries["c"].label,
+            summaries["c"].depth) == ("p", "call_1", "child-1", 1)
+    assert (summaries["p"].parent_session_id, summaries["p"].depth) == (None, 0)
+    assert (summaries["fork"].parent_session_id, summaries["fork"].label) == (None, None)
+    # A child whose parent the journal does not have (imported alone) is listed at the top.
+    assert [s.session_id for s in journal.sessions(top_level=True)] == ["alone", "fork", "p"]
+    assert [s.session_id for s in journal.sessions(2, top_level=True)] == ["alone", "fork"]
 
 
 def test_a_lease_has_one_holder_and_a_dead_one_is_replaced_only_by_name(journal: Journal) -> None:

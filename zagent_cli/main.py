@@ -669,10 +669,11 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
 
 
 def _latest_open_session(obj: Context) -> str:
-    """The most recently active session that has not ended (what ``-c``/``--last`` continue)."""
+    """The most recently active top-level session that has not ended (what ``-c``/``--last``
+    continue; a sub-agent is never ended, and is driven by its parent)."""
     with obj.existing_journal() as journal:
         for limit in (20, None):
-            found = next((s.session_id for s in journal.sessions(limit) if not s.ended), None)
+            found = next((s.session_id for s in journal.sessions(limit, top_level=True) if not s.ended), None)
             if found is not None:
                 return found
     raise click.UsageError("no session to continue: every session of the journal has ended "
@@ -1013,18 +1014,23 @@ def _since(text: str) -> str:
 @click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
 @click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
 @click.option("--asked", is_flag=True, help="Only calls a person was asked about (ask_user, approvals).")
+@click.option("--descendants", is_flag=True,
+              help="With --session: also the calls of the sub-agents it spawned, and of theirs.")
 @click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
 @click.option("--limit", metavar="N", type=click.IntRange(min=0), default=100, show_default=True,
               help="At most the N most recent calls (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
 def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool, asked: bool,
-          slowest: int | None, limit: int, as_json: bool) -> None:
+          descendants: bool, slowest: int | None, limit: int, as_json: bool) -> None:
     """What the tools did: one entry per call, from the journal's tool_calls view, with who
     was asked about it and the answer (the decisions view)."""
+    if descendants and session_id is None:
+        raise click.UsageError("--descendants adds the calls of a session's sub-agents: name the session with "
+                               "--session ID")
     with obj.existing_journal() as journal:
         rows = journal.audit(session=session_id, tool=tool, since=_since(since) if since else None, errors=errors,
-                             asked=asked, slowest=slowest, limit=limit or None)
+                             asked=asked, slowest=slowest, limit=limit or None, descendants=descendants)
     if as_json:
         emit_json({"calls": rows})
         return
@@ -1074,10 +1080,12 @@ def sessions() -> None:
 @sessions.command("list")
 @click.option("--limit", metavar="N", type=click.IntRange(min=0), default=50, show_default=True,
               help="The N most recently active sessions (0: all).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Also the sub-agents' sessions, each under the session that spawned it.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
-def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
-    """Sessions, most recently active first, with their status."""
+def sessions_list(obj: Context, limit: int, show_all: bool, as_json: bool) -> None:
+    """Top-level sessions, most recently active first, with their status (--all: sub-agents too)."""
     if not obj.home.journal_path.exists():  # nothing ran in this home yet: no sessions, which is no error
         if as_json:
             emit_json({"sessions": []})
@@ -1087,7 +1095,7 @@ def sessions_list(obj: Context, limit: int, as_json: bool) -> None:
     with obj.existing_journal() as journal:
         from zagent_core.status import first_prompt, listed_status
 
-        summaries = journal.sessions(limit or None)
+        summaries = journal.sessions(limit or None, top_level=not show_all)
         statuses = {s.session_id: listed_status(journal, s) for s in summaries}
         prompts = {s.session_id: first_prompt(journal, s.session_id) for s in summaries}
     if as_json:
@@ -1174,22 +1182,28 @@ def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
 @click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
 @click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
               help="text for a terminal, md for Markdown.")
+@click.option("--tree", is_flag=True, help="The session and its sub-agents, at any depth: a line each.")
 @click.pass_obj
-def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool, fmt: str) -> None:
-    """The conversation of SESSION_ID, in order (default: the most recent session)."""
+def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool, fmt: str,
+                  tree: bool) -> None:
+    """The conversation of SESSION_ID, in order (default: the most recent top-level session)."""
     from zagent_core import rebuild
     from zagent_core.events import EventSchemaError
     from zagent_core.status import session_status
 
     if as_json and fmt != "text":
         raise click.UsageError("give --json or --format, not both")
+    if tree and (show_events or fmt != "text"):
+        raise click.UsageError("--tree prints a line per session: give it alone, or with --json")
 
     with obj.existing_journal() as journal:
         if session_id is None:
-            summaries = journal.sessions(1)
+            summaries = journal.sessions(1, top_level=True)
             if not summaries:
                 raise click.UsageError("the journal has no sessions yet")
             session_id = summaries[0].session_id
+        if tree:
+            return _show_tree(journal, session_id, as_json)
         try:
             events = list(journal.read(session_id))
         except EventSchemaError as exc:
@@ -1205,6 +1219,21 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     from zagent_cli.show import print_session
 
     print_session(state, status, events, fmt=fmt, show_events=show_events)
+
+
+def _show_tree(journal: SQLiteJournal, session_id: str, as_json: bool) -> None:
+    """``sessions show --tree``: the session and the sub-agents below it."""
+    from zagent_core.trees import session_tree
+
+    root = session_tree(journal, session_id)
+    if root is None:
+        raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+    if as_json:
+        emit_json({"tree": root.to_dict()})
+        return
+    from zagent_cli.show import print_tree
+
+    print_tree(root)
 
 
 def main() -> None:

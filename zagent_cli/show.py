@@ -13,12 +13,14 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zagent_core.events import (
     ApprovalDecided,
     ApprovalRequested,
     ArtifactRecorded,
+    ChildEnded,
+    ChildSpawned,
     Event,
     InputAnswered,
     InputRequested,
@@ -43,8 +45,11 @@ from zagent_core.events import (
     dump_event,
 )
 from zagent_core.journal import SessionSummary, StoredEvent
-from zagent_core.state import SessionState, TaskView
+from zagent_core.state import ChildView, SessionState, TaskView
 from zagent_cli.output import head, plural, say
+
+if TYPE_CHECKING:
+    from zagent_core.trees import TreeNode
 
 #: Event bodies up to this long are printed on the event's line by ``sessions show --events``.
 _BODY_ON_ONE_LINE = 100
@@ -93,7 +98,17 @@ def event_line(stored: StoredEvent) -> str | None:
             return "(waiting on approval)"
         case TurnEnded(reason=reason) if reason != "idle":
             return f"(turn stopped: {reason})"
+        case ChildSpawned(label=label, task=task, resumed=resumed):
+            return f"  [{label} {'resumed' if resumed else 'started'}: {head(task, 100)}]"
+        case ChildEnded(label=label, status=status, stats=s):
+            return f"  [{label} {status}: {spawn_numbers(s.turns, s.input_tokens, s.output_tokens, s.duration_ms)}]"
     return None
+
+
+def spawn_numbers(requests: int, input_tokens: int, output_tokens: int, duration_ms: int | None) -> str:
+    """What a sub-agent used, in a line: ``2 model requests, 1,234 tokens in, 56 out, 1.2 s``."""
+    took = f", {duration_ms / 1000:.1f} s" if duration_ms is not None else ""
+    return f"{plural(requests, 'model request')}, {input_tokens:,} tokens in, {output_tokens:,} out{took}"
 
 
 def show_event(stored: StoredEvent) -> None:
@@ -220,6 +235,9 @@ class _Conversation:
                 return Entry(at, True, "turn stopped", text=reason)
             case SessionResumed(taken_over_from=taken):
                 return Entry(at, True, "session resumed", text="from a dead driver" if taken else "")
+            case ChildSpawned(label=label, child_session_id=child, task=task, resumed=resumed):
+                return Entry(at, False, f"{label} {'resumed' if resumed else 'started'} as session {child}",
+                             text=head(task, 100))
             case SessionForked(parent_session_id=parent, parent_seq=seq):
                 return Entry(at, True, "forked", text=f"from session {parent} at #{seq}")
             case SessionEnded(reason=reason):
@@ -295,6 +313,10 @@ def _header_facts(state: SessionState, status: str, failure: str | None,
     facts.append(("workspace", str(state.workspace)))
     if state.forked_from:
         facts.append(("forked from", state.forked_from))
+    if state.parent is not None:
+        facts.append(("spawned by", f"{state.parent.session_id} as {state.parent.label} (call "
+                                     f"{state.parent.call_id}, depth {state.parent.depth})"))
+    facts += [(child.label, _child_line(child)) for child in state.children.values()]
     facts.append(("tools offered", ", ".join(t.name for t in state.tools) or "none"))
     facts += [("warning", warning) for warning in state.warnings]
     facts += [(f"task #{task.task_id} {task.tool}", _task_line(task)) for task in sorted(
@@ -302,6 +324,15 @@ def _header_facts(state: SessionState, status: str, failure: str | None,
     facts += [("pending wake-up", head(wake.text)) for wake in state.pending_wakes.values()]
     facts += [("artifact", artifact_line(artifact)) for artifact in artifacts]
     return facts
+
+
+def _child_line(child: ChildView) -> str:
+    return f"session {child.session_id}, {child.status}: {_first_line(child.task)}"
+
+
+def _first_line(text: str, width: int = 60) -> str:
+    """A task's first line (a task may be a whole brief), shortened."""
+    return head(text.strip().split("\n")[0], width)
 
 
 def _task_line(task: TaskView) -> str:
@@ -353,15 +384,47 @@ def _event_body(stored: StoredEvent) -> str:
 
 
 def print_sessions(summaries: list[SessionSummary], statuses: dict[str, str], prompts: dict[str, str | None]) -> None:
-    """``zagent sessions list``: one line per session, its first prompt last (shortened)."""
+    """``zagent sessions list``: one line per session, its first prompt last (shortened). A
+    sub-agent (``--all``) comes under the session that spawned it, indented, its label before
+    its task; one whose parent is not listed (past ``--limit``) names that parent."""
+    listed = {s.session_id for s in summaries}
+    rows = list(_tree_order(summaries))
+    names = ["  " * indent + s.session_id for s, indent in rows]
+    ids = max([22, *(len(name) for name in names)])
     width = max([len("STATUS"), *(len(status) for status in statuses.values())])
-    say(f"{'SESSION':<22}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  "
+    say(f"{'SESSION':<{ids}}  {'STARTED':<20}  {'LAST EVENT':<20}  {'EVENTS':>6}  {'CALLS':>5}  "
         f"{'STATUS':<{width}}  FIRST PROMPT")
-    for s in summaries:
-        prompt = prompts[s.session_id]
-        say(f"{s.session_id:<22}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
-            f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]:<{width}}  "
-            f"{head(prompt, 50) if prompt is not None else '-'}".rstrip())
+    for (s, _), name in zip(rows, names):
+        prompt = head(prompts[s.session_id], 50) if prompts[s.session_id] is not None else "-"
+        if s.label is not None:
+            parent = f" of {s.parent_session_id}" if s.parent_session_id not in listed else ""
+            prompt = f"{s.label}{parent}: {prompt}"
+        say(f"{name:<{ids}}  {s.started_at:%Y-%m-%d %H:%M:%S}Z  {s.last_at:%Y-%m-%d %H:%M:%S}Z  "
+            f"{s.events:>6}  {s.calls:>5}  {statuses[s.session_id]:<{width}}  {prompt}".rstrip())
+
+
+def _tree_order(summaries: list[SessionSummary]) -> Iterator[tuple[SessionSummary, int]]:
+    """The sessions with how deep each is shown: those without a listed parent in the order
+    given, each followed by its listed descendants (children in the order they started)."""
+    listed = {s.session_id for s in summaries}
+    children: dict[str, list[SessionSummary]] = {}
+    for summary in sorted(summaries, key=lambda s: s.started_at):
+        if summary.parent_session_id in listed:
+            children.setdefault(summary.parent_session_id or "", []).append(summary)
+
+    shown: set[str] = set()
+
+    def below(summary: SessionSummary, indent: int) -> Iterator[tuple[SessionSummary, int]]:
+        shown.add(summary.session_id)
+        yield summary, indent
+        for child in children.pop(summary.session_id, []):
+            yield from below(child, indent + 1)
+
+    for summary in summaries:
+        if summary.parent_session_id not in listed:
+            yield from below(summary, 0)
+    # Sessions that name each other as parents (a journal edited into a loop) are listed all the same.
+    yield from ((summary, 0) for summary in summaries if summary.session_id not in shown)
 
 
 def print_audit(rows: list[dict[str, Any]]) -> None:
@@ -389,3 +452,20 @@ def asked_line(asked: dict[str, Any]) -> str:
         return f"asked the user to approve ({asked['why']}): no decision yet"
     because = f": {head(asked['reason'], 60)}" if asked["reason"] else ""
     return f"asked the user to approve ({asked['why']}): {asked['decision']} ({asked['via']}){because}"
+
+
+def print_tree(root: TreeNode) -> None:
+    """``zagent sessions show --tree``: a line per session, its children below it. The numbers
+    are the subtree's (the session's and its sub-agents'), the time its own."""
+    def lines(node: TreeNode, lead: str, branch: str) -> Iterator[str]:
+        numbers = spawn_numbers(node.total("requests"), node.total("input_tokens"), node.total("output_tokens"),
+                                node.duration_ms)
+        task = _first_line(node.task) if node.task else "-"
+        name = f"{node.label}  {node.session_id}" if node.label else node.session_id
+        yield f"{lead}{branch}{name}  {node.outcome}  {numbers}  {task}"
+        below = lead + {"": "", "├─ ": "│  ", "└─ ": "   "}[branch]
+        for number, child in enumerate(node.children, start=1):
+            yield from lines(child, below, "└─ " if number == len(node.children) else "├─ ")
+
+    for line in lines(root, "", ""):
+        say(line)

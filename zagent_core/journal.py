@@ -54,6 +54,12 @@ class SessionSummary(BaseModel):
     status: str | None = None
     #: The version that snapshot was taken at: events after it are not reflected in ``status``.
     status_version: int | None = None
+    #: For a sub-agent: the session that spawned it, its spawn call, its label there
+    #: (``child-1``...) and its depth (0: a top-level session; 1: a child of one...).
+    parent_session_id: str | None = None
+    parent_call_id: str | None = None
+    label: str | None = None
+    depth: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,18 @@ class Lease:
     session_id: str
     owner: dict[str, Any]
     since: datetime
+
+
+def parent_columns(first: Sequence[Event]) -> tuple[str | None, str | None, str | None, int]:
+    """``(parent_session_id, parent_call_id, label, depth)`` of a session, from its first append.
+
+    A sub-agent's ``session_started`` names its parent. A fork of one copies that event but
+    is a session a person made (its first append ends with ``session_forked``): a top-level one.
+    """
+    link = first[0].__dict__.get("parent") if first and first[0].type == "session_started" else None
+    if link is None or any(event.type == "session_forked" for event in first):
+        return None, None, None, 0
+    return link.session_id, link.call_id, link.label, link.depth
 
 
 def canonical_owner(owner: dict[str, Any]) -> str:
@@ -155,11 +173,13 @@ class Journal(Protocol):
         """The session's current version: that of its last event, 0 if it has none."""
         ...
 
-    def sessions(self, limit: int | None = None) -> list[SessionSummary]:
+    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
         """Sessions, most recently active first (the ``limit`` most recent, or all).
 
-        Counts come without reading the sessions' events; ``status`` is that of the
-        newest snapshot (None when the session has none).
+        Counts and the parent come without reading the sessions' events; ``status`` is that
+        of the newest snapshot (None when the session has none). ``top_level``: only the
+        sessions that are no sub-agent's, and the sub-agents whose parent the journal does
+        not have (a child imported alone).
         """
         ...
 

@@ -21,6 +21,7 @@ from zagent_core.journal import (
     Snapshot,
     StoredEvent,
     canonical_owner,
+    parent_columns,
 )
 from zagent_store import clock
 
@@ -41,6 +42,8 @@ class MemoryJournal:
         self._sessions: dict[str, list[StoredEvent]] = {}
         self._snapshots: dict[tuple[str, str], Snapshot] = {}
         self._leases: dict[str, Lease] = {}
+        #: Each session's parent, from its first append (as the SQLite journal's head row keeps it).
+        self._parents: dict[str, tuple[str | None, str | None, str | None, int]] = {}
 
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
                at: Sequence[datetime] | None = None,
@@ -56,6 +59,8 @@ class MemoryJournal:
                       for i, event in enumerate(events, start=1)]
             self._seq += len(stored)
             stream.extend(stored)
+            if expected_version == 0:
+                self._parents[session_id] = parent_columns(events)
             if snapshot is not None and stored:
                 projection, data, status = snapshot
                 self._snapshots[session_id, projection] = Snapshot(stored[-1].version, projection, data, status)
@@ -80,17 +85,23 @@ class MemoryJournal:
             return any(e.event.type == "tool_call_requested" and e.event.__dict__.get("call_id") == call_id
                        for e in self._sessions.get(session_id, []))
 
-    def sessions(self, limit: int | None = None) -> list[SessionSummary]:
+    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
         with self._lock:
-            streams = sorted(self._sessions.values(), key=lambda s: s[-1].seq, reverse=True)[:limit]
+            streams = sorted(self._sessions.values(), key=lambda s: s[-1].seq, reverse=True)
             newest = {sid: snap for (sid, _), snap in sorted(self._snapshots.items(), key=lambda i: i[1].version)}
-            return [SessionSummary(
-                session_id=s[0].session_id, started_at=s[0].at, last_at=s[-1].at, events=len(s),
-                calls=sum(e.event.type == "tool_call_requested" for e in s),
-                ended=any(e.event.type == "session_ended" for e in s),
-                status=newest[s[0].session_id].status if s[0].session_id in newest else None,
-                status_version=newest[s[0].session_id].version if s[0].session_id in newest else None,
-            ) for s in streams]
+            summaries = [self._summary(s, newest.get(s[0].session_id)) for s in streams]
+            if top_level:  # a child whose parent this journal does not have counts as top-level
+                summaries = [s for s in summaries if s.parent_session_id not in self._sessions]
+        return summaries[:limit]
+
+    def _summary(self, stream: list[StoredEvent], snapshot: Snapshot | None) -> SessionSummary:
+        parent, call, label, depth = self._parents[stream[0].session_id]
+        return SessionSummary(
+            session_id=stream[0].session_id, started_at=stream[0].at, last_at=stream[-1].at, events=len(stream),
+            calls=sum(e.event.type == "tool_call_requested" for e in stream),
+            ended=any(e.event.type == "session_ended" for e in stream),
+            status=snapshot.status if snapshot else None, status_version=snapshot.version if snapshot else None,
+            parent_session_id=parent, parent_call_id=call, label=label, depth=depth)
 
     def save_snapshot(self, session_id: str, version: int, projection: str, data: str,
                       status: str | None = None) -> None:

@@ -37,10 +37,12 @@ from zagent_core.journal import (
     Snapshot,
     StoredEvent,
     canonical_owner,
+    parent_columns,
 )
 from zagent_store import clock
 from zagent_store.views import (
     CALLS_AND_TASKS,
+    SESSIONS_7,
     artifacts_view,
     audit_query,
     create_audit_views,
@@ -101,6 +103,21 @@ FROM (SELECT session_id, max(version) AS version, max(seq) AS last_seq,
              sum(type = 'tool_call_requested') AS calls, sum(type = 'task_started') AS tasks,
              sum(type = 'model_replied') AS replies, max(type = 'session_ended') AS ended
       FROM events {where} GROUP BY session_id) AS g"""
+#: Named columns: schema 7 added the parent's, which :data:`_PARENTS_OF_HEADS` fills.
+_INSERT_HEADS = ("INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies,"
+                 " ended) " + _HEAD_OF_EVENTS)
+
+#: Fills the parent columns of ``heads`` rows from the sessions' first event (``{where}``: which
+#: rows, as ``heads.session_id = ? AND``). Each row looks up its session's first event, so the
+#: events are not scanned. A fork of a child (``session_forked``) copies its ``session_started``
+#: but is a session of its own, made by a person: it is listed at the top, as any fork.
+_PARENTS_OF_HEADS = """UPDATE heads SET (parent_session_id, parent_call_id, label, depth) = (
+    SELECT json_extract(e.data, '$.parent.session_id'), json_extract(e.data, '$.parent.call_id'),
+           json_extract(e.data, '$.parent.label'), coalesce(json_extract(e.data, '$.parent.depth'), 0)
+    FROM events e WHERE e.session_id = heads.session_id AND e.version = 1)
+WHERE {where} EXISTS (SELECT 1 FROM events e WHERE e.session_id = heads.session_id AND e.version = 1
+                      AND e.type = 'session_started' AND json_extract(e.data, '$.parent') IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM events f WHERE f.session_id = heads.session_id AND f.type = 'session_forked')"""
 
 
 def _lean_hot_path(db: sqlite_utils.Database) -> None:
@@ -121,7 +138,7 @@ def _lean_hot_path(db: sqlite_utils.Database) -> None:
             ended INTEGER NOT NULL
         ) WITHOUT ROWID"""
     )
-    db.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where=""))
+    db.execute(_INSERT_HEADS.format(where=""))
     db.execute(
         """CREATE TABLE snapshots (
             session_id TEXT NOT NULL,
@@ -149,15 +166,33 @@ def _json_column(row: dict[str, Any], key: str) -> None:
             row[key] = json.loads(row[key])
 
 
+def _session_tree(db: sqlite_utils.Database) -> None:
+    """Migration 7: each session's parent in ``heads`` (a sub-agent's, from its ``session_started``),
+    so listings tell the top-level sessions from the children without reading events."""
+    for column in ("parent_session_id TEXT", "parent_call_id TEXT", "label TEXT", "depth INTEGER NOT NULL DEFAULT 0"):
+        db.execute(f"ALTER TABLE heads ADD COLUMN {column}")
+    db.execute(_PARENTS_OF_HEADS.format(where=""))
+    # Only children are indexed: a top-level session's row costs nothing more.
+    db.execute("CREATE INDEX heads_parent ON heads (parent_session_id) WHERE parent_session_id IS NOT NULL")
+    db.create_view("sessions", SESSIONS_7, replace=True)
+
+
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views, _lean_hot_path,
-                                                              task_outcome_views, artifacts_view, decisions_view]
+                                                              task_outcome_views, artifacts_view, decisions_view,
+                                                              _session_tree]
 
+
+#: A ``heads h`` row of a top-level session: no parent, or one this journal does not have (a child
+#: imported alone), which would otherwise be listed nowhere.
+_TOP_LEVEL = ("(h.parent_session_id IS NULL"
+              " OR NOT EXISTS (SELECT 1 FROM heads p WHERE p.session_id = h.parent_session_id))")
 
 _INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _NEW_HEAD = (
-    "INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies, ended)"
-    " VALUES (?, ?, ?, ?, last_insert_rowid(), ?, ?, ?, ?) RETURNING last_seq"
+    "INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies, ended,"
+    " parent_session_id, parent_call_id, label, depth)"
+    " VALUES (?, ?, ?, ?, last_insert_rowid(), ?, ?, ?, ?, ?, ?, ?, ?) RETURNING last_seq"
 )
 _MOVE_HEAD = (
     "UPDATE heads SET version = ?, last_at = ?, last_seq = last_insert_rowid(), calls = calls + ?,"
@@ -401,7 +436,8 @@ class SQLiteJournal:
                     conn.executemany(_INSERT, rows)
                 if expected_version == 0:
                     head = conn.execute(_NEW_HEAD, (session_id, version, stamps[0], stamps[-1], counts["calls"],
-                                                    counts["tasks"], counts["model_replies"], ended)).fetchone()
+                                                    counts["tasks"], counts["model_replies"], ended,
+                                                    *parent_columns(events))).fetchone()
                 else:
                     head = conn.execute(_MOVE_HEAD, (version, stamps[-1], counts["calls"], counts["tasks"],
                                                      counts["model_replies"], ended, session_id,
@@ -433,7 +469,8 @@ class SQLiteJournal:
         if present != (version, version):
             raise _Conflict
         conn.execute("DELETE FROM heads WHERE session_id = ?", (session_id,))
-        conn.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where="WHERE session_id = ?"), (session_id,))
+        conn.execute(_INSERT_HEADS.format(where="WHERE session_id = ?"), (session_id,))
+        conn.execute(_PARENTS_OF_HEADS.format(where="heads.session_id = ? AND"), (session_id,))
         return (conn.execute("SELECT max(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()[0],)
 
     @staticmethod
@@ -483,22 +520,26 @@ class SQLiteJournal:
                 " AND type = 'tool_call_requested' LIMIT 1",
                 (session_id, call_id)).fetchone() is not None
 
-    def sessions(self, limit: int | None = None) -> list[SessionSummary]:
-        # The head rows hold the counts; only the newest snapshot of each is looked up.
+    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
+        # The head rows hold the counts and the parent; only the newest snapshot of each is looked up.
+        picked = f"SELECT * FROM heads h WHERE {_TOP_LEVEL}" if top_level else "SELECT * FROM heads"
         with self._lock, _reported(self.path, "read"):
             rows = self._conn.execute(
-                """SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version
-                   FROM (SELECT * FROM heads ORDER BY last_seq DESC LIMIT ?) AS h
+                f"""SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version,
+                          h.parent_session_id, h.parent_call_id, h.label, h.depth
+                   FROM ({picked} ORDER BY last_seq DESC LIMIT ?) AS h
                    LEFT JOIN snapshots s ON s.session_id = h.session_id AND s.version = (
                        SELECT max(version) FROM snapshots WHERE session_id = h.session_id)
                    ORDER BY h.last_seq DESC""",
                 (-1 if limit is None else limit,),
             ).fetchall()
         summaries: dict[str, SessionSummary] = {}
-        for sid, first, last, count, calls, ended, status, status_version in rows:
+        for (sid, first, last, count, calls, ended, status, status_version,
+             parent, parent_call, label, depth) in rows:
             summaries.setdefault(sid, SessionSummary(
                 session_id=sid, started_at=_parse_time(first), last_at=_parse_time(last), events=count,
                 calls=calls, ended=bool(ended), status=status, status_version=status_version,
+                parent_session_id=parent, parent_call_id=parent_call, label=label, depth=depth,
             ))
         return list(summaries.values())
 
@@ -550,7 +591,8 @@ class SQLiteJournal:
         """
         with self._transaction("rebuild the heads of") as conn:
             conn.execute("DELETE FROM heads")
-            conn.execute("INSERT INTO heads " + _HEAD_OF_EVENTS.format(where=""))
+            conn.execute(_INSERT_HEADS.format(where=""))
+            conn.execute(_PARENTS_OF_HEADS.format(where=""))
             return int(conn.execute("SELECT count(*) FROM heads").fetchone()[0])
 
     # -- audit and health -------------------------------------------------------------

@@ -101,14 +101,18 @@ def create_audit_views(db: sqlite_utils.Database) -> None:
 
 def audit_query(*, session: str | None = None, tool: str | None = None, since: str | None = None,
                 errors: bool = False, asked: bool = False, slowest: int | None = None,
-                limit: int | None = None) -> tuple[str, list[Any]]:
-    """SQL (and its parameters) over ``tool_calls`` for ``zagent audit``'s filters."""
+                limit: int | None = None, descendants: bool = False) -> tuple[str, list[Any]]:
+    """SQL (and its parameters) over ``tool_calls`` for ``zagent audit``'s filters
+    (``descendants``: the calls of ``session``'s sub-agents too, at any depth)."""
     where: list[str] = []
     params: list[Any] = []
     if asked:
         where.append("EXISTS (SELECT 1 FROM decisions d WHERE d.session_id = tool_calls.session_id"
                      " AND d.call_id = tool_calls.call_id)")
-    if session:
+    if session and descendants:
+        where.append(f"session_id IN ({SUBTREE})")
+        params.append(session)
+    elif session:
         where.append("session_id = ?")
         params.append(session)
     if tool:
@@ -385,3 +389,22 @@ def decisions_view(db: sqlite_utils.Database) -> None:
     for name, columns in INDEXES_6.items():
         db.execute(f"CREATE INDEX {name} ON events {columns}")
     db.create_view("decisions", DECISIONS, replace=True)
+
+
+# -- schema 7: session trees ---------------------------------------------------------------
+#
+# A sub-agent is a session of its own; ``heads`` (schema 7) keeps which session spawned it,
+# so the ``sessions`` view tells the trees apart without reading any event.
+
+#: The session ``?`` and its sub-agents at any depth (``heads_parent`` finds each one's children).
+SUBTREE = """WITH RECURSIVE tree(session_id) AS (
+    SELECT ? UNION SELECT h.session_id FROM heads h JOIN tree t ON h.parent_session_id = t.session_id)
+SELECT session_id FROM tree"""
+
+SESSIONS_7 = SESSIONS_3.rstrip().removesuffix("FROM heads h").rstrip() + """,
+       h.parent_session_id AS parent_session_id,
+       h.parent_call_id AS parent_call_id,
+       h.label AS label,
+       h.depth AS depth
+FROM heads h
+"""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import python_tool
 
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent
@@ -250,12 +251,15 @@ def test_a_script_without_replies_for_a_child_refuses_the_spawn(home_dir: Path, 
     assert not any(isinstance(s.event, ChildSpawned) for s in journal.read(parent_id))
 
 
-@pytest.mark.parametrize("prompt", ["go"])
-def test_a_child_cannot_ask_the_user(home_dir: Path, journal: SQLiteJournal, workspace: Path, prompt: str) -> None:
-    script = {"replies": [reply("", spawn("ask")), reply("ok")],
-              "children": {"*": [reply("", {"name": "ask_user", "arguments": {"question": "?"}}), reply("fine")]}}
-    _, parent_id = run(home_dir, journal, workspace, script, prompt)
+@pytest.mark.parametrize("call", [{"name": "ask_user", "arguments": {"question": "?"}},
+                                  {"name": "deploy", "arguments": {}}])
+def test_a_child_asks_no_person(home_dir: Path, journal: SQLiteJournal, workspace: Path,
+                                call: dict[str, Any]) -> None:
+    python_tool(home_dir, "deploy", "print('deployed')", permission="ask")
+    script = {"replies": [reply("", spawn("ask")), reply("ok")], "children": {"*": [reply("", call), reply("fine")]}}
+    _, parent_id = run(home_dir, journal, workspace, script)
 
     child_id = child_of(journal, parent_id, "child-1")
     (rejected,) = results(journal, child_id).values()
     assert isinstance(rejected, ToolCallRejected) and rejected.reason == "not_offered"
+    assert rebuild(journal.read(parent_id)).children["child-1"].text == "fine"

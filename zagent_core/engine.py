@@ -586,6 +586,12 @@ class Session:
         return (tool is not None and tool.manifest.permission == "ask"
                 and name not in self.engine.config.approvals.allow)
 
+    def served_in_replay(self, name: str) -> bool:
+        """Whether a replay serves every call of ``name`` from the recording, whatever ``--tools``
+        says: a person is not asked again, a sub-agent is replayed against its own recording."""
+        builtin = self.engine.builtins.get(name)
+        return (builtin is not None and builtin.served_in_replay) or self.needs_approval(name)
+
     def concurrency_safe(self, name: str, arguments: Any) -> bool:
         """Whether a call may run beside other concurrency-safe calls (unknown tools: no)."""
         builtin = self.engine.builtins.get(name)
@@ -619,6 +625,8 @@ class Session:
         builtin = self.engine.builtins.get(name)
         if builtin is not None and not builtin.offered(self.engine.config, self.depth):
             return False
+        if self.depth > 0 and self.needs_approval(name):
+            return False  # no person is in a sub-agent's loop: only tools approvals.allow pre-approves
         parent = self.state.parent
         return parent is None or parent.tools is None or name in parent.tools
 

@@ -767,12 +767,6 @@ class _SessionReplay:
             spawns=self.calls.spawns, children=children)
 
 
-#: Built-ins a replay always serves from the recording, whatever ``--tools`` says: a person
-#: is not asked again (their answer is served), and a sub-agent is never run live (its
-#: session is replayed on its own, against its own recording).
-_ALWAYS_SERVED = frozenset({"ask_user", "spawn"})
-
-
 class _Calls:
     """How the replay of one session answers each call: run it again, or serve the recorded
     result (a spawn call: with its sub-agent replayed in its place)."""
@@ -803,9 +797,7 @@ class _Calls:
         self._lock = threading.Lock()
 
     def run(self, call: RepliedCall) -> None:
-        # A person is not asked again (their answer, or decision on an approval, is served),
-        # and a sub-agent is replayed against its own recording, not run live.
-        if self.tools == "recorded" or call.name in _ALWAYS_SERVED or self.session.needs_approval(call.name):
+        if self.tools == "recorded" or self.session.served_in_replay(call.name):
             self.serve(call)
         elif self.session.replay_policy(call.name) == "unsafe" and not self.allow_unsafe:
             self.not_rerun.append(f"{call.name} ({call.call_id})")

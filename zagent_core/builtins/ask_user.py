@@ -49,5 +49,5 @@ TOOL = Builtin(
     # journaled asked no one, so running it again asks once.
     replay="safe",
     # A sub-agent has no person to ask: its parent does the asking.
-    offered=lambda config, depth: depth == 0,
+    offered=lambda config, depth: depth == 0, served_in_replay=True,
 )

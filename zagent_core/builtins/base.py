@@ -210,6 +210,9 @@ class Builtin:
     continues: bool = False
     #: Whether a session at this depth (0: top-level, 1: a sub-agent...) is offered it.
     offered: Callable[[Config, int], bool] = _everywhere
+    #: A replay serves its recorded result even with ``--tools rerun``: it asks a person, or
+    #: starts a sub-agent (which is replayed on its own).
+    served_in_replay: bool = False
 
     @property
     def identity(self) -> str:

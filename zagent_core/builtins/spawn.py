@@ -69,7 +69,7 @@ TOOL = Builtin(
     # Children of one reply run at once (spawn.max_concurrent bounds them).
     concurrency_safe=True,
     # Running it again after a crash goes on with the same child: it never starts a second one.
-    replay="safe", continues=True, offered=_offered,
+    replay="safe", continues=True, offered=_offered, served_in_replay=True,
 )
 
 

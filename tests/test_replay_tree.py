@@ -182,9 +182,14 @@ def test_a_child_given_a_new_task_replays_each_run_at_its_spawn_call(home_dir: P
     assert report.tree_matched, report.text()
     (child,) = report.children
     with SQLiteJournal(tmp_path / "r" / "replay.db") as into:
-        spawns = [s.seq for s in into.read(report.replay_session_id or "") if isinstance(s.event, ChildSpawned)]
+        spawned = [s for s in into.read(report.replay_session_id or "") if isinstance(s.event, ChildSpawned)]
+        spawns = [s.seq for s in spawned]
         tasks = [(s.seq, s.event.text) for s in into.read(child.replay_session_id or "")
                  if isinstance(s.event, UserMessage)]
+        told = [s.version for s in into.read(child.replay_session_id or "") if isinstance(s.event, UserMessage)]
+    # The second spawn names where the replayed child's journal stood when it was told (a
+    # resume of the replay finds its task delivered), not where the recorded one stood.
+    assert spawned[0].event.from_version == 0 and told[0] < spawned[1].event.from_version < told[1]
     # Each task reaches the child after its own spawn call, not both at the first one.
     assert [text for _, text in tasks] == ["count to two", "and now three"]
     assert spawns[0] < tasks[0][0] < spawns[1] < tasks[1][0]

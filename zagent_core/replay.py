@@ -840,7 +840,10 @@ class _Calls:
         # output does.
         moved: list[Event] = [event.model_copy(update={"child_session_id": replayed_id})
                               for event in (spawned, self.ended.get(requested.call_id)) if event is not None]
-        self.session.record([requested, moved[0]])
+        # A resumed child was told its task after its journal's version then: the replayed one's.
+        journal = self.session.engine.journal
+        told_from = journal.head(replayed_id) if spawned.resumed and replayed_id != spawned.child_session_id else 0
+        self.session.record([requested, moved[0].model_copy(update={"from_version": told_from})])
         child = self._child(spawned)
         if child is not None:
             with self._lock:  # spawn calls of one reply are served side by side

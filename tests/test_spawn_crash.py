@@ -10,7 +10,6 @@ each child's outcome committed with its call's result, and the stats adding up.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import PYTHON, wait_for
+from test_ask_user import zagent
 
 from zagent_core.crashpoints import SPAWN_POINTS
 from zagent_core.events import (
@@ -53,14 +53,6 @@ SCRIPT = {
         "gamma": [{"text": "gamma done"}],
     },
 }
-
-
-def zagent(home: Path, *args: str, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "ZAGENT_CRASH_AT"}
-    if crash_at is not None:
-        env["ZAGENT_CRASH_AT"] = crash_at
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, env=env, cwd=home.parent, timeout=120)
 
 
 @pytest.fixture

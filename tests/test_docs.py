@@ -154,7 +154,7 @@ _VARIABLE = [
     (re.compile(r"\b\d\d:\d\d:\d\d\.\d{3}\b"), "<time>"),
     (re.compile(r"\b\d\d:\d\d:\d\dZ"), "<time>Z"),  # task start and end times
     (re.compile(r"\bpid \d+\b"), "pid <pid>"),
-    (re.compile(r"\b\d+ ms\b"), "<n> ms"),
+    (re.compile(r" *\b\d+ ms\b"), " <n> ms"),  # right-aligned in columns: the padding varies too
     (re.compile(r"\b\d+\.\d s\b"), "<n> s"),  # a sub-agent's time
     (re.compile(r"\bzagent \d+\.\d+[^\s,]*"), "zagent <version>"),
 ]

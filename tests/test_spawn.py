@@ -263,3 +263,16 @@ def test_a_child_asks_no_person(home_dir: Path, journal: SQLiteJournal, workspac
     (rejected,) = results(journal, child_id).values()
     assert isinstance(rejected, ToolCallRejected) and rejected.reason == "not_offered"
     assert rebuild(journal.read(parent_id)).children["child-1"].text == "fine"
+
+
+def test_children_of_one_reply_take_their_labels_in_the_replys_order(home_dir: Path, journal: SQLiteJournal,
+                                                                     workspace: Path) -> None:
+    # Four threads race to their admission; the labels follow the reply all the same.
+    script = {"replies": [reply("", *(spawn(f"part {n}") for n in range(1, 5))), reply("ok")],
+              "children": {"child-1": [reply("I am child-1")], "*": [reply("I am another")]}}
+    for _ in range(3):
+        _, parent_id = run(home_dir, journal, workspace, script, max_concurrent=4)
+        children = rebuild(journal.read(parent_id)).children
+        assert {label: child.task for label, child in children.items()} == {
+            f"child-{n}": f"part {n}" for n in range(1, 5)}
+        assert children["child-1"].text == "I am child-1"

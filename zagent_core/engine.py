@@ -400,6 +400,10 @@ class Session:
         self.state = state or SessionState()
         # Background watchers append too: one writer at a time keeps versions in order.
         self._lock = threading.RLock()
+        #: Notified after each append: what a call waits on in :meth:`add_child`.
+        self._appended = threading.Condition(self._lock)
+        #: The calls of the model's latest reply, in its order (this process's; see :meth:`add_child`).
+        self._reply: list[RepliedCall] = []
         self._listeners: list[Callable[[StoredEvent], None]] = []
         self._supervisors: dict[str, subprocess.Popen[bytes]] = {}
         #: Set, running foreground calls stop their process trees and are journaled interrupted
@@ -447,6 +451,7 @@ class Session:
                 stored = self.engine.journal.append(self.session_id, events, self.state.version)
                 for item in stored:
                     fold(self.state, item)
+            self._appended.notify_all()
             # A snapshot costs as much as the state is big: taken no more often than that, a
             # flood of pending notes stays linear.
             if self.state.version - self._snapshot_version >= max(SNAPSHOT_EVERY, len(self.state.pending_notes)):
@@ -898,13 +903,35 @@ class Session:
 
         return drive_child(self, context, arguments)
 
-    def add_child(self, spawned: Callable[[str], ChildSpawned]) -> ChildSpawned:
-        """Name the next sub-agent (``child-N``) and journal ``spawned(label)``, in one step:
-        spawn calls running side by side never take the same label."""
+    def add_child(self, call_id: str, tool: str, spawned: Callable[[str], ChildSpawned]) -> ChildSpawned:
+        """Name the next sub-agent (``child-N``) and journal ``spawned(label)``, in one step.
+
+        Calls of one reply running side by side take their labels in the reply's order: a
+        call waits until each call of ``tool`` before it in the reply has spawned its child
+        or has its result, so the labels (and the scripts keyed by them) do not depend on
+        which thread ran first.
+        """
+        earlier: list[str] = []
+        for call in self._reply:
+            if call.call_id == call_id:
+                break
+            if call.name == tool:
+                earlier.append(call.call_id)
+        else:
+            earlier = []  # not a call of the latest reply (zagent tools run, a resume): no order to keep
         with self._lock:
+            while not all(self._spawned_or_done(other) for other in earlier):
+                if self.interrupt_calls.is_set():
+                    raise KeyboardInterrupt  # the run is being stopped while this spawn waited its turn
+                self._appended.wait(0.1)
             event = spawned(f"child-{len(self.state.children) + 1}")
             self._append([event])
             return event
+
+    def _spawned_or_done(self, call_id: str) -> bool:
+        if call_id not in self.state.unrequested and call_id not in self.state.calls:
+            return True  # it has its result
+        return any(child.call_id == call_id for child in self.state.children.values())
 
     def ask_user(self, context: BuiltinContext, question: str, choices: list[str] | None) -> str:
         """:class:`~zagent_core.builtins.base.Host`: journal the question, then ask it on the
@@ -1035,6 +1062,7 @@ class Session:
                 model=reply.model, text=reply.text, tool_calls=calls, stop_reason=reply.stop_reason,
                 input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,
                 duration_ms=duration_ms)])
+            self._reply = calls
         return calls
 
     def end_turn(self, reason: str) -> None:

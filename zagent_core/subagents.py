@@ -152,7 +152,7 @@ def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
     if plan.resumed:
         parent.record([spawned(plan.label)])
     else:
-        parent.add_child(spawned)
+        parent.add_child(context.call_id, context.tool, spawned)
 
 
 def _going_on(parent: Session, label: str) -> _Plan:

@@ -8,9 +8,8 @@ up where it stopped, in any process. Asking past the end is an error that says s
 Sub-agents are scripted in the same file: instead of the list, an object
 ``{"replies": [...], "children": {KEY: SCRIPT, ...}}``, where each SCRIPT is a list or
 such an object again (grandchildren). A child ``spawn`` starts reads the script under
-its task (the exact text), else under its label (``child-1``...: labels follow the order
-children start in, which for spawns of one reply running side by side is not fixed),
-else under ``"*"``. Its spec names the key it took (``scripted:PATH#child-1``, a
+its task (the exact text), else under its label (``child-1``...: children are numbered in
+the order they are spawned, spawns of one reply in the reply's order), else under ``"*"``. Its spec names the key it took (``scripted:PATH#child-1``, a
 grandchild's ``scripted:PATH#child-1/child-2``, keys %-quoted), so a resume reads the same.
 """
 

@@ -276,3 +276,106 @@ def test_children_of_one_reply_take_their_labels_in_the_replys_order(home_dir: P
         assert {label: child.task for label, child in children.items()} == {
             f"child-{n}": f"part {n}" for n in range(1, 5)}
         assert children["child-1"].text == "I am child-1"
+
+
+# -- what a review of the first version found -------------------------------------------------
+
+
+def test_two_resumes_of_one_child_in_one_reply_drive_it_once(home_dir: Path, journal: SQLiteJournal,
+                                                             workspace: Path) -> None:
+    script = {"replies": [reply("", spawn("one")),
+                          reply("", spawn("two", resume="child-1"), spawn("three", resume="child-1")), reply("ok")],
+              "children": {"child-1": [reply("1"), reply("2"), reply("3")]}}
+    _, parent_id = run(home_dir, journal, workspace, script)
+
+    finished = results(journal, parent_id)
+    assert finished["call_s2_0"].output.endswith("\n2")  # type: ignore[union-attr]
+    assert finished["call_s2_1"].output == (  # type: ignore[union-attr]
+        "spawn refused: child-1 is still running (spawn call call_s2_0); its result comes with that call")
+    child = rebuild(journal.read(parent_id)).children["child-1"]
+    assert (child.task, child.status) == ("two", "completed")
+    told = [s.event.text for s in journal.read(child.session_id) if s.event.type == "user_message"]
+    assert told == ["one", "two"]
+
+
+def test_a_resumed_child_keeps_its_system_prompt_and_may_not_change_model_or_preset(
+        home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    script = {"replies": [reply("", spawn("one", system="You are terse.")),
+                          reply("", spawn("two", resume="child-1"), spawn("x", resume="child-1", model="other")),
+                          reply("ok")],
+              "children": {"child-1": [reply("1"), reply("2")]}}
+    _, parent_id = run(home_dir, journal, workspace, script, models={"other": "openai:gpt-4o-mini"})
+
+    child_id = child_of(journal, parent_id, "child-1")
+    prompts = [s.event.system_prompt for s in journal.read(child_id, types=("turn_started",))]
+    assert prompts == ["You are terse.", "You are terse."]
+    assert results(journal, parent_id)["call_s2_1"].output == (  # type: ignore[union-attr]
+        "spawn refused: a resumed sub-agent keeps its model and preset: leave out model, or spawn a new sub-agent")
+
+
+def test_a_presets_own_model_spec_works_beside_a_catalog(home_dir: Path, journal: SQLiteJournal,
+                                                         workspace: Path) -> None:
+    other = home_dir.parent / "other.json"
+    other.write_text(json.dumps([reply("from the preset's model")]))
+    script = {"replies": [reply("", spawn("x", subagent_type="pinned")), reply("ok")]}
+    _, parent_id = run(home_dir, journal, workspace, script, models={"fast": "openai:gpt-4o-mini"},
+                       subagents={"pinned": SubagentConfig(model=f"scripted:{other}")})
+
+    (result,) = results(journal, parent_id).values()
+    assert result.output.endswith("\nfrom the preset's model")  # type: ignore[union-attr]
+
+
+def test_a_long_reply_reaches_the_parent_capped_like_any_output(home_dir: Path, journal: SQLiteJournal,
+                                                                 workspace: Path) -> None:
+    script = {"replies": [reply("", spawn("write a lot")), reply("ok")], "children": {"*": [reply("x" * 5000)]}}
+    path = home_dir.parent / "script.json"
+    path.write_text(json.dumps(script))
+    engine = Engine(Home(home_dir), journal, workspace=workspace,
+                    config=Config(limits=LimitsConfig(output_cap_bytes=1000)))
+    with engine.start_session("test") as session:
+        Agent(session, load_model(f"scripted:{path}"), spec=f"scripted:{path}").run("go")
+    (result,) = results(journal, session.session_id).values()
+    child = rebuild(journal.read(session.session_id)).children["child-1"]
+    assert len(result.output) < 1300  # type: ignore[union-attr]
+    assert child.text.startswith("x" * 1000) and child.text.endswith(
+        f"[... 4,000 more bytes: the whole reply is in zagent sessions show {child.session_id}]")
+
+
+def test_a_child_waits_for_its_background_task_as_long_as_it_may(home_dir: Path, journal: SQLiteJournal,
+                                                                 workspace: Path) -> None:
+    script = {"replies": [reply("", spawn("build")), reply("ok")],
+              "children": {"*": [reply("", {"name": "shell", "arguments": {"command": "sleep 0.3; echo built",
+                                                                           "run_in_background": True}}),
+                                 reply("started"), reply("the build printed: built")]}}
+    path = home_dir.parent / "script.json"
+    path.write_text(json.dumps(script))
+    config = Config(limits=LimitsConfig(kill_grace_seconds=0.3))
+    config = config.model_copy(update={"agent": config.agent.model_copy(update={"max_background_wait_minutes": 0.0})})
+    engine = Engine(Home(home_dir), journal, workspace=workspace, config=config)
+    with engine.start_session("test") as session:
+        Agent(session, load_model(f"scripted:{path}"), spec=f"scripted:{path}").run("go")
+    child = rebuild(journal.read(session.session_id)).children["child-1"]
+    assert (child.status, child.text) == ("completed", "the build printed: built")
+
+
+def test_a_fork_is_top_level_and_leaves_the_originals_children_alone(home_dir: Path, journal: SQLiteJournal,
+                                                                      workspace: Path) -> None:
+    from zagent_core.exports import fork_session
+
+    script = {"replies": [reply("", spawn("original task")), reply("ok"),
+                          reply("", spawn("follow-up", resume="child-1")), reply("done")],
+              "children": {"child-1": [reply("a"), reply("b")]}}
+    engine, parent_id = run(home_dir, journal, workspace, script)
+    child_id = child_of(journal, parent_id, "child-1")
+    fork_of_child = fork_session(journal, child_id, list(journal.read(child_id))[-1].seq, "fork-of-child")
+    assert rebuild(journal.read(fork_of_child)).parent is None  # a person's own session: all its tools
+
+    fork = fork_session(journal, parent_id, list(journal.read(parent_id))[-1].seq, "fork-of-parent")
+    spec = f"scripted:{home_dir.parent / 'script.json'}"
+    with engine.resume(fork) as session:
+        Agent(session, load_model(spec), spec=spec).run("again")
+    refused = [r for r in results(journal, fork).values() if r.is_error]
+    assert [r.output for r in refused] == [  # type: ignore[union-attr]
+        "spawn refused: child-1 was spawned by the session this one was forked from, and goes on there; "
+        "spawn a new sub-agent"]
+    assert [s.event.text for s in journal.read(child_id) if s.event.type == "user_message"] == ["original task"]

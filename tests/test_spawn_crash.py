@@ -196,3 +196,93 @@ def test_ctrl_c_stops_the_whole_tree_and_every_session_in_it_resumes(tree: tuple
     resumed = zagent(home, "resume", parent_id)
     assert resumed.returncode == 0, resumed.stderr
     finished_tree(home, parent_id)
+
+
+# -- what a review of the first version found -------------------------------------------------
+
+
+def setup_home(tmp_path: Path, script: dict[str, Any], config: dict[str, Any]) -> tuple[Path, str]:
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    (home / "config.json").write_text(json.dumps(config))
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    return home, f"scripted:{path}"
+
+
+def test_a_child_killed_before_it_started_keeps_its_presets_tools_and_prompt(tmp_path: Path) -> None:
+    explore = {"readonly": True, "system_prompt": "You only read."}
+    script = {"replies": [{"tool_calls": [{"name": "spawn", "arguments": {"task": "look",
+                                                                          "subagent_type": "explore"}}]},
+                          {"text": "ok"}],
+              "children": {"*": [{"tool_calls": [{"name": "write_file", "arguments": {"path": "pwned.txt",
+                                                                                      "content": "x"}}]},
+                                 {"text": "looked"}]}}
+    home, model = setup_home(tmp_path, script, {"spawn": {"subagents": {"explore": explore}}})
+    assert zagent(home, "run", "go", "--model", model, crash_at="after_child_spawned").returncode == -signal.SIGKILL
+    parent_id = top_session(home)
+    assert zagent(home, "resume", parent_id).returncode == 0
+
+    with SQLiteJournal(home / "journal.db") as journal:
+        child_id = rebuild(journal.read(parent_id)).children["child-1"].session_id
+        child = rebuild(journal.read(child_id))
+        prompts = [s.event.system_prompt for s in journal.read(child_id, types=("turn_started",))]
+    assert child.parent is not None and child.parent.tools is not None and "write_file" not in child.parent.tools
+    assert prompts == ["You only read."]
+    assert not (home.parent / "pwned.txt").exists()
+
+
+def test_a_child_stopped_at_its_limit_keeps_that_outcome_across_a_crash(tmp_path: Path) -> None:
+    script = {"replies": [{"tool_calls": [spawn("loop")]}, {"text": "ok"}],
+              "children": {"*": [{"tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}]}] * 4}}
+    home, model = setup_home(tmp_path, script, {"spawn": {"child_max_turns": 2}})
+    assert zagent(home, "run", "go", "--model", model, crash_at="before_child_ended").returncode == -signal.SIGKILL
+    parent_id = top_session(home)
+    assert zagent(home, "resume", parent_id).returncode == 0
+
+    with SQLiteJournal(home / "journal.db") as journal:
+        child = rebuild(journal.read(parent_id)).children["child-1"]
+    assert (child.status, child.stats.turns) == ("error", 2)
+
+
+def test_ctrl_c_of_tools_run_spawn_leaves_it_to_resume(tmp_path: Path) -> None:
+    script = {"replies": [], "children": {"*": [{"tool_calls": [shell("sleep 30")]}, {"text": "done"}]}}
+    home, model = setup_home(tmp_path, script, {})
+    (home / "config.json").write_text(json.dumps({"agent": {"model": model}}))  # what the child inherits
+    process = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "spawn", "--args",
+                                '{"task": "t"}'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+
+    def shell_started() -> bool:
+        if not (home / "journal.db").exists():
+            return False
+        with SQLiteJournal(home / "journal.db") as journal:
+            return any(isinstance(s.event, ToolCallStarted) and s.event.tool == "shell"
+                       for summary in journal.sessions() for s in journal.read(summary.session_id))
+
+    wait_for(shell_started, "the child's shell to start", seconds=30)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    parent_id = top_session(home)
+    assert f"[stopped; resume with: zagent resume {parent_id}]" in stderr
+    resumed = zagent(home, "resume", parent_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "[child-1 completed" in resumed.stdout
+    with SQLiteJournal(home / "journal.db") as journal:
+        state = rebuild(journal.read(parent_id))
+    assert state.status == "ended" and state.children["child-1"].text == "done"
+
+
+def test_a_question_waiting_beside_a_cut_off_spawn_does_not_hold_the_child_back(tmp_path: Path) -> None:
+    script = {"replies": [{"tool_calls": [{"name": "ask_user", "arguments": {"question": "colour?"}}, spawn("t")]},
+                          {"text": "ok"}],
+              "children": {"*": [{"tool_calls": [shell("true")]}, {"text": "child done"}]}}
+    home, model = setup_home(tmp_path, script, {})
+    assert zagent(home, "run", "go", "--model", model, crash_at="after_child_started").returncode == -signal.SIGKILL
+    parent_id = top_session(home)
+    resumed = zagent(home, "resume", parent_id)
+    assert resumed.returncode == 0, resumed.stderr
+    with SQLiteJournal(home / "journal.db") as journal:
+        state = rebuild(journal.read(parent_id))
+    assert state.children["child-1"].text == "child done" and state.questions

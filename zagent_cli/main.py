@@ -414,7 +414,12 @@ def _call_once(session: Session, name: str, arguments: dict[str, Any], as_json: 
         if task_id is not None and not result.is_error:
             return _background_result(session, task_id, result, as_json), call_id
     except KeyboardInterrupt:
-        # The tool (or task) was stopped with us and its call journaled as interrupted.
+        # The tool (or task) was stopped with us and its call journaled as interrupted; a
+        # call that goes on (a spawn, with its child) stays open for resume.
+        if session.continuing_calls():
+            session.release()
+            say(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)
+            sys.exit(130)
         if session.state.status == "open":
             session.end("interrupted")
         say(f"\n[stopped; the call is journaled in session {session.session_id}]", err=True)
@@ -512,8 +517,12 @@ def _model_for(engine: Engine, model_spec: str | None, state: SessionState | Non
 
 
 def _settle_only(session: Session) -> str:
-    """A session no model drives (``tools run`` cut off): settled, its tasks waited for, then ended
-    (unless its call waits for a person: it stays parked)."""
+    """A session no model drives (``tools run`` cut off): settled, its calls that go on (a
+    spawn's child) finished, its tasks waited for, then ended (unless its call waits for a
+    person: it stays parked)."""
+    for call in session.continuing_calls():
+        say(f"[going on with {call.tool} ({call.call_id})]", err=True)
+        say(session.go_on(call).output)
     if session.state.questions or session.state.waiting_approvals:
         return "waiting_on_user" if session.state.questions else "waiting_on_approval"
     for task in session.state.running_tasks:

@@ -295,13 +295,14 @@ class Agent:
 
     def _run(self, prompt: str | None, wait: float, on_idle: Callable[[], None] | None) -> RunResult:
         state = self.session.state
+        # Calls a crash or Ctrl-C cut off that go on where they were (a spawn's child) get
+        # their real results first: the model must not see them before, and a question
+        # waiting beside them does not hold them back.
+        self._run_calls(self.session.continuing_calls(), self.session.go_on)
         if state.questions:  # parked: nothing can go to the model before the answer
             return RunResult(reason="waiting_on_user", requests=0)
         if state.waiting_approvals:
             return RunResult(reason="waiting_on_approval", requests=0)
-        # Calls a crash or Ctrl-C cut off that go on where they were (a spawn's child) get
-        # their real results first: the model must not see them before.
-        self._run_calls(self.session.continuing_calls(), self.session.go_on)
         # A turn a crash cut off (resume ended it as "interrupted"), one the model failed
         # (its endpoint was down), or one a question parked (now answered) goes on: the
         # model has not seen its last results.

@@ -25,8 +25,9 @@ ASK_POINTS = ("after_input_requested", "before_input_answered", "after_input_ans
 #: tests/test_approvals.py kills a real CLI at each.
 APPROVAL_POINTS = ("before_approval_requested", "after_approval_requested", "before_approval_decided",
                    "after_approval_decided")
-#: The points of a sub-agent's start (tests/test_spawn_crash.py): its spawn journaled, its session started.
-SPAWN_POINTS = ("after_child_spawned", "after_child_started")
+#: The points of a sub-agent (tests/test_spawn_crash.py): its spawn journaled, its session
+#: started, its run over but its outcome not journaled.
+SPAWN_POINTS = ("after_child_spawned", "after_child_started", "before_child_ended")
 
 
 def crash_point(name: str) -> None:

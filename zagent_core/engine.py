@@ -434,6 +434,9 @@ class Session:
             return
         if issubclass(exc_type, JournalError):
             return  # ending would fail the same way (disk full, damaged file): resume settles it
+        if self.continuing_calls():
+            self.release()  # a spawn stopped with its child (Ctrl-C): resume goes on with both
+            return
         try:
             self.end(reason=f"failed: {exc_type.__name__}")
         except Exception:  # noqa: BLE001 - keep the original error; resume settles the session

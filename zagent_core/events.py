@@ -401,6 +401,10 @@ class ChildSpawned(_Body):
     #: The child's journal version when it was given the task (0: a new child): the task
     #: was delivered if a ``user_message`` follows it.
     from_version: int = 0
+    #: What it was given, so a resume after a crash drives it as it was spawned: its system
+    #: prompt (None: the default) and the tools it may use (None: its parent's).
+    system_prompt: str | None = None
+    tools: list[str] | None = None
 
 
 class ChildEnded(_Body):

@@ -364,6 +364,11 @@ def _close_call(s: dict[str, Any], call_id: str, **changes: Any) -> None:
     calls: dict[str, CallView] = s["calls"]
     call = calls.get(call_id)
     s["questions"].pop(call_id, None)  # a result, whatever it is, ends the wait
+    for child in list(s["children"].values()):
+        if child.call_id == call_id and child.status == "running":
+            # Its call got a result with no outcome of the child (it could not go on): the
+            # child no longer runs for it, and `resume` may give it a new task.
+            s["children"][child.label] = _changed(child, {"status": "aborted"})
     s["approvals"].pop(call_id, None)
     if call is None:  # closed already (a result journaled twice, as old journals may hold): nothing is open
         return
@@ -407,6 +412,8 @@ def _session_resumed(s: dict[str, Any], event: SessionResumed, stored: StoredEve
 @_on(SessionForked)
 def _session_forked(s: dict[str, Any], event: SessionForked, stored: StoredEvent) -> None:
     s["forked_from"] = f"{event.parent_session_id}@{event.parent_seq}"
+    # A fork is a person's own session, even of a sub-agent's: its own tools, top-level.
+    s["parent"] = None
 
 
 @_on(ToolCallRequested)

@@ -28,7 +28,7 @@ from zagent_core.builtins.base import Arguments, BuiltinContext
 from zagent_core.config import SubagentConfig
 from zagent_core.crashpoints import crash_point
 from zagent_core.engine import Session, SessionEndedError
-from zagent_core.events import ChildEnded, ChildSpawned, ModelReplied, ParentLink, SpawnStats, TurnStarted
+from zagent_core.events import ChildEnded, ChildSpawned, ModelReplied, ParentLink, SpawnStats
 from zagent_core.ids import new_session_id
 from zagent_core.journal import JournalError
 from zagent_core.leases import SessionBusyError
@@ -62,6 +62,8 @@ class _Plan:
     tools: list[str] | None
     subagent_type: str | None
     resumed: bool = False
+    #: A new child's ``model_spec`` came from its preset (config may name a spec there, not a catalog id).
+    model_from_preset: bool = False
 
 
 class _Refused(Exception):  # noqa: N818 - a refusal for the model, not a failure
@@ -115,11 +117,20 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
             known = list(parent.state.children)
             raise _Refused(f'this session has no sub-agent "{label}"{did_you_mean(label, known)}; '
                            + (f"its sub-agents: {', '.join(known)}" if known else "it has spawned none"))
-        if child.status == "running":
-            raise _Refused(f"{label} is still running (spawn call {child.call_id}); its result comes with that call")
+        _check_resumable(parent, label)
+        kept = [name for name in ("model", "subagent_type") if name in arguments]
+        if kept:
+            raise _Refused(f"a resumed sub-agent keeps its model and preset: leave out {' and '.join(kept)}, or "
+                           "spawn a new sub-agent")
+        owner = parent.engine.session_state(child.session_id).parent
+        if owner is not None and owner.session_id != parent.session_id:  # this session is a fork
+            raise _Refused(f"{label} was spawned by the session this one was forked from, and goes on there; "
+                           "spawn a new sub-agent")
+        first = _spawned(parent, label)
         return _Plan(label=label, session_id=child.session_id, model_spec=child.model,
-                     model=_model(parent, child.model), task=arguments["task"], system_prompt=arguments.get("system"),
-                     tools=None, subagent_type=child.subagent_type, resumed=True)
+                     model=_model(parent, child.model), task=arguments["task"],
+                     system_prompt=arguments.get("system") or first.system_prompt, tools=first.tools,
+                     subagent_type=child.subagent_type, resumed=True)
     preset_name = arguments.get("subagent_type")
     preset = SubagentConfig()
     if preset_name is not None:
@@ -129,30 +140,47 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
         preset = config.subagents[preset_name]
     wanted = arguments.get("model") or preset.model
     if wanted is not None:  # checked now: a refusal must come before a slot is waited for
-        _model(parent, _model_spec(parent, wanted, "child", ""))
+        _model(parent, _model_spec(parent, wanted, "child", "", from_preset="model" not in arguments))
     return _Plan(label="", session_id=new_session_id(), model_spec=wanted, model=None, task=arguments["task"],
                  system_prompt=arguments.get("system") or preset.system_prompt, tools=_tools(parent, preset),
-                 subagent_type=preset_name)
+                 subagent_type=preset_name, model_from_preset="model" not in arguments)
 
 
 def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
-    """Journal ``child_spawned``: a new child gets its label, and its model (a scripted one
-    depends on the label) is loaded first, so one that cannot run is refused, not journaled."""
+    """Journal ``child_spawned``, in one step with the checks it depends on: a new child gets
+    its label, and its model (a scripted one depends on the label) is loaded first, so one
+    that cannot run is refused, not journaled; a resumed one must not be running (two calls
+    of one reply may resume the same child)."""
     def spawned(label: str) -> ChildSpawned:
-        if not plan.resumed:
+        if plan.resumed:
+            _check_resumable(parent, plan.label)
+        else:
             plan.label = label
-            plan.model_spec = _model_spec(parent, plan.model_spec, label, plan.task or "")
+            plan.model_spec = _model_spec(parent, plan.model_spec, label, plan.task or "",
+                                          from_preset=plan.model_from_preset)
             plan.model = _model(parent, plan.model_spec)
         assert plan.model_spec is not None
         return ChildSpawned(call_id=context.call_id, label=plan.label, child_session_id=plan.session_id,
                             task=plan.task or "", subagent_type=plan.subagent_type, model=plan.model_spec,
                             resumed=plan.resumed,
-                            from_version=parent.engine.journal.head(plan.session_id) if plan.resumed else 0)
+                            from_version=parent.engine.journal.head(plan.session_id) if plan.resumed else 0,
+                            system_prompt=plan.system_prompt, tools=plan.tools)
 
-    if plan.resumed:
-        parent.record([spawned(plan.label)])
-    else:
-        parent.add_child(context.call_id, context.tool, spawned)
+    parent.add_child(context.call_id, context.tool, spawned)
+
+
+def _check_resumable(parent: Session, label: str) -> None:
+    child = parent.state.children[label]
+    if child.status == "running":
+        raise _Refused(f"{label} is still running (spawn call {child.call_id}); its result comes with that call")
+
+
+def _spawned(parent: Session, label: str) -> ChildSpawned:
+    """The ``child_spawned`` that first started the child ``label``: how it was set up."""
+    for stored in parent.engine.journal.read(parent.session_id, types=("child_spawned",)):
+        if isinstance(stored.event, ChildSpawned) and stored.event.label == label and not stored.event.resumed:
+            return stored.event
+    raise _Refused(f"{label}'s spawn is not in this session's journal")
 
 
 def _going_on(parent: Session, label: str) -> _Plan:
@@ -160,15 +188,16 @@ def _going_on(parent: Session, label: str) -> _Plan:
     given, and its task if the crash came before the child journaled it."""
     child = parent.state.children[label]
     journal = parent.engine.journal
-    turns = [stored.event for stored in journal.read(child.session_id, types=("turn_started",))]
-    prompts = [turn.system_prompt for turn in turns if isinstance(turn, TurnStarted) and turn.system_prompt]
+    spawned = [stored.event for stored in journal.read(parent.session_id, types=("child_spawned",))
+               if isinstance(stored.event, ChildSpawned) and stored.event.label == label]
+    first, latest = _spawned(parent, label), spawned[-1]
     told = next(iter(journal.read(child.session_id, after_version=child.from_version, types=("user_message",))), None)
     return _Plan(label=label, session_id=child.session_id, model_spec=child.model, model=_model(parent, child.model),
-                 task=None if told else child.task, system_prompt=prompts[-1] if prompts else None, tools=None,
-                 subagent_type=child.subagent_type, resumed=child.from_version > 0)
+                 task=None if told else child.task, system_prompt=latest.system_prompt or first.system_prompt,
+                 tools=first.tools, subagent_type=child.subagent_type, resumed=child.from_version > 0)
 
 
-def _model_spec(parent: Session, wanted: str | None, label: str, task: str) -> str:
+def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, from_preset: bool = False) -> str:
     """The child's model: a catalog id (``spawn.models``) or a spec, else its parent's.
 
     A scripted parent's children read their replies from the same script, under
@@ -178,8 +207,8 @@ def _model_spec(parent: Session, wanted: str | None, label: str, task: str) -> s
     if wanted is not None:
         if wanted in catalog:
             return catalog[wanted]
-        if ":" in wanted and not catalog:
-            return wanted  # a preset's own spec
+        if ":" in wanted and (from_preset or not catalog):
+            return wanted  # a preset's own spec (config's to get right, not the model's)
         raise _Refused(f'unknown model "{wanted}"{did_you_mean(wanted, catalog)}; '
                        + (f"the models are: {', '.join(catalog)}" if catalog else
                           'no models are listed in config.json ("spawn": {"models": {...}})'))
@@ -236,8 +265,15 @@ def _drive(parent: Session, context: BuiltinContext, plan: _Plan) -> ToolResult:
     agent = Agent(child, plan.model, agent_config, spec=plan.model_spec,
                   deadline=time.monotonic() + config.child_timeout_minutes * 60)
     log.info("child_running", session=parent.session_id, child=child.session_id, label=plan.label)
+    stopped = child.state.last_turn_end
+    if plan.task is None and not child.state.in_turn and stopped in ("max_turns", "timeout"):
+        # It had stopped at a limit when the crash came: that is its outcome, not a reason to run on.
+        child.release()
+        return _ended(parent, context, plan, _STATUS.get(stopped, "error"), _why(stopped, config.child_max_turns),
+                      child)
     try:
-        run = agent.run(plan.task)
+        # Its background tasks may run as long as it may; past its time they are stopped.
+        run = agent.run(plan.task, wait_minutes=config.child_timeout_minutes)
         for task in child.state.running_tasks:  # its time is up: what it started stops with it
             child.kill_task(task.task_id)
     except (KeyboardInterrupt, JournalError):
@@ -276,6 +312,7 @@ def _why(reason: str, max_turns: int) -> str:
 def _ended(parent: Session, context: BuiltinContext, plan: _Plan, status: Status, why: str,
            child: Session | None = None) -> ToolResult:
     """Stage ``child_ended`` (committed with the spawn call's result) and say how the child did."""
+    crash_point("before_child_ended")
     view = parent.state.children[plan.label]
     state = child.state if child is not None else None
     stats = SpawnStats(
@@ -285,7 +322,8 @@ def _ended(parent: Session, context: BuiltinContext, plan: _Plan, status: Status
         if state else 0,
         duration_ms=max(0, round((datetime.now(timezone.utc) - view.spawned_at).total_seconds() * 1000)),
     )
-    text = _last_reply(parent, plan.session_id) if status == "completed" else why
+    text = _capped(_last_reply(parent, plan.session_id), parent.engine.config.limits.output_cap_bytes,
+                   plan.session_id) if status == "completed" else why
     context.staged.append(ChildEnded(call_id=context.call_id, label=plan.label, child_session_id=plan.session_id,
                                      status=status, text=text, stats=stats))
     numbers = (f"{stats.turns} model request{'s' if stats.turns != 1 else ''}, {stats.input_tokens:,} tokens in, "
@@ -294,6 +332,15 @@ def _ended(parent: Session, context: BuiltinContext, plan: _Plan, status: Status
     if status == "completed":
         return ToolResult(output=f"{header}\n{text}", is_error=False)
     return ToolResult(output=f"{header}\n{plan.label} did not complete: {why}", is_error=True)
+
+
+def _capped(text: str, cap: int, session_id: str) -> str:
+    """A reply past the output cap is cut, like any tool's output; the child's session keeps it whole."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    return (data[:cap].decode("utf-8", "ignore") + f"\n[... {len(data) - cap:,} more bytes: the whole reply is in "
+            f"zagent sessions show {session_id}]")
 
 
 def _last_reply(parent: Session, session_id: str) -> str:

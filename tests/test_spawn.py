@@ -379,3 +379,22 @@ def test_a_fork_is_top_level_and_leaves_the_originals_children_alone(home_dir: P
         "spawn refused: child-1 was spawned by the session this one was forked from, and goes on there; "
         "spawn a new sub-agent"]
     assert [s.event.text for s in journal.read(child_id) if s.event.type == "user_message"] == ["original task"]
+
+
+def test_doctor_names_what_in_spawn_would_make_a_spawn_fail(home_dir: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    from conftest import PYTHON
+
+    (home_dir / "config.json").write_text(json.dumps({"spawn": {
+        "models": {"fast": "gpt-4o"},
+        "subagents": {"explore": {"tools": ["reed_file", "grep"], "model": "fats"}}}}))
+    doctor = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "doctor"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60)
+    said = doctor.stdout + doctor.stderr
+    assert ('spawn.subagents.explore.tools names "reed_file", which is not a loaded tool (did you mean '
+            '"read_file" or "write_file"?)') in said
+    assert ('spawn.models.fast is "gpt-4o", which is neither an id of spawn.models nor a model spec '
+            "(scripted:PATH, openai:MODEL)") in said
+    assert ('spawn.subagents.explore.model is "fats", which is neither an id of spawn.models (did you mean '
+            '"fast"?) nor a model spec (scripted:PATH, openai:MODEL)') in said

@@ -491,11 +491,26 @@ def load_tools(home: Home, config: Config | None = None, *, reserved: Collection
     if checked != known_before:
         _write_digests(cache, checked)
     disabled = frozenset(config.tools.disabled)
-    for key, names in (("tools.disabled", disabled), ("approvals.allow", frozenset(config.approvals.allow))):
+    named = [("tools.disabled", disabled), ("approvals.allow", frozenset(config.approvals.allow))]
+    named += [(f"spawn.subagents.{preset}.tools", frozenset(setup.tools or ()))
+              for preset, setup in config.spawn.subagents.items()]
+    for key, names in named:
         for name in sorted(names - tools.keys() - set(reserved)):
             problems.append(Problem(
                 source="config.json",
-                message=f'{key} names "{name}", which is not a loaded tool{did_you_mean(name, tools)}',
+                message=f'{key} names "{name}", which is not a loaded tool{did_you_mean(name, [*tools, *reserved])}',
                 severity="warning",
             ))
-    return ToolSet(tools=tools, problems=problems, disabled=disabled)
+    return ToolSet(tools=tools, problems=problems + spawn_problems(config), disabled=disabled)
+
+
+def spawn_problems(config: Config) -> list[Problem]:
+    """What in ``spawn`` would make a spawn call fail: a model that is neither a catalog id nor a spec."""
+    catalog = config.spawn.models
+    wrong = [(f"spawn.models.{name}", spec) for name, spec in catalog.items() if ":" not in spec]
+    wrong += [(f"spawn.subagents.{name}.model", preset.model) for name, preset in config.spawn.subagents.items()
+              if preset.model is not None and preset.model not in catalog and ":" not in preset.model]
+    return [Problem(source="config.json", severity="warning",
+                    message=f'{key} is "{spec}", which is neither an id of spawn.models{did_you_mean(spec, catalog)} '
+                            "nor a model spec (scripted:PATH, openai:MODEL)")
+            for key, spec in wrong]

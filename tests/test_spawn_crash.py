@@ -286,3 +286,22 @@ def test_a_question_waiting_beside_a_cut_off_spawn_does_not_hold_the_child_back(
     with SQLiteJournal(home / "journal.db") as journal:
         state = rebuild(journal.read(parent_id))
     assert state.children["child-1"].text == "child done" and state.questions
+
+
+def test_a_child_its_parent_waits_on_is_resumed_through_the_parent(tmp_path: Path) -> None:
+    script = {"replies": [{"tool_calls": [spawn("t")]}, {"text": "ok"}],
+              "children": {"*": [{"tool_calls": [shell("true")]}, {"text": "child done"}]}}
+    home, model = setup_home(tmp_path, script, {})
+    assert zagent(home, "run", "go", "--model", model, crash_at="after_child_started").returncode == -signal.SIGKILL
+    parent_id = top_session(home)
+    with SQLiteJournal(home / "journal.db") as journal:
+        child = rebuild(journal.read(parent_id)).children["child-1"]
+    refused = zagent(home, "resume", child.session_id, "something else")
+    assert refused.returncode == 2
+    assert (f"session {child.session_id} is child-1 of session {parent_id}, whose spawn call {child.call_id} waits "
+            f"on it; resume the parent, which goes on with it: zagent resume {parent_id}") in refused.stderr
+    assert zagent(home, "resume", parent_id).returncode == 0
+    with SQLiteJournal(home / "journal.db") as journal:
+        assert rebuild(journal.read(parent_id)).children["child-1"].text == "child done"
+    again = zagent(home, "resume", child.session_id, "and now?")  # ended its spawn: a session like any other
+    assert "waits on it" not in again.stderr

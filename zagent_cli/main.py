@@ -634,6 +634,8 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
                 and prompt is not None:
             first = "an answer to its question" if state.questions else "a decision on a call"
             raise click.UsageError(f"session {session_id} waits for {first} first: " + " ".join(_waiting_lines(state)))
+        if state is not None and state.parent is not None:
+            _refuse_a_waited_child(engine, state)
         model, spec = _model_for(engine, model_spec, state, prompt)
         try:
             if session_id is None:
@@ -675,6 +677,18 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     for line in _waiting_lines(session.state):
         say(line)
     sys.exit(0 if fine else 1)
+
+
+def _refuse_a_waited_child(engine: Engine, state: SessionState) -> None:
+    """A sub-agent its parent's spawn call waits on is driven by that call: driven here, the
+    parent would take whatever it answered here for its outcome."""
+    assert state.parent is not None
+    link = state.parent
+    child = engine.session_state(link.session_id).children.get(link.label)
+    if child is not None and child.session_id == state.session_id and child.status == "running":
+        raise click.UsageError(
+            f"session {state.session_id} is {link.label} of session {link.session_id}, whose spawn call "
+            f"{child.call_id} waits on it; resume the parent, which goes on with it: zagent resume {link.session_id}")
 
 
 def _latest_open_session(obj: Context) -> str:

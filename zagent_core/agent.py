@@ -305,9 +305,10 @@ class Agent:
             return RunResult(reason="waiting_on_approval", requests=0)
         # A turn a crash cut off (resume ended it as "interrupted"), one the model failed
         # (its endpoint was down), or one a question parked (now answered) goes on: the
-        # model has not seen its last results.
-        cut_off = prompt is None and (state.last_turn_end or "").startswith(
-            ("interrupted", "model_error", "waiting_on_user", "waiting_on_approval"))
+        # model has not seen its last results. So does a message the run stopped before
+        # its turn began.
+        cut_off = prompt is None and (state.unanswered_message or (state.last_turn_end or "").startswith(
+            ("interrupted", "model_error", "waiting_on_user", "waiting_on_approval")))
         if prompt is not None or cut_off or state.pending_wakes:
             reason = self.turn(prompt, resumed=cut_off)
         else:

@@ -61,6 +61,7 @@ from zagent_core.events import (
     ToolStateWritten,
     TurnEnded,
     TurnStarted,
+    UserMessage,
     WakeAnswered,
     WakeRequested,
 )
@@ -247,6 +248,8 @@ class SessionState(BaseModel):
     turns: int = 0
     #: A turn began and has not ended: the agent was working (or was cut off doing so).
     in_turn: bool = False
+    #: A user message no turn has taken up yet (the run stopped between the two).
+    unanswered_message: bool = False
     last_turn_end: str | None = None
     model_replies: int = 0
     #: Tool calls of the last model reply that have not been requested yet (cut off before running).
@@ -307,7 +310,7 @@ def status_of(state: SessionState) -> str:
         return "waiting on approval"
     # A question answered (or a call approved) whose turn has not gone on yet (the process
     # died first) is a cut-off turn too: ``zagent resume`` continues it (and starts the call).
-    if (state.in_turn or state.running_calls or state.unrequested or state.approvals
+    if (state.in_turn or state.unanswered_message or state.running_calls or state.unrequested or state.approvals
             or state.last_turn_end in ("waiting_on_user", "waiting_on_approval")):
         return "interrupted"
     if state.running_tasks:
@@ -503,8 +506,14 @@ def _delivered(s: dict[str, Any], event: TurnStarted | NotesDelivered, stored: S
     if isinstance(event, TurnStarted):
         s["turns"] += 1
         s["in_turn"] = event.reason != "delivery"
+        s["unanswered_message"] = False
         if event.model is not None:
             s.update(model=event.model, model_base_url=event.model_base_url)
+
+
+@_on(UserMessage)
+def _user_message(s: dict[str, Any], event: UserMessage, stored: StoredEvent) -> None:
+    s["unanswered_message"] = True
 
 
 @_on(WakeAnswered)

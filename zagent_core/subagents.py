@@ -117,11 +117,11 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
             known = list(parent.state.children)
             raise _Refused(f'this session has no sub-agent "{label}"{did_you_mean(label, known)}; '
                            + (f"its sub-agents: {', '.join(known)}" if known else "it has spawned none"))
-        _check_resumable(parent, label)
         kept = [name for name in ("model", "subagent_type") if name in arguments]
         if kept:
             raise _Refused(f"a resumed sub-agent keeps its model and preset: leave out {' and '.join(kept)}, or "
                            "spawn a new sub-agent")
+        _check_resumable(parent, label)
         owner = parent.engine.session_state(child.session_id).parent
         if owner is not None and owner.session_id != parent.session_id:  # this session is a fork
             raise _Refused(f"{label} was spawned by the session this one was forked from, and goes on there; "

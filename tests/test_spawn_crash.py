@@ -300,3 +300,22 @@ def test_a_child_its_parent_waits_on_is_resumed_through_the_parent(tmp_path: Pat
         assert rebuild(journal.read(parent_id)).children["child-1"].text == "child done"
     again = zagent(home, "resume", child.session_id, "and now?")  # ended its spawn: a session like any other
     assert "waits on it" not in again.stderr
+
+
+def test_a_spawn_the_config_no_longer_allows_is_refused_on_resume_and_its_child_aborted(tmp_path: Path) -> None:
+    script = {"replies": [{"tool_calls": [{"name": "spawn", "arguments": {"task": "look",
+                                                                          "subagent_type": "explore"}}]},
+                          {"text": "ok"}],
+              "children": {"*": [{"tool_calls": [shell("true")]}, {"text": "looked"}]}}
+    home, model = setup_home(tmp_path, script, {"spawn": {"subagents": {"explore": {"readonly": True}}}})
+    assert zagent(home, "run", "go", "--model", model, crash_at="after_child_started").returncode == -signal.SIGKILL
+    (home / "config.json").write_text("{}")  # the preset is gone: the cut-off call no longer validates
+    parent_id = top_session(home)
+    assert zagent(home, "resume", parent_id).returncode == 0
+
+    with SQLiteJournal(home / "journal.db") as journal:
+        (rejected,) = [s.event for s in journal.read(parent_id) if isinstance(s.event, ToolCallRejected)]
+        child = rebuild(journal.read(parent_id)).children["child-1"]
+    assert rejected.reason == "invalid_arguments"
+    assert rejected.message.startswith("spawn was not run: its arguments do not match its parameters.")
+    assert child.status == "aborted"

@@ -665,10 +665,10 @@ class Session:
             return ToolResult(output=message, is_error=True)
         return self._checked_run(requested)
 
-    def _checked_run(self, requested: ToolCallRequested, *, approved: bool = False) -> ToolResult:
-        """Validate a call and run it, or journal why not. ``approved``: a person approved it
-        (its request and approval are journaled), so it runs now, validated against the tool
-        as it is now."""
+    def _checked_run(self, requested: ToolCallRequested, *, journaled: bool = False) -> ToolResult:
+        """Validate a call and run it, or journal why not. ``journaled``: its request is in the
+        journal already, because a person approved it (with its approval: it runs now) or it
+        was cut off and goes on (:meth:`go_on`); it is validated against the tool as it is now."""
         name, arguments = requested.tool, requested.arguments
         refusal = self._refusal(name)
         problems: list[str] = []
@@ -683,15 +683,15 @@ class Session:
             problems = validated.problems or (delivery_problems(tool, validated.arguments) if tool else [])
             if not problems:
                 if builtin is not None:
-                    return self._run_builtin(builtin, requested, validated.arguments, validated.coercions)
+                    return self._run_builtin(builtin, requested, validated.arguments, validated.coercions,
+                                             again=journaled)
                 assert tool is not None
-                if not approved and tool.manifest.permission == "ask":
+                if not journaled and tool.manifest.permission == "ask":
                     return self._ask_approval(requested)
-                # An approved call's request is journaled already (with its approval).
-                return self._run(tool, requested, validated.arguments, validated.coercions, again=approved)
+                return self._run(tool, requested, validated.arguments, validated.coercions, again=journaled)
             reason = "invalid_arguments"
             message = f"{name} was not run: its arguments do not match its parameters.\n" + "\n".join(problems)
-        self._append([*([] if approved else [requested]),
+        self._append([*([] if journaled else [requested]),
                       ToolCallRejected(call_id=requested.call_id, reason=reason, message=message, problems=problems)])
         return ToolResult(output=message, is_error=True)
 
@@ -708,7 +708,7 @@ class Session:
                 call_id=call_id, approved=True, via="config",
                 reason=f'config.json "approvals": {{"allow": [...]}} names {name}')])
             crash_point("after_approval_decided")
-            return self._checked_run(requested, approved=True)
+            return self._checked_run(requested, journaled=True)
         self._append([requested, asked])
         crash_point("after_approval_requested")
         if self.approve_terminal is not None:
@@ -754,7 +754,7 @@ class Session:
     def _run_approved(self, approval: ApprovalView) -> ToolResult:
         """Start an approved call (it never started: a crash may have come between)."""
         return self._checked_run(ToolCallRequested(call_id=approval.call_id, tool=approval.tool,
-                                                   arguments=approval.arguments), approved=True)
+                                                   arguments=approval.arguments), journaled=True)
 
     def _call_folders(self, call_id: str) -> tuple[Path, Path, Path]:
         """The call's folder, its ``output/`` and its (empty) notify file, made."""
@@ -906,13 +906,15 @@ class Session:
 
         return drive_child(self, context, arguments)
 
-    def add_child(self, call_id: str, tool: str, spawned: Callable[[str], ChildSpawned]) -> ChildSpawned:
-        """Name the next sub-agent (``child-N``) and journal ``spawned(label)``, in one step.
+    def await_turn(self, call_id: str, tool: str) -> None:
+        """Wait until each call of ``tool`` before ``call_id`` in the model's latest reply has
+        spawned its child or has its result: calls of one reply running side by side then take
+        their labels in the reply's order (so the scripts keyed by them do not depend on which
+        thread ran first), and wait for a slot in that order too. A call that is not of the
+        latest reply (``zagent tools run``, a resume) has no order to keep.
 
-        Calls of one reply running side by side take their labels in the reply's order: a
-        call waits until each call of ``tool`` before it in the reply has spawned its child
-        or has its result, so the labels (and the scripts keyed by them) do not depend on
-        which thread ran first.
+        Waited for before a slot is: a later call holding a slot while it waits for an earlier
+        one, which waits for a slot, would wait forever.
         """
         earlier: list[str] = []
         for call in self._reply:
@@ -921,12 +923,17 @@ class Session:
             if call.name == tool:
                 earlier.append(call.call_id)
         else:
-            earlier = []  # not a call of the latest reply (zagent tools run, a resume): no order to keep
+            return
         with self._lock:
             while not all(self._spawned_or_done(other) for other in earlier):
                 if self.interrupt_calls.is_set():
                     raise KeyboardInterrupt  # the run is being stopped while this spawn waited its turn
                 self._appended.wait(0.1)
+
+    def add_child(self, spawned: Callable[[str], ChildSpawned]) -> ChildSpawned:
+        """Name the next sub-agent (``child-N``) and journal ``spawned(label)``, in one step
+        (calls running side by side never take the same label; see :meth:`await_turn`)."""
+        with self._lock:
             event = spawned(f"child-{len(self.state.children) + 1}")
             self._append([event])
             return event
@@ -1046,7 +1053,7 @@ class Session:
 
     def record(self, events: Sequence[Event]) -> None:
         """Journal events as given: what a replay serves from a recording (a call's recorded
-        request, effects and result; a recorded turn's notes and wake-ups), a sub-agent's spawn."""
+        request, effects and result; a recorded turn's notes and wake-ups)."""
         self._append(events)
 
     def record_user_message(self, text: str) -> None:
@@ -1126,18 +1133,10 @@ class Session:
         return builtin is not None and builtin.continues
 
     def go_on(self, call: CallView) -> ToolResult:
-        """Carry on with a call of :meth:`continuing_calls`: it gets its real result."""
-        builtin = self.engine.builtins[call.tool]
-        validated = validate_arguments(builtin.validator, call.arguments)
-        requested = ToolCallRequested(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
-        if not validated.ok:  # the config changed under it (a preset gone): say so, do not guess
-            message = f"{call.tool} was not run: its arguments no longer match its parameters.\n" + "\n".join(
-                validated.problems)
-            self._append([ToolCallRejected(call_id=call.call_id, reason="invalid_arguments", message=message,
-                                           problems=validated.problems)])
-            return ToolResult(output=message, is_error=True)
-        return self._run_builtin(builtin, requested, validated.arguments, validated.coercions, again=True,
-                                 attempt=call.attempt)
+        """Carry on with a call of :meth:`continuing_calls`: it gets its real result (or, if the
+        config changed under it, a preset gone, the refusal any call would get)."""
+        return self._checked_run(ToolCallRequested(call_id=call.call_id, tool=call.tool, arguments=call.arguments),
+                                 journaled=True)
 
     def _settle_call(self, call: CallView) -> None:
         """A foreground call the crash cut off: run it again if that is safe, else say so."""

@@ -36,6 +36,7 @@ from zagent_core.logs import get_logger
 from zagent_core.models import Model, load_model, scripted
 from zagent_core.problems import did_you_mean
 from zagent_core.results import ToolResult
+from zagent_core.state import SessionState
 
 log = get_logger(__name__)
 
@@ -78,6 +79,7 @@ def drive_child(parent: Session, context: BuiltinContext, arguments: Arguments) 
             plan = _going_on(parent, going_on.label)
             return _drive(parent, context, plan)
         plan = _plan(parent, arguments)
+        parent.await_turn(context.call_id, context.tool)
         with _slot(parent) as admitted:
             if not admitted:
                 raise _Refused(f"{parent.engine.config.spawn.max_concurrent} sub-agents are running already "
@@ -126,7 +128,7 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
         if owner is not None and owner.session_id != parent.session_id:  # this session is a fork
             raise _Refused(f"{label} was spawned by the session this one was forked from, and goes on there; "
                            "spawn a new sub-agent")
-        first = _spawned(parent, label)
+        first = _spawns_of(parent, label)[0]
         return _Plan(label=label, session_id=child.session_id, model_spec=child.model,
                      model=_model(parent, child.model), task=arguments["task"],
                      system_prompt=arguments.get("system") or first.system_prompt, tools=first.tools,
@@ -166,7 +168,7 @@ def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
                             from_version=parent.engine.journal.head(plan.session_id) if plan.resumed else 0,
                             system_prompt=plan.system_prompt, tools=plan.tools)
 
-    parent.add_child(context.call_id, context.tool, spawned)
+    parent.add_child(spawned)
 
 
 def _check_resumable(parent: Session, label: str) -> None:
@@ -175,12 +177,13 @@ def _check_resumable(parent: Session, label: str) -> None:
         raise _Refused(f"{label} is still running (spawn call {child.call_id}); its result comes with that call")
 
 
-def _spawned(parent: Session, label: str) -> ChildSpawned:
-    """The ``child_spawned`` that first started the child ``label``: how it was set up."""
-    for stored in parent.engine.journal.read(parent.session_id, types=("child_spawned",)):
-        if isinstance(stored.event, ChildSpawned) and stored.event.label == label and not stored.event.resumed:
-            return stored.event
-    raise _Refused(f"{label}'s spawn is not in this session's journal")
+def _spawns_of(parent: Session, label: str) -> list[ChildSpawned]:
+    """The ``child_spawned`` events of the child ``label``, the one that set it up first."""
+    spawns = [stored.event for stored in parent.engine.journal.read(parent.session_id, types=("child_spawned",))
+              if isinstance(stored.event, ChildSpawned) and stored.event.label == label]
+    if not spawns or spawns[0].resumed:
+        raise _Refused(f"{label}'s spawn is not in this session's journal")
+    return spawns
 
 
 def _going_on(parent: Session, label: str) -> _Plan:
@@ -188,9 +191,8 @@ def _going_on(parent: Session, label: str) -> _Plan:
     given, and its task if the crash came before the child journaled it."""
     child = parent.state.children[label]
     journal = parent.engine.journal
-    spawned = [stored.event for stored in journal.read(parent.session_id, types=("child_spawned",))
-               if isinstance(stored.event, ChildSpawned) and stored.event.label == label]
-    first, latest = _spawned(parent, label), spawned[-1]
+    spawned = _spawns_of(parent, label)
+    first, latest = spawned[0], spawned[-1]
     told = next(iter(journal.read(child.session_id, after_version=child.from_version, types=("user_message",))), None)
     return _Plan(label=label, session_id=child.session_id, model_spec=child.model, model=_model(parent, child.model),
                  task=None if told else child.task, system_prompt=latest.system_prompt or first.system_prompt,
@@ -265,15 +267,12 @@ def _drive(parent: Session, context: BuiltinContext, plan: _Plan) -> ToolResult:
     agent = Agent(child, plan.model, agent_config, spec=plan.model_spec,
                   deadline=time.monotonic() + config.child_timeout_minutes * 60)
     log.info("child_running", session=parent.session_id, child=child.session_id, label=plan.label)
-    stopped = child.state.last_turn_end
-    if plan.task is None and not child.state.in_turn and stopped in ("max_turns", "timeout"):
-        # It had stopped at a limit when the crash came: that is its outcome, not a reason to run on.
-        child.release()
-        return _ended(parent, context, plan, _STATUS.get(stopped, "error"), _why(stopped, config.child_max_turns),
-                      child)
+    stopped = child.state.last_turn_end or ""
+    at_limit = plan.task is None and not child.state.in_turn and stopped in ("max_turns", "timeout")
     try:
-        # Its background tasks may run as long as it may; past its time they are stopped.
-        run = agent.run(plan.task, wait_minutes=config.child_timeout_minutes)
+        # Stopped at a limit when the crash came, it has its outcome: it does not run on. Else
+        # its background tasks may run as long as it may; past its time they are stopped.
+        reason = stopped if at_limit else agent.run(plan.task, wait_minutes=config.child_timeout_minutes).reason
         for task in child.state.running_tasks:  # its time is up: what it started stops with it
             child.kill_task(task.task_id)
     except (KeyboardInterrupt, JournalError):
@@ -283,8 +282,8 @@ def _drive(parent: Session, context: BuiltinContext, plan: _Plan) -> ToolResult:
         return _ended(parent, context, plan, "error", f"zagent failed while driving the sub-agent: {exc!r}", child)
     finally:
         child.release()  # never ended: `resume` with its label gives it a new task
-    status = _STATUS.get(run.reason, "error")
-    why = "" if status == "completed" else _why(run.reason, config.child_max_turns)
+    status = _STATUS.get(reason, "error")
+    why = "" if status == "completed" else _why(reason, config.child_max_turns)
     return _ended(parent, context, plan, status, why, child)
 
 
@@ -292,10 +291,9 @@ def _open(parent: Session, context: BuiltinContext, plan: _Plan) -> Session:
     """The child's session: started with the id its parent journaled, or resumed."""
     engine = parent.engine
     if engine.session_state(plan.session_id).version == 0:  # new, or the crash came before it started
-        tools = plan.tools
         session = engine.start_session("spawn", session_id=plan.session_id, parent=ParentLink(
             session_id=parent.session_id, call_id=context.call_id, label=plan.label, depth=parent.depth + 1,
-            tools=tools, subagent_type=plan.subagent_type))
+            tools=plan.tools, subagent_type=plan.subagent_type))
         crash_point("after_child_started")
         return session
     return engine.resume(plan.session_id)
@@ -314,12 +312,11 @@ def _ended(parent: Session, context: BuiltinContext, plan: _Plan, status: Status
     """Stage ``child_ended`` (committed with the spawn call's result) and say how the child did."""
     crash_point("before_child_ended")
     view = parent.state.children[plan.label]
-    state = child.state if child is not None else None
+    state = child.state if child is not None else SessionState()  # a child never driven took nothing
     stats = SpawnStats(
-        turns=state.model_replies if state else 0,
-        input_tokens=(state.input_tokens + sum(c.stats.input_tokens for c in state.children.values())) if state else 0,
-        output_tokens=(state.output_tokens + sum(c.stats.output_tokens for c in state.children.values()))
-        if state else 0,
+        turns=state.model_replies,
+        input_tokens=state.input_tokens + sum(c.stats.input_tokens for c in state.children.values()),
+        output_tokens=state.output_tokens + sum(c.stats.output_tokens for c in state.children.values()),
         duration_ms=max(0, round((datetime.now(timezone.utc) - view.spawned_at).total_seconds() * 1000)),
     )
     text = _capped(_last_reply(parent, plan.session_id), parent.engine.config.limits.output_cap_bytes,

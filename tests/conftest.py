@@ -1,9 +1,16 @@
-"""Shared fixtures: a real agent home in a temporary folder, a real SQLite journal."""
+"""Shared fixtures: a real agent home in a temporary folder, a real journal.
+
+The journal is SQLite's, and in the modules marked ``stores`` each test runs twice: on
+SQLite and on PostgreSQL (a throwaway server per test worker, a new database per test),
+as eventsourcing runs its recorder tests per database.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import uuid
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +21,7 @@ import pytest
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
+from zagent_core.journal import Journal
 from zagent_store import SQLiteJournal
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "home"
@@ -99,9 +107,63 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
+STORES = ["sqlite", "postgres"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The tests of modules marked ``stores`` run once per store (each that uses the ``store``
+    fixture, directly or through ``journal``, ``engine`` or ``journal_url``)."""
+    if metafunc.definition.get_closest_marker("stores") and "store" in metafunc.fixturenames:
+        metafunc.parametrize("store", STORES, indirect=True)
+
+
 @pytest.fixture
-def journal(home_dir: Path) -> Iterator[SQLiteJournal]:
-    with SQLiteJournal(home_dir / "journal.db") as j:
+def store(request: pytest.FixtureRequest) -> str:
+    """Which journal the test runs on: ``sqlite`` unless its module is marked ``stores``."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A throwaway PostgreSQL server for this test process; skips where none is installed."""
+    from pg_cluster import server_binaries, throwaway_cluster
+
+    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[test,postgres]'")
+    if server_binaries() is None:
+        pytest.skip("no PostgreSQL server is installed (initdb and pg_ctl not found; set ZAGENT_PG_BIN)")
+    with throwaway_cluster() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """The URL of a new, empty database on the throwaway server, dropped after the test."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield postgres_server.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def journal_url(store: str, home_dir: Path, request: pytest.FixtureRequest) -> str:
+    """Where the test's journal is, as ``--journal`` and ``ZAGENT_JOURNAL`` take it."""
+    if store == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite:///{home_dir / 'journal.db'}"
+
+
+@pytest.fixture
+def journal(journal_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Journal]:
+    """The test's journal; commands the test starts find it through ``ZAGENT_JOURNAL``."""
+    from zagent_store import open_journal
+
+    if not journal_url.startswith("sqlite:"):
+        monkeypatch.setenv("ZAGENT_JOURNAL", journal_url)
+    with open_journal(journal_url) as j:
         yield j
 
 
@@ -112,5 +174,5 @@ def fast_config() -> Config:
 
 
 @pytest.fixture
-def engine(home_dir: Path, journal: SQLiteJournal, workspace: Path, fast_config: Config) -> Engine:
+def engine(home_dir: Path, journal: Journal, workspace: Path, fast_config: Config) -> Engine:
     return Engine(Home(home_dir), journal, workspace=workspace, config=fast_config)

@@ -11,12 +11,17 @@ import pytest
 from zagent_core import Engine, Home, Journal, rebuild
 from zagent_core.events import ParentLink, SessionForked, SessionStarted, ToolCallRequested, UserMessage
 from zagent_core.journal import ConcurrencyError, LeaseHeldError
-from zagent_store import MemoryJournal, SQLiteJournal
+from zagent_store import MemoryJournal, SQLiteJournal, open_journal
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
 def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
-    made: Journal = SQLiteJournal(tmp_path / "journal.db") if request.param == "sqlite" else MemoryJournal()
+    if request.param == "memory":
+        made: Journal = MemoryJournal()
+    elif request.param == "postgres":
+        made = open_journal(request.getfixturevalue("postgres_url"))
+    else:
+        made = SQLiteJournal(tmp_path / "journal.db")
     yield made
     made.close()
 

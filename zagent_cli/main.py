@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from zagent_core.builtins.base import Builtin
     from zagent_core.engine import Session
     from zagent_core.models import Model
-    from zagent_store import SQLiteJournal
+    from zagent_store.locate import AnyJournal
 
 
 class StorableText(click.ParamType):
@@ -60,8 +60,10 @@ def home_problem(root: Path) -> str | None:
 class Context:
     """What the global options chose; the home, journal and engine are made on demand."""
 
-    def __init__(self, home_arg: str | None, workspace: str | None, verbosity: int) -> None:
+    def __init__(self, home_arg: str | None, workspace: str | None, verbosity: int,
+                 journal_arg: str | None = None) -> None:
         self.home_arg = home_arg
+        self.journal_arg = journal_arg
         self.workspace = workspace
         self.verbosity = verbosity
 
@@ -79,29 +81,49 @@ class Context:
             raise click.UsageError(problem)
         return home
 
-    def existing_journal(self, *, read_only: bool = True) -> SQLiteJournal:
+    @property
+    def journal_location(self) -> str:
+        """Where the journal is (``--journal``, ``$ZAGENT_JOURNAL``, config.json, the home's file)."""
+        return self.home.journal_location(self.journal_arg)
+
+    def journal_exists(self) -> bool:
+        """Whether there is a journal to read: a SQLite file is made by the first session; a
+        PostgreSQL database is there once its URL is given."""
+        from zagent_core.journal import JournalError
+        from zagent_store.locate import is_postgres, sqlite_path
+
+        location = self.journal_location
+        try:
+            return is_postgres(location) or sqlite_path(location).exists()
+        except JournalError as exc:
+            raise click.UsageError(str(exc)) from None
+
+    def existing_journal(self, *, read_only: bool = True) -> AnyJournal:
         """The journal, never created by a mistyped --home; read-only unless told (so reading
         commands work in a home nobody may write to)."""
-        if not self.home.journal_path.exists():
-            raise click.UsageError(f"no journal at {self.home.journal_path} (no session has run in this home yet; "
-                                   "check --home or $ZAGENT_HOME)")
+        if not self.journal_exists():
+            from zagent_store.locate import describe
+
+            raise click.UsageError(f"no journal at {describe(self.journal_location)} (no session has run in this "
+                                   "home yet; check --home or $ZAGENT_HOME, --journal or $ZAGENT_JOURNAL)")
         return self.journal(read_only=read_only)
 
-    def journal(self, *, read_only: bool = False) -> SQLiteJournal:
+    def journal(self, *, read_only: bool = False) -> AnyJournal:
         from zagent_core.journal import JournalError
-        from zagent_store.sqlite import SQLiteJournal
+        from zagent_store.locate import is_postgres, open_journal
 
+        location = self.journal_location
         try:
-            if read_only:  # no write, so no durability setting: config.json is not even read
-                return SQLiteJournal(self.home.journal_path, read_only=True)
+            if read_only or is_postgres(location):  # no durability setting to read from config.json
+                return open_journal(location, read_only=read_only)
             from zagent_core.config import load_config
 
             config, _ = load_config(self.home.config_path)
-            return SQLiteJournal(self.home.journal_path, synchronous=config.journal.synchronous)
+            return open_journal(location, synchronous=config.journal.synchronous)
         except (JournalError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
 
-    def engine(self, journal: SQLiteJournal) -> Engine:
+    def engine(self, journal: AnyJournal) -> Engine:
         """The engine, with its logs set up (only commands that run tools pay for them)."""
         from zagent_core.engine import Engine
         from zagent_core.logs import configure
@@ -148,12 +170,12 @@ def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: st
     from click.shell_completion import CompletionItem
 
     try:
-        from zagent_store.sqlite import SQLiteJournal
+        from zagent_store.locate import is_postgres, open_journal
 
-        home = _completion_home(ctx)
-        if not home.journal_path.is_file():
+        location = _completion_home(ctx).journal_location(ctx.find_root().params.get("journal_url"))
+        if not is_postgres(location) and not Path(location.removeprefix("sqlite:///")).is_file():
             return []
-        with SQLiteJournal(home.journal_path, read_only=True) as journal:
+        with open_journal(location, read_only=True) as journal:
             summaries = journal.sessions(_COMPLETED_SESSIONS)
     except Exception:  # noqa: BLE001 - as for tools
         return []
@@ -233,13 +255,16 @@ class ZagentGroup(click.Group):
 
 @click.group(cls=ZagentGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", metavar="DIR", help="Agent home (default: $ZAGENT_HOME, else ~/.zagent).")
+@click.option("--journal", "journal_url", metavar="URL",
+              help="The journal: sqlite:///PATH or postgresql://... (default: $ZAGENT_JOURNAL, else journal.url "
+                   "in config.json, else the home's journal.db).")
 @click.option("--workspace", metavar="DIR", help="Folder tools work in (default: the current folder).")
 @click.option("-v", "--verbose", count=True, help="Log the engine's own steps to stderr (-vv: debug).")
 @click.version_option(package_name="zagent")
 @click.pass_context
-def cli(ctx: click.Context, home: str | None, workspace: str | None, verbose: int) -> None:
-    """zagent runs an AI agent's tools and journals every session in SQLite."""
-    ctx.obj = Context(home_arg=home, workspace=workspace, verbosity=verbose)
+def cli(ctx: click.Context, home: str | None, journal_url: str | None, workspace: str | None, verbose: int) -> None:
+    """zagent runs an AI agent's tools and journals every session in SQLite (or PostgreSQL)."""
+    ctx.obj = Context(home_arg=home, workspace=workspace, verbosity=verbose, journal_arg=journal_url)
 
 
 # -- tools ---------------------------------------------------------------------------
@@ -796,7 +821,9 @@ def deny(obj: Context, session_id: str, call_id: str | None, reason: str, model_
 
 def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
     """Doctor's look at the journal: where it is, whether it exists, its problems and counts."""
-    report: dict[str, Any] = {"path": str(home.journal_path), "exists": home.journal_path.exists(), "problems": []}
+    from zagent_store.locate import describe
+
+    report: dict[str, Any] = {"path": describe(obj.journal_location), "exists": obj.journal_exists(), "problems": []}
     if report["exists"]:
         try:
             # Where it may, doctor opens the journal as every command does (upgrading its schema).
@@ -827,11 +854,11 @@ def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[P
         f"media up to {limits.media_max_bytes} bytes")
     say(f"capabilities: {config.capabilities.as_env()}")
     if not journal["exists"]:
-        say(f"journal: {home.journal_path} (not created yet)")
+        say(f"journal: {journal['path']} (not created yet)")
     elif journal["problems"]:
-        say(f"journal: {home.journal_path}: {'; '.join(journal['problems'])}")
+        say(f"journal: {journal['path']}: {'; '.join(journal['problems'])}")
     else:
-        say(f"journal: {home.journal_path}: ok ({journal['events']} events, "
+        say(f"journal: {journal['path']}: ok ({journal['events']} events, "
             f"{journal['sessions']} sessions, schema {journal['schema_version']})")
 
 
@@ -966,7 +993,7 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
                     imported = parse_export(handle, source=export_file)
             except (ExportError, UnicodeDecodeError) as exc:
                 raise click.UsageError(str(exc)) from None
-            source = SQLiteJournal(Path(tmp) / "recorded.db")
+            source: AnyJournal = SQLiteJournal(Path(tmp) / "recorded.db")
             try:
                 session_id = import_session(source, imported, home=Home(tmp))
             except ExportError as exc:
@@ -1109,7 +1136,7 @@ def sessions() -> None:
 @click.pass_obj
 def sessions_list(obj: Context, limit: int, show_all: bool, as_json: bool) -> None:
     """Top-level sessions, most recently active first, with their status (--all: sub-agents too)."""
-    if not obj.home.journal_path.exists():  # nothing ran in this home yet: no sessions, which is no error
+    if not obj.journal_exists():  # nothing ran in this home yet: no sessions, which is no error
         if as_json:
             emit_json({"sessions": []})
         else:
@@ -1244,7 +1271,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     print_session(state, status, events, fmt=fmt, show_events=show_events)
 
 
-def _show_tree(journal: SQLiteJournal, session_id: str, as_json: bool) -> None:
+def _show_tree(journal: AnyJournal, session_id: str, as_json: bool) -> None:
     """``sessions show --tree``: the session and the sub-agents below it."""
     from zagent_core.trees import session_tree
 

@@ -84,6 +84,9 @@ class JournalConfig(BaseModel):
     #: ``NORMAL`` is cheaper and survives the engine being killed, but a power cut can roll
     #: back the last appends after a tool they announced has started.
     synchronous: Literal["NORMAL", "FULL"] = "FULL"
+    #: Where the journal is, when not in the home's ``journal.db``: ``sqlite:///PATH`` or
+    #: ``postgresql://...`` (``--journal`` and ``$ZAGENT_JOURNAL`` override it).
+    url: str | None = None
 
 
 class AgentConfig(BaseModel):

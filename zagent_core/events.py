@@ -596,7 +596,7 @@ def load_event_json(type_: str, text: str | bytes) -> Event:
     goes through :func:`load_event`, which gives the same errors as ever.
     """
     fast = _FAST.get(type_)
-    if fast is not None and (text.startswith(fast[0]) if isinstance(text, str) else text.startswith(fast[1])):
+    if fast is not None and text.startswith(fast[0] if isinstance(text, str) else fast[1]):  # type: ignore[arg-type]
         try:
             event = fast[2](text)  # the class's validator itself: model_validate_json adds a call layer
         except ValueError:
@@ -613,13 +613,15 @@ def load_event_json(type_: str, text: str | bytes) -> Event:
     return load_event(type_, data)
 
 
-def _fast_paths() -> dict[str, tuple[str, bytes, Callable[[str | bytes], Any], int]]:
-    """Per type: how a body of the current version starts (as ``dump_event`` writes it,
-    as text and as bytes), the validator that reads it, and that version."""
-    paths: dict[str, tuple[str, bytes, Callable[[str | bytes], Any], int]] = {}
+def _fast_paths() -> dict[str, tuple[tuple[str, ...], tuple[bytes, ...], Callable[[str | bytes], Any], int]]:
+    """Per type: how a body of the current version starts (as ``dump_event`` writes it, and
+    as PostgreSQL's ``jsonb`` gives it back), as text and as bytes, the validator that reads
+    it, and that version."""
+    paths: dict[str, tuple[tuple[str, ...], tuple[bytes, ...], Callable[[str | bytes], Any], int]] = {}
     for name, cls in EVENT_TYPES.items():
-        prefix = f'{{"v":{cls.SCHEMA_VERSION},'
-        paths[name] = (prefix, prefix.encode(), cls.__pydantic_validator__.validate_json, cls.SCHEMA_VERSION)
+        prefixes = (f'{{"v":{cls.SCHEMA_VERSION},', f'{{"v": {cls.SCHEMA_VERSION}, ')
+        paths[name] = (prefixes, tuple(prefix.encode() for prefix in prefixes),
+                       cls.__pydantic_validator__.validate_json, cls.SCHEMA_VERSION)
     return paths
 
 

@@ -6,6 +6,7 @@ path it creates is derived here.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -34,6 +35,21 @@ class Home:
     @property
     def journal_path(self) -> Path:
         return self.root / "journal.db"
+
+    def journal_location(self, explicit: str | None = None) -> str:
+        """Where the journal is: ``explicit`` (``--journal``), else ``$ZAGENT_JOURNAL``, else
+        ``journal.url`` in config.json, else this home's ``journal.db``.
+
+        config.json is read as plain JSON here (a listing should not pay for validating it);
+        ``zagent doctor`` is where a malformed one is reported.
+        """
+        found = explicit or os.environ.get("ZAGENT_JOURNAL")
+        if not found and self.config_path.is_file():
+            try:
+                found = json.loads(self.config_path.read_text(encoding="utf-8"))["journal"]["url"]
+            except (OSError, ValueError, KeyError, TypeError):
+                found = None
+        return str(found) if found else str(self.journal_path)
 
     @property
     def tmp_dir(self) -> Path:

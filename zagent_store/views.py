@@ -131,9 +131,9 @@ def audit_query(*, session: str | None = None, tool: str | None = None, since: s
         # too. Joined from the few picked (CROSS JOIN keeps that order): each is then found
         # by its call, where an IN over the union would walk every call.
         return ("WITH pick AS (SELECT * FROM (SELECT session_id, call_id FROM events WHERE type = 'tool_call_finished'"
-                " ORDER BY json_extract(data, '$.duration_ms') DESC LIMIT ?)"
+                " ORDER BY json_extract(data, '$.duration_ms') DESC LIMIT ?) AS calls"
                 f" UNION SELECT * FROM (SELECT session_id, call_id FROM events WHERE {TASK_ENDS}"
-                " ORDER BY json_extract(data, '$.duration_ms') DESC LIMIT ?))"
+                " ORDER BY json_extract(data, '$.duration_ms') DESC LIMIT ?) AS task_ends)"
                 " SELECT t.* FROM pick CROSS JOIN tool_calls t ON t.session_id = pick.session_id"
                 " AND t.call_id = pick.call_id ORDER BY t.duration_ms DESC LIMIT ?", [slowest, slowest, slowest])
     if where:
@@ -145,7 +145,7 @@ def audit_query(*, session: str | None = None, tool: str | None = None, since: s
     else:
         sql += " ORDER BY requested_at"
         if limit:
-            sql = f"SELECT * FROM ({sql} DESC LIMIT ?) ORDER BY requested_at"
+            sql = f"SELECT * FROM ({sql} DESC LIMIT ?) AS newest ORDER BY requested_at"
             params.append(limit)
     return sql, params
 
@@ -398,7 +398,7 @@ def decisions_view(db: sqlite_utils.Database) -> None:
 
 #: The session ``?`` and its sub-agents at any depth (``heads_parent`` finds each one's children).
 SUBTREE = """WITH RECURSIVE tree(session_id) AS (
-    SELECT ? UNION SELECT h.session_id FROM heads h JOIN tree t ON h.parent_session_id = t.session_id)
+    SELECT CAST(? AS TEXT) UNION SELECT h.session_id FROM heads h JOIN tree t ON h.parent_session_id = t.session_id)
 SELECT session_id FROM tree"""
 
 SESSIONS_7 = SESSIONS_3.rstrip().removesuffix("FROM heads h").rstrip() + """,

@@ -6,10 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import threading
+
 import pytest
+from conftest import wait_for
 
 from zagent_core import Engine, Home, Journal, rebuild
-from zagent_core.events import ParentLink, SessionForked, SessionStarted, ToolCallRequested, UserMessage
+from zagent_core.events import (
+    ParentLink,
+    SessionEnded,
+    SessionForked,
+    SessionStarted,
+    ToolCallRequested,
+    UserMessage,
+)
 from zagent_core.journal import ConcurrencyError, LeaseHeldError
 from zagent_store import MemoryJournal, SQLiteJournal, open_journal
 
@@ -110,3 +120,56 @@ def test_an_engine_runs_a_session_on_it(journal: Journal, tmp_path: Path) -> Non
     assert not result.is_error
     assert rebuild(journal.read(session.session_id)) == session.state == engine.session_state(session.session_id)
     assert journal.lease(session.session_id) is None
+
+
+# -- leases that expire, and claims (workers) ------------------------------------------------
+
+ME = {"host": "h1", "pid": 1}
+THEM = {"host": "h2", "pid": 2}
+
+
+def test_a_lease_taken_for_a_time_expires_unless_renewed_and_only_its_holder_renews_it(journal: Journal) -> None:
+    journal.append("s", [started()], 0)
+    lease = journal.acquire_lease("s", ME, ttl=60)
+    assert lease.expires_at is not None and not lease.expired
+    assert journal.renew_lease("s", ME, 60) and not journal.renew_lease("s", THEM, 60)
+    journal.acquire_lease("s", ME, ttl=0.01)  # re-entrant: the holder shortens its own lease
+    wait_for(lambda: journal.lease("s").expired, "the lease to expire")
+    with pytest.raises(LeaseHeldError):  # expired is not released: taking it over is a decision
+        journal.acquire_lease("s", THEM, ttl=60)
+    taken = journal.acquire_lease("s", THEM, replacing=ME, ttl=60)
+    assert taken.owner == THEM and not taken.expired
+    assert not journal.renew_lease("s", ME, 60)  # the old holder learns it lost the lease
+
+
+def test_claims_take_the_sessions_that_want_a_driver_and_name_the_expired_holder(journal: Journal) -> None:
+    for sid in ("fresh", "idle", "ended", "held", "stale", "excluded"):
+        journal.append(sid, [started()], 0)
+    journal.save_snapshot("idle", 1, "p", "{}", "idle")  # stopped cleanly with nothing to do
+    journal.append("ended", [SessionEnded(reason="completed")], 1)
+    journal.acquire_lease("held", THEM, ttl=60)
+    journal.acquire_lease("stale", THEM, ttl=0.01)
+    wait_for(lambda: journal.lease("stale").expired, "the lease to expire")
+    claims = journal.claim_sessions(ME, ttl=60, limit=10, exclude=["excluded"])
+    assert {c.session_id: (c.previous.owner if c.previous else None) for c in claims} == {
+        "fresh": None, "stale": THEM}
+    assert journal.lease("fresh").owner == ME and journal.lease("stale").owner == ME
+    assert [c.session_id for c in journal.claim_sessions(THEM, ttl=60, limit=1)] == ["excluded"]  # the rest are held
+    journal.append("idle", [UserMessage(text="more")], 1)  # something after the snapshot: work again
+    assert [c.session_id for c in journal.claim_sessions(THEM, ttl=60, limit=10)] == ["idle"]
+
+
+def test_a_released_lease_or_an_appended_wake_up_tells_a_waiting_worker(journal: Journal) -> None:
+    if isinstance(journal, SQLiteJournal):
+        pytest.skip("one file on one host: a SQLite worker polls (wait_for_work returns after its timeout)")
+    journal.append("s", [started()], 0)
+    journal.acquire_lease("s", ME, ttl=60)
+    # The first wait starts listening; what is told from then on is kept until a wait takes it,
+    # so the release below reaches the waiter whether or not it is waiting yet.
+    assert journal.wait_for_work(0.01) is False
+    told: list[bool] = []
+    waiter = threading.Thread(target=lambda: told.append(journal.wait_for_work(30)))
+    waiter.start()
+    journal.release_lease("s", ME)
+    waiter.join(60)
+    assert told == [True]

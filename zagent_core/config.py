@@ -87,6 +87,9 @@ class JournalConfig(BaseModel):
     #: Where the journal is, when not in the home's ``journal.db``: ``sqlite:///PATH`` or
     #: ``postgresql://...`` (``--journal`` and ``$ZAGENT_JOURNAL`` override it).
     url: str | None = None
+    #: How long a driver's lease on a session lasts unless renewed; it renews it every third
+    #: of that. A driver that stopped (SIGKILL, a lost host) is taken over after it.
+    lease_seconds: float = Field(default=30.0, ge=1.0, le=3600.0)
 
 
 class AgentConfig(BaseModel):

@@ -71,7 +71,7 @@ from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, Parked
 from zagent_core.credentials import tool_environment
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
-from zagent_core.journal import Journal, JournalError, StoredEvent
+from zagent_core.journal import Claim, Journal, JournalError, Lease, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.models import ModelReply
@@ -315,6 +315,8 @@ class Engine:
         self.config_problems += builtin_problems
         #: Sub-agents running at once, in this process (``spawn.max_concurrent``).
         self.child_slots = threading.Semaphore(config.spawn.max_concurrent)
+        #: Renews the leases of the sessions this engine drives.
+        self.heartbeat = leases.Heartbeat(journal, config.journal.lease_seconds)
 
     def load_tools(self) -> ToolSet:
         """The tools of the home as they are on disk now (no folder may take a built-in's name)."""
@@ -328,7 +330,7 @@ class Engine:
         """
         tools = tools or self.load_tools()
         session = Session(self, session_id or new_session_id(), tools)
-        leases.take(self.journal, session.session_id, session.owner)
+        session.hold()
         warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
         session._append([
             SessionStarted(
@@ -344,7 +346,7 @@ class Engine:
         return session
 
     def resume(self, session_id: str, *, listener: Callable[[StoredEvent], None] | None = None,
-               state: SessionState | None = None) -> Session:
+               state: SessionState | None = None, claim: Claim | None = None) -> Session:
         """Pick up a session after the engine stopped, and settle everything it left open.
 
         The session's lease is taken first (:class:`~zagent_core.leases.SessionBusyError`
@@ -354,7 +356,9 @@ class Engine:
         finished from its exit record, or reported interrupted, unread notify-file lines
         become notes, and wake-ups not yet delivered stay pending for :meth:`Session.deliver`.
         ``listener`` is subscribed first, so it sees what resume decides. ``state``, if the
-        caller has read it already, saves reading it again.
+        caller has read it already, saves reading it again. ``claim``: the session's lease was
+        taken by :meth:`Journal.claim_sessions` for this engine's owner (a worker), replacing
+        the expired lease it names, if any (the resume journals that takeover).
         """
         state = state or self.session_state(session_id)
         if state.version == 0:
@@ -363,7 +367,7 @@ class Engine:
             raise SessionEndedError(f"session {session_id} has ended; it has nothing to resume")
         tools = self.load_tools()
         session = Session(self, session_id, tools, state)
-        previous = leases.take(self.journal, session_id, session.owner)
+        previous = session.hold() or (claim.previous if claim else None)
         try:
             # What was appended before the lease was ours (a driver that just stopped).
             session.state = rebuild(self.journal.read(session_id, after_version=state.version), state)
@@ -450,6 +454,8 @@ class Session:
         with self._lock:
             if self.state.status == "ended":
                 raise SessionEndedError(f"session {self.session_id} has ended; start a new session")
+            if self.session_id in self.engine.heartbeat.lost:
+                raise leases.LeaseLostError(self.session_id)
             with _interrupts_deferred():  # committed and folded, or neither: never one without the other
                 stored = self.engine.journal.append(self.session_id, events, self.state.version)
                 for item in stored:
@@ -479,8 +485,17 @@ class Session:
             except JournalError:
                 log.warning("snapshot_failed", exc_info=True, session=self.session_id)
 
+    def hold(self) -> Lease | None:
+        """Take the session's lease (see :func:`leases.take`) and keep it renewed until :meth:`release`."""
+        previous = leases.take(self.engine.journal, self.session_id, self.owner, self.engine.heartbeat.ttl)
+        self.engine.heartbeat.hold(self.session_id, self.owner)
+        return previous
+
     def release(self) -> None:
         """Stop driving the session: snapshot it and let go of its lease (the session stays open)."""
+        self.engine.heartbeat.drop(self.session_id)
+        if self.session_id in self.engine.heartbeat.lost:
+            return  # another driver has it: nothing of it is this process's to write
         if self.state.version > self._snapshot_version:
             self.snapshot()
         try:

@@ -78,11 +78,34 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """Who drives a session: ``owner`` is a JSON object (host, boot id, pid, start ticks...)."""
+    """Who drives a session: ``owner`` is a JSON object (host, boot id, pid, start ticks...).
+
+    A lease taken with a time to live expires unless its holder renews it (heart-beats):
+    ``expires_at`` is when, and ``expired`` whether that time had passed when the lease was
+    read, by the journal's clock (the database server's, for a journal many hosts share, so
+    their clocks need not agree). A lease without one lasts until it is released or its
+    holder is found dead on its own host.
+    """
 
     session_id: str
     owner: dict[str, Any]
     since: datetime
+    expires_at: datetime | None = None
+    expired: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A session a worker claimed: its lease is the worker's now; ``previous`` is the expired
+    lease it replaced (a driver that stopped heart-beating), None when nobody held it."""
+
+    session_id: str
+    previous: Lease | None
+
+
+#: Events after which a session may want a driver (a worker): journals that can tell waiting
+#: workers (PostgreSQL's NOTIFY) do so when they append one, or when a lease is released.
+WORK_EVENTS = frozenset({"wake_requested", "user_message", "input_answered", "approval_decided"})
 
 
 def parent_columns(first: Sequence[Event]) -> tuple[str | None, str | None, str | None, int]:
@@ -198,14 +221,40 @@ class Journal(Protocol):
         ...
 
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
-                      replacing: dict[str, Any] | None = None) -> Lease:
+                      replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
         """Take the session's lease, atomically (compare and set).
 
         Succeeds when nobody holds it, when ``owner`` already does (re-entrant: the
         lease keeps its ``since``), or when it is held by ``replacing`` (a takeover of an
-        owner known to be dead). Otherwise raises :class:`LeaseHeldError` naming the
-        holder. Owners are compared as canonical JSON (key order does not matter).
+        owner known to be dead, or whose lease expired). Otherwise raises
+        :class:`LeaseHeldError` naming the holder. Owners are compared as canonical JSON
+        (key order does not matter). ``ttl``: the lease expires that many seconds from
+        now unless renewed (None: it does not expire).
         """
+        ...
+
+    def renew_lease(self, session_id: str, owner: dict[str, Any], ttl: float) -> bool:
+        """Push the lease's expiry ``ttl`` seconds from now (a heartbeat); False when ``owner``
+        no longer holds it (it expired and another driver took it over)."""
+        ...
+
+    def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
+                       exclude: Collection[str] = ()) -> list[Claim]:
+        """Take the leases of up to ``limit`` sessions that want a driver, for ``owner``, atomically.
+
+        A session wants one when it has not ended, nobody holds its lease or the lease
+        expired, and its newest snapshot is not of its last event with a status that needs
+        nothing (``idle``, ``waiting on user``, ``waiting on approval``): a driver that
+        stopped cleanly snapshots what it left; anything after that, or a driver that died,
+        leaves work. Least recently active first; sessions another claimer is taking at the
+        same moment are skipped, not waited for. ``exclude``: sessions not to claim.
+        """
+        ...
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until a session may want a driver (a lease was released, a wake-up or message
+        appended), or ``timeout`` seconds pass; True when told of work. A journal that cannot
+        be told (one file on one host) returns after the timeout: the caller polls."""
         ...
 
     def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:

@@ -9,16 +9,22 @@ takeover is journaled with the resume.
 
 The journal makes taking and taking over one compare-and-set, so two processes that
 both find a dead holder cannot both win.
+
+A journal many hosts share (PostgreSQL) cannot check a process on another host. So a
+lease is taken for a time (``journal.lease_seconds``) and renewed by a heartbeat while
+its session is driven; a lease its holder stopped renewing has expired, and whoever
+finds it so takes it over, wherever the holder ran.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 from datetime import datetime
 from typing import Any
 
-from zagent_core.journal import Journal, Lease, LeaseHeldError
+from zagent_core.journal import Journal, JournalError, Lease, LeaseHeldError
 from zagent_core.processes import ProcessIdentity, boot_id
 
 
@@ -66,28 +72,99 @@ def is_dead(owner: dict[str, Any]) -> bool:
     return not them.alive()
 
 
-def take(journal: Journal, session_id: str, owner: dict[str, Any]) -> Lease | None:
-    """Take the session's lease for ``owner``; returns the dead holder taken over, if any.
+def gone(lease: Lease) -> bool:
+    """The lease's holder drives the session no more: it stopped heart-beating, or it is dead."""
+    return lease.expired or is_dead(lease.owner)
 
-    Raises :class:`SessionBusyError` when a live process (or one on another host) holds it.
+
+def take(journal: Journal, session_id: str, owner: dict[str, Any], ttl: float | None = None) -> Lease | None:
+    """Take the session's lease for ``owner`` (for ``ttl`` seconds, renewed by a :class:`Heartbeat`);
+    returns the holder taken over (dead, or its lease expired), if any.
+
+    Raises :class:`SessionBusyError` when a live process (or one on another host whose
+    lease has not expired) holds it.
     """
     try:
-        journal.acquire_lease(session_id, owner)
+        journal.acquire_lease(session_id, owner, ttl=ttl)
         return None
     except LeaseHeldError as held:
         holder = held.holder
-    if not is_dead(holder.owner):
+    if not gone(holder):
         raise SessionBusyError(session_id, holder)
     try:
-        journal.acquire_lease(session_id, owner, replacing=holder.owner)
+        journal.acquire_lease(session_id, owner, replacing=holder.owner, ttl=ttl)
     except LeaseHeldError as raced:  # another process took it over first
         raise SessionBusyError(session_id, raced.holder) from None
     return holder
 
 
 def holder_alive(journal: Journal, session_id: str) -> Lease | None:
-    """The lease of a live driver of the session, or None (no lease, or its holder is dead)."""
+    """The lease of a live driver of the session, or None (no lease, or its holder is gone)."""
     lease = journal.lease(session_id)
-    if lease is None or is_dead(lease.owner):
+    if lease is None or gone(lease):
         return None
     return lease
+
+
+class LeaseLostError(JournalError):
+    """This process's lease on a session expired and another driver took the session over."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} was taken over by another driver after this process stopped "
+                         "renewing its lease (it was stopped or cut off from the journal for longer than "
+                         "journal.lease_seconds); nothing more is written to it from here")
+
+
+class Heartbeat:
+    """Renews the leases this process holds, every third of their time to live, on one thread.
+
+    A lease that could not be renewed (it expired, and another driver took the session
+    over: this process was stopped, or cut off from the journal, for longer than the
+    lease lasts) is reported through ``lost`` and renewed no more; the session's next
+    append would conflict anyway, since the new driver appends at its own version.
+    """
+
+    def __init__(self, journal: Journal, ttl: float) -> None:
+        self.journal = journal
+        self.ttl = ttl
+        self._held: dict[str, dict[str, Any]] = {}
+        #: Sessions whose lease was taken over while this process thought it held it.
+        self.lost: set[str] = set()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, session_id: str, owner: dict[str, Any]) -> None:
+        with self._changed:
+            self._held[session_id] = owner
+            self.lost.discard(session_id)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="zagent-heartbeat", daemon=True)
+                self._thread.start()
+
+    def drop(self, session_id: str) -> None:
+        with self._changed:
+            self._held.pop(session_id, None)
+
+    def _run(self) -> None:
+        from zagent_core.logs import get_logger
+
+        while True:
+            with self._changed:
+                self._changed.wait(self.ttl / 3)
+                if not self._held:  # nothing to renew: the next hold starts a thread again
+                    self._thread = None
+                    return
+                held = dict(self._held)
+            for session_id, owner in held.items():
+                try:
+                    renewed = self.journal.renew_lease(session_id, owner, self.ttl)
+                except Exception:  # noqa: BLE001 - the journal is away for now: try again next beat
+                    get_logger(__name__).warning("lease_renew_failed", exc_info=True, session=session_id)
+                    continue
+                if not renewed:
+                    with self._changed:
+                        if self._held.get(session_id) is owner:
+                            del self._held[session_id]
+                            self.lost.add(session_id)
+                    get_logger(__name__).error("lease_lost", session=session_id,
+                                               why="another driver took the session over after the lease expired")

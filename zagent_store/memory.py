@@ -9,16 +9,19 @@ loses everything when the process ends.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from collections.abc import Collection, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zagent_core.journal import (
+    Claim,
     ConcurrencyError,
     Lease,
     LeaseHeldError,
     SessionSummary,
     Snapshot,
+    WORK_EVENTS,
     StoredEvent,
     canonical_owner,
     parent_columns,
@@ -27,6 +30,10 @@ from zagent_store import clock
 
 if TYPE_CHECKING:
     from zagent_core.events import Event
+
+
+#: Statuses of a session a clean stop left that want no driver (see ``claim_sessions``).
+_NEEDS_NOTHING = ("idle", "waiting on user", "waiting on approval")
 
 
 def _same(owner: dict[str, Any], other: dict[str, Any] | None) -> bool:
@@ -42,6 +49,8 @@ class MemoryJournal:
         self._sessions: dict[str, list[StoredEvent]] = {}
         self._snapshots: dict[tuple[str, str], Snapshot] = {}
         self._leases: dict[str, Lease] = {}
+        #: Set when a session may want a driver (a lease released): what ``wait_for_work`` waits on.
+        self._work = threading.Event()
         #: Each session's parent, from its first append (as the SQLite journal's head row keeps it).
         self._parents: dict[str, tuple[str | None, str | None, str | None, int]] = {}
 
@@ -61,6 +70,8 @@ class MemoryJournal:
             stream.extend(stored)
             if expected_version == 0:
                 self._parents[session_id] = parent_columns(events)
+            if WORK_EVENTS.intersection(event.type for event in events):
+                self._work.set()
             if snapshot is not None and stored:
                 projection, data, status = snapshot
                 self._snapshots[session_id, projection] = Snapshot(stored[-1].version, projection, data, status)
@@ -115,25 +126,66 @@ class MemoryJournal:
             return self._snapshots.get((session_id, projection))
 
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
-                      replacing: dict[str, Any] | None = None) -> Lease:
+                      replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
         with self._lock:
+            now = clock.now()
+            expires = now + timedelta(seconds=ttl) if ttl is not None else None
             held = self._leases.get(session_id)
             if held is not None and _same(owner, held.owner):
-                return held  # re-entrant: held since it was first taken
+                lease = self._leases[session_id] = replace(held, expires_at=expires)  # re-entrant: same since
+                return lease
             if held is not None and not _same(held.owner, replacing):
-                raise LeaseHeldError(held)
-            lease = self._leases[session_id] = Lease(session_id, dict(owner), clock.now())
+                raise LeaseHeldError(self._as_read(held, now))
+            lease = self._leases[session_id] = Lease(session_id, dict(owner), now, expires_at=expires)
             return lease
+
+    def renew_lease(self, session_id: str, owner: dict[str, Any], ttl: float) -> bool:
+        with self._lock:
+            held = self._leases.get(session_id)
+            if held is None or not _same(owner, held.owner):
+                return False
+            self._leases[session_id] = replace(held, expires_at=clock.now() + timedelta(seconds=ttl))
+            return True
+
+    def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
+                       exclude: Collection[str] = ()) -> list[Claim]:
+        with self._lock:
+            now = clock.now()
+            claims: list[Claim] = []
+            for stream in sorted(self._sessions.values(), key=lambda s: s[-1].seq):
+                sid = stream[0].session_id
+                held = self._leases.get(sid)
+                if len(claims) >= limit or sid in exclude or any(e.event.type == "session_ended" for e in stream):
+                    continue
+                if held is not None and not self._as_read(held, now).expired:
+                    continue
+                newest = max((snap for (s, _), snap in self._snapshots.items() if s == sid),
+                             key=lambda snap: snap.version, default=None)
+                if newest is not None and newest.version == len(stream) and newest.status in _NEEDS_NOTHING:
+                    continue
+                claims.append(Claim(sid, None if held is None else self._as_read(held, now)))
+                self._leases[sid] = Lease(sid, dict(owner), now, expires_at=now + timedelta(seconds=ttl))
+            self._work.clear()
+            return claims
+
+    def wait_for_work(self, timeout: float) -> bool:
+        return self._work.wait(timeout)
+
+    @staticmethod
+    def _as_read(lease: Lease, now: datetime) -> Lease:
+        return replace(lease, expired=lease.expires_at is not None and lease.expires_at < now)
 
     def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
         with self._lock:
             held = self._leases.get(session_id)
             if held is not None and _same(owner, held.owner):
                 del self._leases[session_id]
+                self._work.set()
 
     def lease(self, session_id: str) -> Lease | None:
         with self._lock:
-            return self._leases.get(session_id)
+            held = self._leases.get(session_id)
+            return None if held is None else self._as_read(held, clock.now())
 
     def check(self) -> list[str]:
         return []

@@ -31,6 +31,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from zagent_core.journal import (
+    WORK_EVENTS,
+    Claim,
     ConcurrencyError,
     JournalError,
     Lease,
@@ -44,7 +46,7 @@ from zagent_core.journal import (
 from zagent_store import clock
 from zagent_store.sqlite import JournalVersionError, _format_time, _json_column, _parse_time
 from zagent_store.views import ARTIFACTS, DECISIONS, INDEXES_3, INDEXES_4, INDEXES_6, NOTES, SESSIONS_7, TASKS_4, \
-    TOOL_CALLS_4, audit_query
+    TOOL_CALLS_4, WANTS_DRIVER, audit_query
 
 if TYPE_CHECKING:
     import psycopg
@@ -132,7 +134,8 @@ def _schema_1(conn: psycopg.Connection[Any]) -> None:
     conn.execute("""CREATE TABLE leases (
         session_id TEXT PRIMARY KEY,
         owner TEXT NOT NULL,
-        since TEXT NOT NULL)""")
+        since TEXT NOT NULL,
+        expires_at TIMESTAMPTZ)""")
     for name, columns in _INDEXES.items():
         conn.execute(f"CREATE INDEX {name} ON events {dialect(columns)}")
     conn.execute("CREATE INDEX events_tool ON events ((data->>'tool'), at) WHERE type = 'tool_call_requested'")
@@ -220,6 +223,8 @@ class PostgresJournal:
         self.read_only = False
         self._psycopg = psycopg
         self._lock = threading.Lock()
+        #: The connection ``wait_for_work`` listens on, made by the first wait.
+        self._listener: psycopg.Connection[Any] | None = None
         try:
             self._conn: psycopg.Connection[Any] = psycopg.connect(
                 url, autocommit=True, connect_timeout=max(1, int(connect_timeout)),
@@ -325,6 +330,8 @@ class PostgresJournal:
                     conn.execute(_INSERT_MANY, columns)
                 if snapshot is not None:
                     conn.execute(_SAVE_SNAPSHOT, (session_id, snapshot[0], version, snapshot[2], snapshot[1]))
+                if WORK_EVENTS.intersection(kinds):  # told at the commit
+                    conn.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, session_id))
         except (_Conflict, self._psycopg.errors.UniqueViolation):
             raise ConcurrencyError(session_id, expected_version, self.head(session_id)) from None
         return [StoredEvent(first + i, session_id, expected_version + i + 1, times[i], event)
@@ -404,31 +411,83 @@ class PostgresJournal:
 
     # -- leases ---------------------------------------------------------------------
 
+    # Expiry is the server's clock, never a host's: the hosts sharing a journal need not agree on the time.
+
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
-                      replacing: dict[str, Any] | None = None) -> Lease:
+                      replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
         wanted = canonical_owner(owner)
+        since = clock.now()
         with self._transaction("take a lease in") as conn:
-            # Serialises the takers of one session (the row may not exist yet to lock).
+            # Serialises the takers of one session (the row may not exist yet to lock); claims take it too.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (session_id,))
-            row = conn.execute("SELECT owner, since FROM leases WHERE session_id = %s", (session_id,)).fetchone()
-            if row is not None and row[0] == wanted:
-                return Lease(session_id, owner, _parse_time(row[1]))
-            if row is not None and (replacing is None or row[0] != canonical_owner(replacing)):
-                raise LeaseHeldError(Lease(session_id, json.loads(row[0]), _parse_time(row[1])))
-            since = clock.now()
-            conn.execute("INSERT INTO leases (session_id, owner, since) VALUES (%s, %s, %s) ON CONFLICT (session_id)"
-                         " DO UPDATE SET owner = excluded.owner, since = excluded.since",
-                         (session_id, wanted, _format_time(since)))
-        return Lease(session_id, owner, since)
+            row = conn.execute(f"SELECT owner, since, {_EXPIRY} FROM leases WHERE session_id = %s",
+                               (session_id,)).fetchone()
+            if row is not None and row[0] != wanted and (replacing is None or row[0] != canonical_owner(replacing)):
+                raise LeaseHeldError(_lease_of(session_id, row))
+            taken = conn.execute(
+                f"INSERT INTO leases (session_id, owner, since, expires_at) VALUES (%s, %s, %s, {_EXPIRES})"
+                " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at,"
+                " since = CASE WHEN leases.owner = excluded.owner THEN leases.since ELSE excluded.since END"
+                f" RETURNING owner, since, {_EXPIRY}", (session_id, wanted, _format_time(since), ttl)).fetchone()
+        assert taken is not None
+        return _lease_of(session_id, taken)
+
+    def renew_lease(self, session_id: str, owner: dict[str, Any], ttl: float) -> bool:
+        with self._transaction("renew a lease in") as conn:
+            renewed = conn.execute(f"UPDATE leases SET expires_at = {_EXPIRES} WHERE session_id = %s AND owner = %s",
+                                   (ttl, session_id, canonical_owner(owner))).rowcount
+        return bool(renewed)
+
+    def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
+                       exclude: Collection[str] = ()) -> list[Claim]:
+        wanted = canonical_owner(owner)
+        with self._transaction("claim sessions in") as conn:
+            # Rows another claimer has locked are skipped, not waited for; the advisory lock
+            # skips a session whose lease a driver (zagent resume) is taking this moment.
+            rows = conn.execute(
+                f"""SELECT h.session_id, l.owner, l.since, {_EXPIRY.replace("expires_at", "l.expires_at")}
+                    FROM heads h LEFT JOIN leases l ON l.session_id = h.session_id
+                    WHERE NOT h.ended AND (l.session_id IS NULL OR l.expires_at < clock_timestamp())
+                      AND {dialect(WANTS_DRIVER)} AND NOT (h.session_id = ANY(%s))
+                      AND pg_try_advisory_xact_lock(hashtext(h.session_id))
+                    ORDER BY h.last_seq LIMIT %s FOR UPDATE OF h SKIP LOCKED""",
+                (list(exclude), limit)).fetchall()
+            claims = []
+            for sid, held, since, expires, expired in rows:
+                taken = conn.execute(
+                    f"INSERT INTO leases (session_id, owner, since, expires_at) VALUES (%s, %s, %s, {_EXPIRES})"
+                    " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, since = excluded.since,"
+                    " expires_at = excluded.expires_at WHERE leases.expires_at < clock_timestamp()"
+                    " RETURNING session_id", (sid, wanted, _format_time(clock.now()), ttl)).fetchone()
+                if taken is not None:
+                    previous = None if held is None else _lease_of(sid, (held, since, expires, expired))
+                    claims.append(Claim(sid, previous))
+        return claims
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """``LISTEN`` on a connection of its own: a release or a wake-up anywhere wakes the worker at once."""
+        try:
+            if self._listener is None:
+                self._listener = self._psycopg.connect(self.url, autocommit=True, application_name="zagent worker")
+                self._listener.execute(f"LISTEN {_CHANNEL}")
+            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                return True
+        except self._psycopg.Error as exc:
+            raise JournalError(f"could not wait for work in the journal {self.location}: {_first_line(exc)}") from None
+        return False
 
     def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
         with self._transaction("release a lease in") as conn:
-            conn.execute("DELETE FROM leases WHERE session_id = %s AND owner = %s", (session_id, canonical_owner(owner)))
+            released = conn.execute("DELETE FROM leases WHERE session_id = %s AND owner = %s",
+                                    (session_id, canonical_owner(owner))).rowcount
+            if released:
+                conn.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, session_id))
 
     def lease(self, session_id: str) -> Lease | None:
         with self._reported("read") as conn:
-            row = conn.execute("SELECT owner, since FROM leases WHERE session_id = %s", (session_id,)).fetchone()
-        return None if row is None else Lease(session_id, json.loads(row[0]), _parse_time(row[1]))
+            row = conn.execute(f"SELECT owner, since, {_EXPIRY} FROM leases WHERE session_id = %s",
+                               (session_id,)).fetchone()
+        return None if row is None else _lease_of(session_id, row)
 
     # -- audit and health -------------------------------------------------------------
 
@@ -491,12 +550,27 @@ class PostgresJournal:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            if self._listener is not None:
+                self._listener.close()
 
     def __enter__(self) -> PostgresJournal:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: The NOTIFY channel of work for workers: a released lease, or a wake-up or message appended.
+_CHANNEL = "zagent_work"
+#: A lease's expiry ``%s`` seconds from now, by the server's clock (NULL seconds: no expiry).
+_EXPIRES = "clock_timestamp() + make_interval(secs => %s)"
+#: A lease's expiry as read, and whether it has passed.
+_EXPIRY = "expires_at, coalesce(expires_at < clock_timestamp(), FALSE)"
+
+
+def _lease_of(session_id: str, row: Sequence[Any]) -> Lease:
+    owner, since, expires_at, expired = row
+    return Lease(session_id, json.loads(owner), _parse_time(since), expires_at=expires_at, expired=bool(expired))
 
 
 class _Conflict(Exception):

@@ -22,13 +22,16 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Collection, Iterator, Sequence
-from datetime import datetime, timezone
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from zagent_core.journal import (
+    Claim,
     ConcurrencyError,
     JournalError,
     Lease,
@@ -41,6 +44,7 @@ from zagent_core.journal import (
 )
 from zagent_store import clock
 from zagent_store.views import (
+    WANTS_DRIVER,
     CALLS_AND_TASKS,
     SESSIONS_7,
     artifacts_view,
@@ -177,10 +181,16 @@ def _session_tree(db: sqlite_utils.Database) -> None:
     db.create_view("sessions", SESSIONS_7, replace=True)
 
 
+def _expiring_leases(db: sqlite_utils.Database) -> None:
+    """Migration 8: leases that expire unless their holder renews them (workers take over a
+    driver that stopped heart-beating). A lease of an older zagent has none: it never expires."""
+    db.execute("ALTER TABLE leases ADD COLUMN expires_at TEXT")
+
+
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views, _lean_hot_path,
                                                               task_outcome_views, artifacts_view, decisions_view,
-                                                              _session_tree]
+                                                              _session_tree, _expiring_leases]
 
 
 #: A ``heads h`` row of a top-level session: no parent, or one this journal does not have (a child
@@ -560,19 +570,59 @@ class SQLiteJournal:
 
     # -- leases ---------------------------------------------------------------------
 
+    @staticmethod
+    def _lease_of(session_id: str, row: tuple[str, str, str | None], now: str) -> Lease:
+        owner, since, expires = row
+        return Lease(session_id, json.loads(owner), _parse_time(since),
+                     expires_at=_parse_time(expires) if expires else None,
+                     expired=expires is not None and expires < now)
+
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
-                      replacing: dict[str, Any] | None = None) -> Lease:
+                      replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
         wanted = canonical_owner(owner)
+        since = clock.now()
+        expires = _format_time(since + timedelta(seconds=ttl)) if ttl is not None else None
         with self._transaction("take a lease in") as conn:
-            row = conn.execute("SELECT owner, since FROM leases WHERE session_id = ?", (session_id,)).fetchone()
+            row = conn.execute("SELECT owner, since, expires_at FROM leases WHERE session_id = ?",
+                               (session_id,)).fetchone()
             if row is not None and row[0] == wanted:
-                return Lease(session_id, owner, _parse_time(row[1]))
+                conn.execute("UPDATE leases SET expires_at = ? WHERE session_id = ?", (expires, session_id))
+                return replace(self._lease_of(session_id, row, _format_time(since)),
+                               expires_at=_parse_time(expires) if expires else None, expired=False)
             if row is not None and (replacing is None or row[0] != canonical_owner(replacing)):
-                raise LeaseHeldError(Lease(session_id, json.loads(row[0]), _parse_time(row[1])))
-            since = clock.now()
-            conn.execute("INSERT OR REPLACE INTO leases (session_id, owner, since) VALUES (?, ?, ?)",
-                         (session_id, wanted, _format_time(since)))
-        return Lease(session_id, owner, since)
+                raise LeaseHeldError(self._lease_of(session_id, row, _format_time(since)))
+            conn.execute("INSERT OR REPLACE INTO leases (session_id, owner, since, expires_at) VALUES (?, ?, ?, ?)",
+                         (session_id, wanted, _format_time(since), expires))
+        return Lease(session_id, owner, since, expires_at=_parse_time(expires) if expires else None)
+
+    def renew_lease(self, session_id: str, owner: dict[str, Any], ttl: float) -> bool:
+        expires = _format_time(clock.now() + timedelta(seconds=ttl))
+        with self._transaction("renew a lease in") as conn:
+            renewed = conn.execute("UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ?",
+                                   (expires, session_id, canonical_owner(owner))).rowcount
+        return bool(renewed)
+
+    def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
+                       exclude: Collection[str] = ()) -> list[Claim]:
+        now = clock.now()
+        stamp, expires = _format_time(now), _format_time(now + timedelta(seconds=ttl))
+        # One write transaction: the file's lock is what keeps two claimers apart here.
+        with self._transaction("claim sessions in") as conn:
+            rows = conn.execute(
+                f"""SELECT h.session_id, l.owner, l.since, l.expires_at FROM heads h
+                    LEFT JOIN leases l ON l.session_id = h.session_id
+                    WHERE NOT h.ended AND (l.session_id IS NULL OR l.expires_at < ?) AND {WANTS_DRIVER}
+                      AND h.session_id NOT IN (SELECT value FROM json_each(?))
+                    ORDER BY h.last_seq LIMIT ?""",
+                (stamp, json.dumps(list(exclude)), limit)).fetchall()
+            conn.executemany("INSERT OR REPLACE INTO leases (session_id, owner, since, expires_at) VALUES (?, ?, ?, ?)",
+                             [(row[0], canonical_owner(owner), stamp, expires) for row in rows])
+        return [Claim(sid, None if held is None else self._lease_of(sid, (held, since, until), stamp))
+                for sid, held, since, until in rows]
+
+    def wait_for_work(self, timeout: float) -> bool:
+        time.sleep(timeout)  # one file on one host: nobody to be told by; the worker polls
+        return False
 
     def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
         with self._transaction("release a lease in") as conn:
@@ -580,8 +630,9 @@ class SQLiteJournal:
 
     def lease(self, session_id: str) -> Lease | None:
         with self._lock, _reported(self.path, "read"):
-            row = self._conn.execute("SELECT owner, since FROM leases WHERE session_id = ?", (session_id,)).fetchone()
-        return None if row is None else Lease(session_id, json.loads(row[0]), _parse_time(row[1]))
+            row = self._conn.execute("SELECT owner, since, expires_at FROM leases WHERE session_id = ?",
+                                     (session_id,)).fetchone()
+        return None if row is None else self._lease_of(session_id, row, _format_time(clock.now()))
 
     def rebuild_heads(self) -> int:
         """Rebuild every session's head row from its events; returns the number of sessions.

@@ -408,3 +408,12 @@ SESSIONS_7 = SESSIONS_3.rstrip().removesuffix("FROM heads h").rstrip() + """,
        h.depth AS depth
 FROM heads h
 """
+
+
+# -- schema 8: workers ----------------------------------------------------------------------
+
+#: A ``heads h`` row of a session that may want a driver: its newest snapshot, if of its last
+#: event, does not say it needs nothing. A driver that stops cleanly snapshots what it leaves,
+#: so an idle session is passed over without reading its events; one cut off is not.
+WANTS_DRIVER = """NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.session_id = h.session_id AND s.version = h.version
+                  AND s.status IN ('idle', 'waiting on user', 'waiting on approval'))"""

@@ -173,3 +173,10 @@ def test_a_released_lease_or_an_appended_wake_up_tells_a_waiting_worker(journal:
     journal.release_lease("s", ME)
     waiter.join(60)
     assert told == [True]
+
+
+def test_a_sub_agent_is_never_claimed_its_parent_drives_it(journal: Journal) -> None:
+    link = ParentLink(session_id="p", call_id="call_1", label="child-1", depth=1)
+    journal.append("p", [started()], 0)
+    journal.append("c", [SessionStarted(origin="spawn", workspace="/w", zagent_version="0", parent=link)], 0)
+    assert [c.session_id for c in journal.claim_sessions(ME, ttl=60, limit=10)] == ["p"]

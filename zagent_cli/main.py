@@ -735,20 +735,48 @@ def _latest_open_session(obj: Context) -> str:
               help="Continue this session instead of starting one.")
 @click.option("-c", "--continue", "continue_latest", is_flag=True,
               help="Continue the most recently active session that has not ended.")
+@click.option("--detach", is_flag=True,
+              help="Journal the message and leave the session to the workers (zagent worker); print its id.")
 @click.pass_obj
-def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None, continue_latest: bool) -> None:
+def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None, continue_latest: bool,
+        detach: bool) -> None:
     """Run the agent on PROMPT (``-``: read it from stdin), headless, printing the conversation
     as it happens.
 
     Stays up while background tasks run (agent.max_background_wait_minutes), waking the
     agent when they end; the session stays resumable. Exit 0 when the agent is idle, 1
-    when a turn was stopped (limit, model error), 130 on Ctrl-C.
+    when a turn was stopped (limit, model error), 130 on Ctrl-C. With --detach, only the
+    message is journaled: a worker answers it.
     """
     if continue_latest:
         if session_id is not None:
             raise click.UsageError("give --session ID or -c (the latest session), not both")
         session_id = _latest_open_session(obj)
-    _drive(obj, model_spec, session_id, _prompt_text(prompt))
+    if detach:
+        _submit(obj, model_spec, session_id, _prompt_text(prompt))
+    else:
+        _drive(obj, model_spec, session_id, _prompt_text(prompt))
+
+
+def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None) -> None:
+    """``run --detach``: the message journaled in a new (or the given) session, left to the workers."""
+    from zagent_core.engine import SessionEndedError, UnknownSessionError
+    from zagent_core.leases import SessionBusyError
+
+    if model_spec is not None:
+        raise click.UsageError("--detach takes no --model: the worker drives the session with the model it "
+                               "journaled, else the worker's --model, else agent.model in config.json")
+    with obj.journal() as journal:
+        engine = obj.engine(journal)
+        try:
+            session = engine.start_session(origin="run") if session_id is None else engine.resume(session_id)
+        except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
+            raise click.UsageError(str(exc)) from None
+        try:
+            session.record_user_message(prompt or "")
+        finally:
+            session.release()
+    say(session.session_id)
 
 
 @cli.command()
@@ -814,6 +842,55 @@ def deny(obj: Context, session_id: str, call_id: str | None, reason: str, model_
     does. Name its CALL_ID when several calls wait. A decision is taken once."""
     _drive(obj, model_spec, session_id, None,
            decision=_Decision("approval", call_id, lambda session: session.deny(call_id, reason=reason)))
+
+
+# -- worker ----------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Sessions driven at once by this worker.")
+@click.option("--model", "model_spec", metavar="SPEC",
+              help="The model for sessions that journaled none (default: config agent.model).")
+@click.option("--poll", "poll_seconds", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
+              help="Seconds between looks for work when the journal cannot tell (SQLite), or for leases expiring.")
+@click.option("--until-idle", is_flag=True, help="Stop when nothing is left to claim and every session is let go.")
+@click.pass_obj
+def worker(obj: Context, concurrency: int, model_spec: str | None, poll_seconds: float, until_idle: bool) -> None:
+    """Drive the sessions that want a driver: wake-ups, messages left with run --detach,
+    turns and tasks a stopped driver left. Runs until Ctrl-C or SIGTERM.
+
+    Any number of workers, on any number of hosts, can share a journal (PostgreSQL; SQLite:
+    one host): each session is driven by one at a time, and the sessions of a worker that
+    died are taken over once their leases expire (journal.lease_seconds).
+    """
+    import os
+    import signal
+    import socket
+
+    from zagent_core.worker import Worker
+
+    with obj.journal() as journal:
+        engine = obj.engine(journal)
+
+        def model_for(state: SessionState) -> tuple[Model | None, str]:
+            try:
+                return _model_for(engine, None if state.model else model_spec, state, None)
+            except click.UsageError as exc:
+                raise ValueError(exc.message) from None
+
+        pool = Worker(engine, model_for, concurrency=concurrency, poll_seconds=poll_seconds,
+                      report=lambda line: say(f"[{line}]", err=True))
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        say(f"[worker pid {os.getpid()} on {socket.gethostname()}: {concurrency} at a time]", err=True)
+        try:
+            stats = pool.run(until_idle=until_idle)
+        except KeyboardInterrupt:
+            pool.stop()
+            say("[stopping: the sessions being driven are let go]", err=True)
+            stats = pool.run()
+    say(f"[worker stopped: {plural(stats.claimed, 'session')} claimed, {stats.taken_over} taken over, "
+        f"{stats.finished} driven to a stop, {len(stats.failed)} left for a person]", err=True)
 
 
 # -- doctor ----------------------------------------------------------------------------

@@ -80,6 +80,7 @@ from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, 
 from zagent_core.notes import STOPPED, read_notes
 from zagent_core.processes import ProcessIdentity, write_json
 from zagent_core.runner import ProcessOutcome, ProcessSpec, run_process
+from zagent_core.status import status_of_state
 from zagent_core.state import (
     ApprovalView,
     CallView,
@@ -91,7 +92,6 @@ from zagent_core.state import (
     fold,
     projection_tag,
     rebuild,
-    status_of,
     to_snapshot,
 )
 from zagent_core.status import open_state, session_status
@@ -481,7 +481,7 @@ class Session:
             self._snapshot_version = self.state.version
             try:
                 self.engine.journal.save_snapshot(self.session_id, self.state.version, projection_tag(),
-                                                  to_snapshot(self.state), status_of(self.state))
+                                                  to_snapshot(self.state), status_of_state(self.state))
             except JournalError:
                 log.warning("snapshot_failed", exc_info=True, session=self.session_id)
 
@@ -1116,7 +1116,9 @@ class Session:
         """After a restart: give every open call a result and every running task an owner."""
         self.settle_unrequested("zagent stopped before it ran")
         if self.state.in_turn:
-            self.end_turn("interrupted")  # the agent continues in a new turn
+            # A turn cut off after the model's final answer is over: asking again would answer twice.
+            # Any other is continued by the agent in a new turn.
+            self.end_turn("idle" if self.state.turn_answered else "interrupted")
         continuing = {call.call_id for call in self.continuing_calls()}
         for call in list(self.state.calls.values()):
             if (call.call_id in self.state.questions or call.call_id in self.state.waiting_approvals

@@ -242,8 +242,8 @@ class Journal(Protocol):
                        exclude: Collection[str] = ()) -> list[Claim]:
         """Take the leases of up to ``limit`` sessions that want a driver, for ``owner``, atomically.
 
-        A session wants one when it has not ended, nobody holds its lease or the lease
-        expired, and its newest snapshot is not of its last event with a status that needs
+        A session wants one when it is no sub-agent (its parent drives those), has not
+        ended, nobody holds its lease or the lease expired, and its newest snapshot is not of its last event with a status that needs
         nothing (``idle``, ``waiting on user``, ``waiting on approval``): a driver that
         stopped cleanly snapshots what it left; anything after that, or a driver that died,
         leaves work. Least recently active first; sessions another claimer is taking at the

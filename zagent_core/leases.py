@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -130,6 +131,8 @@ class Heartbeat:
         self._held: dict[str, dict[str, Any]] = {}
         #: Sessions whose lease was taken over while this process thought it held it.
         self.lost: set[str] = set()
+        #: Since when renewing a session's lease has failed (the journal unreachable, or closed).
+        self._failing: dict[str, float] = {}
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -158,9 +161,12 @@ class Heartbeat:
             for session_id, owner in held.items():
                 try:
                     renewed = self.journal.renew_lease(session_id, owner, self.ttl)
+                    self._failing.pop(session_id, None)
                 except Exception:  # noqa: BLE001 - the journal is away for now: try again next beat
+                    failing = self._failing.setdefault(session_id, time.monotonic())
+                    # Failing for longer than the lease lasts, it has expired: as good as lost.
+                    renewed = time.monotonic() - failing < self.ttl
                     get_logger(__name__).warning("lease_renew_failed", exc_info=True, session=session_id)
-                    continue
                 if not renewed:
                     with self._changed:
                         if self._held.get(session_id) is owner:

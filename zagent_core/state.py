@@ -75,7 +75,7 @@ MAX_ENDED_TASKS = 20
 
 #: Bump when the fold changes what it computes from the same events: snapshots made by
 #: another projection are then ignored (and remade), never trusted.
-PROJECTION_VERSION = 4
+PROJECTION_VERSION = 5
 
 
 class CallView(BaseModel):
@@ -248,6 +248,9 @@ class SessionState(BaseModel):
     turns: int = 0
     #: A turn began and has not ended: the agent was working (or was cut off doing so).
     in_turn: bool = False
+    #: The turn's last model reply asked for no tool, and nothing reached the model since: a
+    #: crash before its ``turn_ended`` cut off nothing the model must be asked again about.
+    turn_answered: bool = False
     #: A user message no turn has taken up yet (the run stopped between the two).
     unanswered_message: bool = False
     last_turn_end: str | None = None
@@ -503,6 +506,7 @@ def _delivered(s: dict[str, Any], event: TurnStarted | NotesDelivered, stored: S
         s["pending_notes"].pop(version, None)
     for wake_id in event.wakes:
         s["pending_wakes"].pop(wake_id, None)
+    s["turn_answered"] = False
     if isinstance(event, TurnStarted):
         s["turns"] += 1
         s["in_turn"] = event.reason != "delivery"
@@ -530,6 +534,7 @@ def _turn_ended(s: dict[str, Any], event: TurnEnded, stored: StoredEvent) -> Non
 @_on(ModelReplied)
 def _model_replied(s: dict[str, Any], event: ModelReplied, stored: StoredEvent) -> None:
     s["model_replies"] += 1
+    s["turn_answered"] = not event.tool_calls
     s["unrequested"].update((call.call_id, call) for call in event.tool_calls)
     s["input_tokens"] += event.input_tokens
     s["output_tokens"] += event.output_tokens

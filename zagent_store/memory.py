@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 #: Statuses of a session a clean stop left that want no driver (see ``claim_sessions``).
-_NEEDS_NOTHING = ("idle", "waiting on user", "waiting on approval")
+_NEEDS_NOTHING = ("idle", "failed", "waiting on user", "waiting on approval")
 
 
 def _same(owner: dict[str, Any], other: dict[str, Any] | None) -> bool:
@@ -155,8 +155,9 @@ class MemoryJournal:
             for stream in sorted(self._sessions.values(), key=lambda s: s[-1].seq):
                 sid = stream[0].session_id
                 held = self._leases.get(sid)
-                if len(claims) >= limit or sid in exclude or any(e.event.type == "session_ended" for e in stream):
-                    continue
+                if (len(claims) >= limit or sid in exclude or self._parents[sid][0] is not None
+                        or any(e.event.type == "session_ended" for e in stream)):
+                    continue  # full, excluded, a sub-agent (its parent drives it) or ended
                 if held is not None and not self._as_read(held, now).expired:
                     continue
                 newest = max((snap for (s, _), snap in self._snapshots.items() if s == sid),

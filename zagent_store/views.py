@@ -413,7 +413,9 @@ FROM heads h
 # -- schema 8: workers ----------------------------------------------------------------------
 
 #: A ``heads h`` row of a session that may want a driver: its newest snapshot, if of its last
-#: event, does not say it needs nothing. A driver that stops cleanly snapshots what it leaves,
-#: so an idle session is passed over without reading its events; one cut off is not.
-WANTS_DRIVER = """NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.session_id = h.session_id AND s.version = h.version
-                  AND s.status IN ('idle', 'waiting on user', 'waiting on approval'))"""
+#: event, does not say it needs nothing (or a person: ``failed``, a turn stopped by an error). A driver that stops cleanly snapshots what it leaves,
+#: so an idle session is passed over without reading its events; one cut off is not. A
+#: sub-agent is its parent's to drive (the parent's resume goes on with it), never a worker's.
+WANTS_DRIVER = """h.parent_session_id IS NULL
+    AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.session_id = h.session_id AND s.version = h.version
+                    AND s.status IN ('idle', 'failed', 'waiting on user', 'waiting on approval'))"""

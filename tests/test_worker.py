@@ -1,0 +1,179 @@
+"""``zagent worker``: a pool of drivers over one journal, on SQLite and on PostgreSQL.
+
+Real worker processes, real background tasks, real SIGKILLs: the sessions left by
+``run --detach`` are driven to a stop once each; a killed worker's sessions are taken
+over when its leases expire, the takeover journaled, and every invariant of the design
+holds on every session after (each call one result, each task one end, each wake-up
+delivered once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PYTHON, python_tool, wait_for
+from crashcheck import check_invariants
+
+from zagent_core import Engine, Home
+from zagent_core.config import Config, JournalConfig
+from zagent_core.journal import Journal
+from zagent_core.leases import holder_alive
+from zagent_core.status import open_state, status_of_state
+
+pytestmark = pytest.mark.stores
+
+#: Short leases, so a killed worker's sessions are taken over within seconds.
+LEASE_SECONDS = 2.0
+
+#: Each session: the model starts a background nap, says it waits, and answers the wake-up.
+SCRIPT = [
+    {"text": "Napping in the background.", "tool_calls": [{"name": "nap", "arguments": {"seconds": 0.3}}]},
+    {"text": "I will say when I am rested."},
+    {"text": "Rested."},
+]
+
+
+def prepare(home: Path, tmp_path: Path, *, nap_seconds: float = 0.3) -> Path:
+    """A home with the ``nap`` background tool and short leases; returns the script's path."""
+    python_tool(home, "nap", "import json, sys, time\ntime.sleep(json.load(sys.stdin)['seconds'])\nprint('rested')",
+                background=True, timeout_seconds=120,
+                parameters={"type": "object", "properties": {"seconds": {"type": "number"}}})
+    (home / "config.json").write_text(json.dumps({"journal": {"lease_seconds": LEASE_SECONDS}}))
+    script = tmp_path / "nap.json"
+    replies = json.loads(json.dumps(SCRIPT))
+    replies[0]["tool_calls"][0]["arguments"]["seconds"] = nap_seconds
+    script.write_text(json.dumps(replies))
+    return script
+
+
+def submit(home: Path, journal: Journal, workspace: Path, count: int) -> list[str]:
+    """``count`` sessions left to the workers, as ``zagent run --detach`` leaves them."""
+    engine = Engine(Home(home), journal, workspace=workspace,
+                    config=Config(journal=JournalConfig(lease_seconds=LEASE_SECONDS)), command="run")
+    ids = []
+    for number in range(count):
+        session = engine.start_session("run")
+        session.record_user_message(f"nap {number}")
+        session.release()
+        ids.append(session.session_id)
+    return ids
+
+
+def worker(home: Path, workspace: Path, script: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
+                             "worker", "--model", f"scripted:{script}", "--poll", "0.2", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(journal: Journal, session_id: str) -> bool:
+    """The session's task ended, its wake-up was delivered, its agent is idle and no live driver
+    holds it (a worker killed after its last snapshot leaves an expired lease: harmless)."""
+    state = open_state(journal, session_id)
+    return status_of_state(state) == "idle" and holder_alive(journal, session_id) is None
+
+
+def check(journal: Journal, ids: list[str]) -> dict[str, Any]:
+    """Every invariant on every session; each session answered exactly as the script says."""
+    totals: dict[str, Any] = {"wakes": 0, "taken_over": []}
+    for session_id in ids:
+        events = list(journal.read(session_id))
+        counts = check_invariants(events)
+        replies = [e.event.text for e in events if e.event.type == "model_replied"]
+        # A turn a kill cut off is not asked again when the wake-up's turn answers both.
+        assert 2 <= len(replies) and replies == [reply["text"] for reply in SCRIPT][:len(replies)], (session_id, replies)
+        # A kill between the call's start and its task's launch leaves no task: the call is interrupted.
+        assert counts["calls"] == 1 and counts["tasks"] == counts["wakes"] <= 1, (session_id, counts)
+        totals["wakes"] += counts["wakes"]
+        totals["taken_over"] += [e.event.taken_over_from for e in events
+                                 if e.event.type == "session_resumed" and e.event.taken_over_from]
+    return totals
+
+
+def test_a_worker_drives_each_detached_session_to_a_stop_once(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    script = prepare(home_dir, tmp_path)
+    ids = submit(home_dir, journal, workspace, 6)
+    pool = worker(home_dir, workspace, script, "--until-idle", "--concurrency", "3")
+    out, err = pool.communicate(timeout=120)
+    assert pool.returncode == 0, err
+    assert sorted(line.split()[1].rstrip(":") for line in err.splitlines() if line.endswith(": claimed]")) == sorted(ids)
+    assert "6 sessions claimed, 0 taken over, 6 driven to a stop, 0 left for a person" in err
+    totals = check(journal, ids)
+    assert totals == {"wakes": 6, "taken_over": []}
+    assert all(journal.lease(sid) is None for sid in ids)
+
+
+def test_two_workers_share_the_sessions_and_never_drive_one_twice(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    script = prepare(home_dir, tmp_path)
+    ids = submit(home_dir, journal, workspace, 10)
+    pools = [worker(home_dir, workspace, script, "--until-idle", "--concurrency", "3") for _ in range(2)]
+    claimed: list[str] = []
+    for pool in pools:
+        out, err = pool.communicate(timeout=120)
+        assert pool.returncode == 0, err
+        assert "left for a person" not in err.replace("0 left for a person", "")
+        claimed += [line.split()[1].rstrip(":") for line in err.splitlines() if line.endswith(": claimed]")]
+    assert sorted(claimed) == sorted(ids)  # each session claimed once, by one of the two
+    check(journal, ids)
+
+
+def test_a_killed_workers_sessions_are_taken_over_when_its_leases_expire(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    script = prepare(home_dir, tmp_path, nap_seconds=1.0)
+    ids = submit(home_dir, journal, workspace, 4)
+    first = worker(home_dir, workspace, script, "--concurrency", "4")
+    try:
+        # Killed while every session's nap runs: its turn over, its wake-up still to come.
+        wait_for(lambda: all(any(e.event.type == "task_started" for e in journal.read(sid)) for sid in ids),
+                 "the first worker to start every session's task", 60)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    assert all(journal.lease(sid) is not None for sid in ids)  # left behind, to expire
+    second = worker(home_dir, workspace, script, "--concurrency", "4")
+    try:
+        wait_for(lambda: all(finished(journal, sid) for sid in ids), "the second worker to finish every session", 90)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    totals = check(journal, ids)
+    assert [owner["pid"] for owner in totals["taken_over"]] == [first.pid] * len(ids)
+    assert err.count(f"whose lease expired]") == len(ids) and "4 taken over" in err
+
+
+@pytest.mark.long
+def test_four_workers_and_random_sigkills_answer_every_wake_up_once(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    script = prepare(home_dir, tmp_path, nap_seconds=0.2)
+    ids = submit(home_dir, journal, workspace, 200)
+    rng = random.Random(int(os.environ.get("ZAGENT_SEED", "14")))
+    pools = [worker(home_dir, workspace, script, "--concurrency", "8") for _ in range(4)]
+    killed: list[int] = []
+    try:
+        for _ in range(6):
+            target = len([sid for sid in ids if finished(journal, sid)]) + rng.randint(10, 25)
+            wait_for(lambda: len([sid for sid in ids if finished(journal, sid)]) >= min(target, len(ids)),
+                     "the workers to get on", 120)
+            victim = rng.randrange(len(pools))
+            pools[victim].send_signal(signal.SIGKILL)
+            pools[victim].communicate(timeout=30)
+            killed.append(pools[victim].pid)
+            pools[victim] = worker(home_dir, workspace, script, "--concurrency", "8")
+        wait_for(lambda: all(finished(journal, sid) for sid in ids), "every session to be finished", 300)
+    finally:
+        for pool in pools:
+            pool.send_signal(signal.SIGTERM)
+        for pool in pools:
+            pool.communicate(timeout=60)
+    totals = check(journal, ids)
+    assert totals["wakes"] >= len(ids) - 8 * len(killed)  # a kill before a task began loses that task (8 at a time)
+    assert {owner["pid"] for owner in totals["taken_over"]} <= set(killed)

@@ -24,7 +24,7 @@ from zagent_core.events import ToolCallFinished
 from zagent_core.journal import Journal
 from zagent_core.models import load_model
 from zagent_store import SQLiteJournal, open_journal
-from zagent_store.copy import CopyError, CopyMismatchError, TargetHasSessionsError, copy_journal, verify
+from zagent_store.copy import CopyMismatchError, CopyRefusedError, TargetHasSessionsError, copy_journal, verify
 
 
 def reply(text: str = "", *calls: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +125,8 @@ def test_a_target_that_holds_one_of_the_sessions_is_refused_before_anything_is_w
 
 
 def test_a_journal_is_not_copied_into_itself(source: SQLiteJournal, home_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(CopyRefusedError, match="is both the source and the target"):
+        copy_journal(source, source)
     (tmp_path / "again").mkdir()
     for target in (str(source.path), f"sqlite:///{source.path}", str(tmp_path / "again" / ".." / "source.db")):
         result = zagent(home_dir, "journal", "copy", str(source.path), target)
@@ -240,3 +242,15 @@ def test_a_target_that_cannot_be_reached_is_an_error_that_says_which(source: SQL
     result = zagent(home_dir, "journal", "copy", str(source.path), unreachable)
     assert result.exit_code == 1
     assert "DST: cannot open the journal" in result.output and "no_such_database" in result.output
+
+
+def test_a_session_driven_while_it_is_copied_is_named_with_the_version_copied(source: SQLiteJournal,
+                                                                              tmp_path: Path) -> None:
+    from zagent_core.leases import this_process
+
+    driven = source.sessions()[-1]
+    source.acquire_lease(driven.session_id, this_process("test"))  # this live process drives it
+    with SQLiteJournal(tmp_path / "target.db") as target:
+        report = copy_journal(source, target)
+        assert report.driven == {driven.session_id: driven.events}
+        assert target.lease(driven.session_id) is None  # leases stay with the source's processes

@@ -1152,7 +1152,7 @@ def journal_copy(source: str, target: str, as_json: bool) -> None:
     Sessions keep their ids, versions and times. DST must not hold any of SRC's sessions
     (nothing is written then); a DST file that does not exist is made.
     """
-    from zagent_store.copy import CopyError, CopyMismatchError, CopyProgress, copy_journal
+    from zagent_store.copy import CopyProgress, CopyRefusedError, copy_journal
 
     progress: Callable[[CopyProgress], None] | None = None
     if not as_json and sys.stderr.isatty():
@@ -1163,9 +1163,7 @@ def journal_copy(source: str, target: str, as_json: bool) -> None:
     with _open_for_copy(source, "SRC", read_only=True) as src, _open_for_copy(target, "DST", read_only=False) as dst:
         try:
             report = copy_journal(src, dst, progress=progress)
-        except CopyMismatchError:
-            raise  # a JournalError: an error (exit 1) that names the sessions
-        except CopyError as exc:
+        except CopyRefusedError as exc:  # other CopyErrors are JournalErrors: exit 1, as a failed check
             raise click.UsageError(str(exc)) from None
         finally:
             if progress is not None:

@@ -58,7 +58,11 @@ class CopyError(JournalError):
     """The copy was refused, or the target does not hold what was copied."""
 
 
-class TargetHasSessionsError(CopyError):
+class CopyRefusedError(CopyError):
+    """The copy was refused before anything was written: the target is the source, or holds its sessions."""
+
+
+class TargetHasSessionsError(CopyRefusedError):
     """The target already holds some of the source's sessions: nothing was written."""
 
     def __init__(self, message: str, sessions: list[str]) -> None:
@@ -135,7 +139,8 @@ class CopyReport:
     verify_seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"copy_seconds": round(self.copy_seconds, 3),
+                               "verify_seconds": round(self.verify_seconds, 3)}
 
 
 def _canonical(value: Any) -> str:
@@ -307,12 +312,13 @@ def copy_journal(source: Journal, target: Journal, *, progress: Callable[[CopyPr
                  batch: int = BATCH) -> CopyReport:
     """Copy every session of ``source`` into ``target``, then check the target event by event.
 
-    Raises :class:`CopyError` (nothing written) when ``target`` is ``source`` or holds any
-    of its sessions, and :class:`CopyMismatchError` when the check finds a session that
-    differs (naming it). ``progress`` is called after each append.
+    Raises :class:`CopyRefusedError` (nothing written) when ``target`` is ``source`` or
+    holds any of its sessions, :class:`CopyMismatchError` when the check finds a session
+    that differs (naming it), and :class:`CopyError` when another process writes one of
+    the sessions into ``target`` while it is copied. ``progress`` is called after each append.
     """
     if same_journal(source, target):
-        raise CopyError(f"{location_of(source)} is both the source and the target: name another journal to copy to")
+        raise CopyRefusedError(f"{location_of(source)} is both the source and the target: name another journal to copy to")
     started = time.monotonic()
     summaries = _ordered(source.sessions())
     ids = [summary.session_id for summary in summaries]

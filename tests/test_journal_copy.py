@@ -20,7 +20,7 @@ from zagent_cli.main import cli
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.events import ToolCallFinished
+from zagent_core.events import ToolCallFinished, UserMessage
 from zagent_core.journal import Journal
 from zagent_core.models import load_model
 from zagent_store import SQLiteJournal, open_journal
@@ -164,7 +164,7 @@ def test_the_check_names_a_session_the_target_does_not_hold_as_it_was(source: SQ
             copy_journal(source, _Lossy(target))  # type: ignore[arg-type]
         differing = {line.split(":")[0] for line in caught.value.differences}
         assert differing <= {f"session {s.session_id}" for s in source.sessions()} and differing
-        assert "not the same ones (another type, time or body)" in str(caught.value)
+        assert "events on both sides, but version 1 differs (its time: " in str(caught.value)
 
 
 def test_verify_finds_a_changed_event_and_a_missing_one(source: SQLiteJournal, tmp_path: Path) -> None:
@@ -181,15 +181,13 @@ def test_verify_finds_a_changed_event_and_a_missing_one(source: SQLiteJournal, t
                 stored = stored[:-1]
             events = [e.event for e in stored]
             if summary.session_id == changed_id:
-                last = next(i for i, e in enumerate(events) if isinstance(e, ToolCallFinished) or e.type == "user_message")
-                events[last] = events[last].model_copy(update={"text": "something else"}) \
-                    if events[last].type == "user_message" else events[last].model_copy(update={"output": "else"})
+                said = next(i for i, e in enumerate(events) if isinstance(e, UserMessage))
+                events[said] = events[said].model_copy(update={"text": "something else"})
             changed.append(summary.session_id, events, 0, at=[e.at for e in stored])
         with pytest.raises(CopyMismatchError) as caught:
             verify(source, changed)
     assert sorted(caught.value.differences) == sorted([
-        f"session {changed_id}: {sessions[0].events} events on both sides, but not the same ones "
-        "(another type, time or body)",
+        f"session {changed_id}: {sessions[0].events} events on both sides, but version {said + 1} differs (its body)",
         f"session {short_id}: {sessions[1].events} events in {source.path}, {sessions[1].events - 1} in "
         f"{tmp_path / 'changed.db'}"])
 

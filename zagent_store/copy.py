@@ -6,10 +6,13 @@ journals ``open_journal`` opens can be the source and the target.
 - **Order.** Sessions are copied one after another, the least recently active first
   (``sessions()`` reversed), each in version order. The target's global order then lists
   the sessions in the source's order of last activity, which is what ``sessions list``,
-  ``sessions show`` without an id and the most recent session of ``run --continue`` go by:
-  the copy answers them as the source does. (Copying by first activity would make the
-  last session started look the most recently active.) Events of different sessions are
-  not interleaved as in the source; a session's own order, versions and times are kept.
+  ``sessions show`` without an id, ``run --continue`` and ``resume --last`` go by: the
+  copy answers them as the source does. (Copying by first activity would make the last
+  session started look the most recently active.) Events of different sessions are not
+  interleaved as in the source, so global positions (``seq``) are renumbered; a session's
+  own order, versions and times are kept. Interleaving them as the source does would mean
+  holding every session's events at once (``read`` gives a whole session), the whole
+  journal in memory; one session at a time holds one.
 - **Batches.** One append per :data:`BATCH` events at the version the last one left, so
   versions are the source's and a copy of a large session is not one huge transaction.
   The first batch reaches at least to a ``session_forked``: the target, like the source,
@@ -349,7 +352,8 @@ def copy_journal(source: Journal, target: Journal, *, progress: Callable[[CopyPr
         if progress is not None:
             progress(CopyProgress(session_id, number, len(ids), done, total))
     copied_at = time.monotonic()
-    check = compare(digests, journal_digests(target, ids), source=location_of(source), target=location_of(target))
+    check = compare(digests, journal_digests(target, ids), source=location_of(source), target=location_of(target),
+                    explain=_explainer(source, target))
     return CopyReport(
         source=location_of(source), target=location_of(target), sessions=len(digests),
         events=sum(d.events for d in digests), snapshots=snapshots, digest=check.digest,
@@ -371,12 +375,12 @@ def journal_digests(journal: Journal, session_ids: Collection[str] | None = None
 
 
 def compare(expected: Iterable[SessionDigest], actual: Iterable[SessionDigest], *, source: str = "the source",
-            target: str = "the target") -> Verification:
+            target: str = "the target", explain: Callable[[str], str] | None = None) -> Verification:
     """Check that each session of ``expected`` has the same count and hash in ``actual``.
 
     Raises :class:`CopyMismatchError` naming the sessions that differ (missing, another
-    count, other events); a session that differs only by U+0000 in one being U+FFFD in the
-    other is listed in ``nul_replaced``.
+    count, other events: ``explain(session_id)`` says which, when given); a session that
+    differs only by U+0000 in one being U+FFFD in the other is listed in ``nul_replaced``.
     """
     found = {d.session_id: d for d in actual}
     differences: list[str] = []
@@ -390,8 +394,8 @@ def compare(expected: Iterable[SessionDigest], actual: Iterable[SessionDigest], 
             differences.append(f"session {want.session_id}: {want.events} events in {source}, {have.events} in {target}")
         elif have.digest != want.digest:
             if have.digest_without_nul != want.digest_without_nul:
-                differences.append(f"session {want.session_id}: {want.events} events on both sides, but not the same "
-                                   "ones (another type, time or body)")
+                detail = explain(want.session_id) if explain is not None else "not the same ones"
+                differences.append(f"session {want.session_id}: {want.events} events on both sides, but {detail}")
             else:
                 nul_replaced.append(want.session_id)
         if have is not None:
@@ -410,4 +414,20 @@ def verify(source: Journal, target: Journal, session_ids: Collection[str] | None
     if session_ids is None:
         session_ids = [summary.session_id for summary in source.sessions()]
     return compare(journal_digests(source, session_ids), journal_digests(target, session_ids),
-                   source=location_of(source), target=location_of(target))
+                   source=location_of(source), target=location_of(target), explain=_explainer(source, target))
+
+
+def _explainer(source: Journal, target: Journal) -> Callable[[str], str]:
+    """Says which event of a session differs first between two journals (read again: differences are rare)."""
+    def explain(session_id: str) -> str:
+        for ours, theirs in zip(source.read(session_id), target.read(session_id)):
+            if set(event_lines(ours)).isdisjoint(event_lines(theirs)):
+                if ours.event.type != theirs.event.type:
+                    what = f"its type: {ours.event.type} in one, {theirs.event.type} in the other"
+                elif clock.stored_time(ours.at) != clock.stored_time(theirs.at):
+                    what = f"its time: {ours.at.isoformat()} in one, {theirs.at.isoformat()} in the other"
+                else:
+                    what = "its body"
+                return f"version {ours.version} differs ({what})"
+        return "not the same events"
+    return explain

@@ -252,3 +252,15 @@ def test_a_session_driven_while_it_is_copied_is_named_with_the_version_copied(so
         report = copy_journal(source, target)
         assert report.driven == {driven.session_id: driven.events}
         assert target.lease(driven.session_id) is None  # leases stay with the source's processes
+
+
+def test_on_a_terminal_a_progress_line_is_shown_while_it_copies(source: SQLiteJournal, home_dir: Path,
+                                                                tmp_path: Path) -> None:
+    import sys
+
+    from conftest import run_on_terminal
+
+    zagent_bin = str(Path(sys.executable).parent / "zagent")
+    shown = run_on_terminal([zagent_bin, "--home", str(home_dir), "journal", "copy", str(source.path),
+                             str(tmp_path / "target.db")], tmp_path, b"").decode()
+    assert "\rcopying: 4/4 sessions" in shown and "copied 4 sessions" in shown

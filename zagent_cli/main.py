@@ -1156,9 +1156,16 @@ def journal_copy(source: str, target: str, as_json: bool) -> None:
 
     progress: Callable[[CopyProgress], None] | None = None
     if not as_json and sys.stderr.isatty():
+        import time
+
+        shown = [0.0]
+
         def progress(step: CopyProgress) -> None:
-            click.echo(f"\rcopying: {step.sessions_done}/{step.sessions} sessions, "
-                       f"{step.events_done}/{step.events} events", err=True, nl=False)
+            # A journal of many small sessions reports thousands of steps a second: a few are shown.
+            if time.monotonic() - shown[0] >= 0.2 or step.sessions_done == step.sessions:
+                shown[0] = time.monotonic()
+                click.echo(f"\rcopying: {step.sessions_done}/{step.sessions} sessions, "
+                           f"{step.events_done}/{step.events} events", err=True, nl=False)
 
     with _open_for_copy(source, "SRC", read_only=True) as src, _open_for_copy(target, "DST", read_only=False) as dst:
         try:

@@ -264,3 +264,13 @@ def test_on_a_terminal_a_progress_line_is_shown_while_it_copies(source: SQLiteJo
     shown = run_on_terminal([zagent_bin, "--home", str(home_dir), "journal", "copy", str(source.path),
                              str(tmp_path / "target.db")], tmp_path, b"").decode()
     assert "\rcopying: 4/4 sessions" in shown and "copied 4 sessions" in shown
+
+
+def test_a_postgresql_database_is_not_copied_into_itself_under_another_spelling(home_dir: Path,
+                                                                                postgres_url: str) -> None:
+    with open_journal(postgres_url):
+        pass  # made: an empty journal, so only the check of the locations can refuse
+    other = postgres_url.replace("postgresql://", "postgres://").replace("127.0.0.1", "localhost") + "?sslmode=disable"
+    result = zagent(home_dir, "journal", "copy", postgres_url, other)
+    assert result.exit_code == 2, result.output
+    assert "is both the source and the target" in result.output

@@ -1094,7 +1094,7 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
 
 @cli.group("journal")
 def journal_group() -> None:
-    """The journal file itself."""
+    """The journal itself: recover a damaged file, copy a journal to another store."""
 
 
 @journal_group.command("recover")

@@ -321,7 +321,8 @@ def copy_journal(source: Journal, target: Journal, *, progress: Callable[[CopyPr
     the sessions into ``target`` while it is copied. ``progress`` is called after each append.
     """
     if same_journal(source, target):
-        raise CopyRefusedError(f"{location_of(source)} is both the source and the target: name another journal to copy to")
+        raise CopyRefusedError(f"{location_of(source)} is both the source and the target: "
+                               "name another journal to copy to")
     started = time.monotonic()
     summaries = _ordered(source.sessions())
     ids = [summary.session_id for summary in summaries]
@@ -391,7 +392,8 @@ def compare(expected: Iterable[SessionDigest], actual: Iterable[SessionDigest], 
         if have is None or have.events == 0:
             differences.append(f"session {want.session_id}: {want.events} events in {source}, none in {target}")
         elif have.events != want.events:
-            differences.append(f"session {want.session_id}: {want.events} events in {source}, {have.events} in {target}")
+            differences.append(f"session {want.session_id}: {want.events} events in {source}, "
+                               f"{have.events} in {target}")
         elif have.digest != want.digest:
             if have.digest_without_nul != want.digest_without_nul:
                 detail = explain(want.session_id) if explain is not None else "not the same ones"

@@ -76,6 +76,7 @@ def answers(home: Path, url: str) -> dict[str, Any]:
     listed = zagent(home, "--journal", url, "sessions", "list", "--all", "--json", "--limit", "0")
     assert audit.exit_code == 0 and listed.exit_code == 0, audit.output + listed.output
     calls = json.loads(audit.output)["calls"]
+    # audit orders by time: calls of the same millisecond come in each store's own order.
     return {"calls": sorted(calls, key=lambda row: (row["session_id"], row["call_id"])),
             "sessions": json.loads(listed.output)["sessions"]}
 

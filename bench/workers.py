@@ -33,39 +33,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from test_worker import prepare, submit  # noqa: E402
+
 from zagent_core import Engine, Home  # noqa: E402
 from zagent_core.agent import Agent  # noqa: E402
-from zagent_core.config import Config, JournalConfig  # noqa: E402
 from zagent_core.models import load_model  # noqa: E402
 from zagent_store import open_journal  # noqa: E402
 
 PYTHON = sys.executable
 
 
-def make_home(root: Path, lease_seconds: float) -> tuple[Path, Path]:
-    """A home with a background ``nap`` tool; returns it and the folder for scripts."""
+def make_home(root: Path, lease_seconds: float, nap_seconds: float = 0.3) -> tuple[Path, Path]:
+    """The tests' home (a background ``nap`` tool, its script in ``root``) with this lease time."""
     home = root / "home"
-    tool = home / "tools" / "nap"
-    tool.mkdir(parents=True)
-    (tool / "main.py").write_text("import json, sys, time\ntime.sleep(json.load(sys.stdin)['seconds'])\n")
-    (tool / "nap.json").write_text(json.dumps({
-        "name": "nap", "description": "sleep", "command": [PYTHON, "main.py"], "background": True,
-        "timeout_seconds": 600, "parameters": {"type": "object", "properties": {"seconds": {"type": "number"}}}}))
+    (home / "tools").mkdir(parents=True)
+    script = prepare(home, root, nap_seconds=nap_seconds)
     (home / "config.json").write_text(json.dumps({"journal": {"lease_seconds": lease_seconds}}))
-    return home, root
+    return home, script
 
 
-def submit(home: Path, url: str, count: int, lease_seconds: float) -> list[str]:
+def submitted(home: Path, url: str, count: int) -> list[str]:
     with open_journal(url) as journal:
-        engine = Engine(Home(home), journal, workspace=home,
-                        config=Config(journal=JournalConfig(lease_seconds=lease_seconds)), command="run")
-        ids = []
-        for number in range(count):
-            session = engine.start_session("run")
-            session.record_user_message(f"task {number}")
-            session.release()
-            ids.append(session.session_id)
-    return ids
+        return submit(home, journal, home, count)
 
 
 def worker(home: Path, url: str, spec: str, *args: str) -> subprocess.Popen[bytes]:
@@ -75,19 +64,19 @@ def worker(home: Path, url: str, spec: str, *args: str) -> subprocess.Popen[byte
 
 
 def throughput(root: Path, url: str, sessions: int) -> dict[str, float]:
-    home, folder = make_home(root, 30)
-    script = folder / "one.json"
+    home, _ = make_home(root, 30)
+    script = root / "one.json"
     script.write_text(json.dumps([{"text": "done"}]))
     spec = f"scripted:{script}"
     figures = {}
     for label, processes in (("1 worker", 1), ("4 workers", 4)):
-        submit(home, url, sessions, 30)
+        submitted(home, url, sessions)
         started = time.perf_counter()
         pools = [worker(home, url, spec, "--until-idle", "--concurrency", "4") for _ in range(processes)]
         for pool in pools:
             assert pool.wait(timeout=600) == 0
         figures[label] = sessions / (time.perf_counter() - started)
-    ids = submit(home, url, sessions, 30)
+    ids = submitted(home, url, sessions)
     started = time.perf_counter()
     with open_journal(url) as journal:
         engine = Engine(Home(home), journal, workspace=home, command="bench")
@@ -101,12 +90,9 @@ def throughput(root: Path, url: str, sessions: int) -> dict[str, float]:
 
 def takeover(root: Path, url: str) -> list[float]:
     """Seconds from the SIGKILL to each of the killed worker's sessions resumed by another."""
-    home, folder = make_home(root, 1.0)
-    script = folder / "nap.json"
-    script.write_text(json.dumps([{"tool_calls": [{"name": "nap", "arguments": {"seconds": 60}}]},
-                                  {"text": "napping"}, {"text": "rested"}]))
+    home, script = make_home(root, 1.0, nap_seconds=60)
     spec = f"scripted:{script}"
-    ids = submit(home, url, 16, 1.0)
+    ids = submitted(home, url, 16)
     pools = [worker(home, url, spec, "--concurrency", "4") for _ in range(4)]
     try:
         with open_journal(url) as journal:
@@ -133,7 +119,7 @@ def takeover(root: Path, url: str) -> list[float]:
             with contextlib.suppress(ProcessLookupError):
                 pool.send_signal(signal.SIGKILL)
             pool.wait()
-        subprocess.run(["pkill", "-f", str(home / "tools" / "nap")], check=False)
+        subprocess.run(["pkill", "-f", str(home / "tools" / "nap")], check=False)  # the naps outlive their workers
 
 
 @contextlib.contextmanager

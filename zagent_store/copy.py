@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from zagent_core.journal import ConcurrencyError, Journal, JournalError, StoredEvent
 from zagent_store import clock
+from zagent_store.postgres import without_nul
 
 if TYPE_CHECKING:
     from zagent_core.journal import SessionSummary
@@ -150,16 +151,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def _without_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_without_nul(item) for item in value]
-    return value
-
-
 def event_lines(stored: StoredEvent) -> tuple[bytes, bytes]:
     """The line an event adds to its session's hash, and the line it would add with U+0000 as U+FFFD.
 
@@ -172,7 +163,7 @@ def event_lines(stored: StoredEvent) -> tuple[bytes, bytes]:
     line = f"{stored.version}\t{stored.event.type}\t{at}\t{text}\n".encode()
     if _NUL not in text:  # rare: only then is the body walked again (an escaped backslash may be all it is)
         return line, line
-    return line, f"{stored.version}\t{stored.event.type}\t{at}\t{_canonical(_without_nul(body))}\n".encode()
+    return line, f"{stored.version}\t{stored.event.type}\t{at}\t{_canonical(without_nul(body))}\n".encode()
 
 
 class _Hasher:
@@ -185,9 +176,9 @@ class _Hasher:
         self._without_nul = hashlib.sha256()
 
     def add(self, stored: StoredEvent) -> None:
-        exact, without_nul = event_lines(stored)
+        exact, lenient = event_lines(stored)
         self._exact.update(exact)
-        self._without_nul.update(without_nul)
+        self._without_nul.update(lenient)
         self.count += 1
 
     def result(self) -> SessionDigest:

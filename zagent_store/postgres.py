@@ -44,7 +44,7 @@ from zagent_core.journal import (
     parent_columns,
 )
 from zagent_store import clock
-from zagent_store.sqlite import JournalVersionError, _format_time, _json_column, _parse_time
+from zagent_store.sqlite import JournalVersionError, _format_time, _json_column, _parse_time, stored_events
 from zagent_store.views import ARTIFACTS, DECISIONS, INDEXES_3, INDEXES_4, INDEXES_6, NOTES, SESSIONS_7, TASKS_4, \
     TOOL_CALLS_4, WANTS_DRIVER, audit_query
 
@@ -180,13 +180,14 @@ _TOP_LEVEL = ("(h.parent_session_id IS NULL"
 _NUL = "\\u0000"
 
 
-def _without_nul(value: Any) -> Any:
+def without_nul(value: Any) -> Any:
+    """``value`` (JSON data) as PostgreSQL can keep it: U+0000 in any string as U+FFFD."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
-        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+        return {without_nul(key): without_nul(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_without_nul(item) for item in value]
+        return [without_nul(item) for item in value]
     return value
 
 
@@ -196,7 +197,7 @@ def _body(event: Event) -> str:
 
     text = dump_event(event)
     if _NUL in text:  # rare: only then is the body parsed again (an escaped backslash may be all it is)
-        text = json.dumps(_without_nul(json.loads(text)), ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(without_nul(json.loads(text)), ensure_ascii=False, separators=(",", ":"))
     return text
 
 
@@ -342,21 +343,6 @@ class PostgresJournal:
             row = conn.execute("SELECT max(version) FROM events WHERE session_id = %s", (session_id,)).fetchone()
         return int(row[0] or 0) if row else 0
 
-    @staticmethod
-    def _stored(session_id: str, rows: list[tuple[Any, ...]]) -> Iterator[StoredEvent]:
-        from zagent_core.events import EventSchemaError, load_event_json
-
-        times: dict[str, datetime] = {}
-        for seq, version, type_, at, data in rows:
-            try:
-                event = load_event_json(type_, data)
-            except EventSchemaError as exc:
-                raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
-            when = times.get(at)
-            if when is None:
-                when = times[at] = _parse_time(at)
-            yield StoredEvent(seq, session_id, version, when, event)
-
     def read(self, session_id: str, after_version: int = 0, *,
              types: Collection[str] | None = None) -> Iterator[StoredEvent]:
         sql, params = _READ + " AND version > %s", [session_id, after_version]
@@ -365,12 +351,12 @@ class PostgresJournal:
             params.append(list(types))
         with self._reported("read") as conn:
             rows = conn.execute(sql + " ORDER BY version", params).fetchall()
-        return self._stored(session_id, rows)
+        return stored_events(session_id, rows)
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
         with self._reported("read") as conn:
             rows = conn.execute(_READ + " ORDER BY version DESC LIMIT %s", (session_id, max(count, 0))).fetchall()
-        return list(self._stored(session_id, rows[::-1]))
+        return list(stored_events(session_id, rows[::-1]))
 
     def has_call(self, session_id: str, call_id: str) -> bool:
         with self._reported("read") as conn:

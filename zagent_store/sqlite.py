@@ -226,6 +226,23 @@ def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]]) -> Iterator[StoredEvent]:
+    """``(seq, version, type, at, data)`` rows of a session as :class:`StoredEvent` s, parsed lazily
+    (what both stores read; a body that does not load is named by its seq and version)."""
+    from zagent_core.events import EventSchemaError, load_event_json
+
+    times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
+    for seq, version, type_, at, data in rows:
+        try:
+            event = load_event_json(type_, data)
+        except EventSchemaError as exc:
+            raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
+        when = times.get(at)
+        if when is None:
+            when = times[at] = _parse_time(at)
+        yield StoredEvent(seq, session_id, version, when, event)
+
+
 _DAMAGED = "run `zagent journal recover {path} NEW_FILE` to copy what can be read into a new journal"
 _DAMAGE_SIGNS = ("malformed", "not a database", "corrupt", "decode", "codec")
 
@@ -492,21 +509,6 @@ class SQLiteJournal:
         with self._lock, _reported(self.path, "read"):
             return self._version(self._conn, session_id)
 
-    @staticmethod
-    def _stored(session_id: str, rows: list[tuple[int, int, str, str, str]]) -> Iterator[StoredEvent]:
-        from zagent_core.events import EventSchemaError, load_event_json
-
-        times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
-        for seq, version, type_, at, data in rows:
-            try:
-                event = load_event_json(type_, data)
-            except EventSchemaError as exc:
-                raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
-            when = times.get(at)
-            if when is None:
-                when = times[at] = _parse_time(at)
-            yield StoredEvent(seq, session_id, version, when, event)
-
     def read(self, session_id: str, after_version: int = 0, *,
              types: Collection[str] | None = None) -> Iterator[StoredEvent]:
         sql, params = _READ + " AND version > ?", [session_id, after_version]
@@ -515,12 +517,12 @@ class SQLiteJournal:
             params += list(types)
         with self._lock, _reported(self.path, "read"):
             rows = self._conn.execute(sql + " ORDER BY version", params).fetchall()
-        return self._stored(session_id, rows)
+        return stored_events(session_id, rows)
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
         with self._lock, _reported(self.path, "read"):
             rows = self._conn.execute(_READ + " ORDER BY version DESC LIMIT ?", (session_id, max(count, 0))).fetchall()
-        return list(self._stored(session_id, rows[::-1]))
+        return list(stored_events(session_id, rows[::-1]))
 
     def has_call(self, session_id: str, call_id: str) -> bool:
         with self._lock, _reported(self.path, "read"):

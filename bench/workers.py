@@ -6,7 +6,8 @@ worker's SIGKILL to its sessions running again, on SQLite and on PostgreSQL.
   each), from their start to their exit. Baseline in the same run: the same sessions
   driven one after the other in one process by ``Engine.resume`` + ``Agent.run`` (what a
   worker does for each, without claims, processes or threads).
-- ``takeover``: 4 workers hold 16 sessions whose background tasks run; one worker is
+- ``takeover``: 4 workers (4 at a time each) hold 8 sessions whose background tasks run, so the other workers
+  have room for a killed one's sessions; one worker is
   SIGKILLed; the time until each of its sessions is resumed by another (the journal's
   ``session_resumed.taken_over_from``), with ``journal.lease_seconds`` 1 and ``--poll``
   0.2: the floor is the lease's expiry.
@@ -92,7 +93,7 @@ def takeover(root: Path, url: str) -> list[float]:
     """Seconds from the SIGKILL to each of the killed worker's sessions resumed by another."""
     home, script = make_home(root, 1.0, nap_seconds=60)
     spec = f"scripted:{script}"
-    ids = submitted(home, url, 16)
+    ids = submitted(home, url, 8)
     pools = [worker(home, url, spec, "--concurrency", "4") for _ in range(4)]
     try:
         with open_journal(url) as journal:
@@ -100,8 +101,9 @@ def takeover(root: Path, url: str) -> list[float]:
             while not all(any(e.event.type == "task_started" for e in journal.read(sid)) for sid in ids):
                 assert time.monotonic() < deadline, "the workers did not start every task"
                 time.sleep(0.05)
-            victim = pools[0]
-            held = [sid for sid in ids if (lease := journal.lease(sid)) and lease.owner["pid"] == victim.pid]
+            holders = {sid: lease.owner["pid"] for sid in ids if (lease := journal.lease(sid))}
+            victim = max(pools, key=lambda pool: list(holders.values()).count(pool.pid))
+            held = [sid for sid, pid in holders.items() if pid == victim.pid]
             killed_at = time.monotonic()
             victim.send_signal(signal.SIGKILL)
             victim.wait()

@@ -132,14 +132,16 @@ def test_a_lease_taken_for_a_time_expires_unless_renewed_and_only_its_holder_ren
     journal.append("s", [started()], 0)
     lease = journal.acquire_lease("s", ME, ttl=60)
     assert lease.expires_at is not None and not lease.expired
-    assert journal.renew_lease("s", ME, 60) and not journal.renew_lease("s", THEM, 60)
+    journal.append("t", [started()], 0)
+    journal.acquire_lease("t", THEM, ttl=60)
+    assert journal.renew_leases(ME, ["s", "t", "nobody"], 60) == {"s"}  # only what ME holds
     journal.acquire_lease("s", ME, ttl=0.01)  # re-entrant: the holder shortens its own lease
     wait_for(lambda: journal.lease("s").expired, "the lease to expire")
     with pytest.raises(LeaseHeldError):  # expired is not released: taking it over is a decision
         journal.acquire_lease("s", THEM, ttl=60)
     taken = journal.acquire_lease("s", THEM, replacing=ME, ttl=60)
     assert taken.owner == THEM and not taken.expired
-    assert not journal.renew_lease("s", ME, 60)  # the old holder learns it lost the lease
+    assert journal.renew_leases(ME, ["s"], 60) == set()  # the old holder learns it lost the lease
 
 
 def test_claims_take_the_sessions_that_want_a_driver_and_name_the_expired_holder(journal: Journal) -> None:

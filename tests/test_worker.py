@@ -30,7 +30,7 @@ from zagent_core.status import open_state, status_of_state
 pytestmark = pytest.mark.stores
 
 #: Short leases, so a killed worker's sessions are taken over within seconds.
-LEASE_SECONDS = 2.0
+LEASE_SECONDS = 3.0
 
 #: Each session: the model starts a background nap, says it waits, and answers the wake-up.
 SCRIPT = [

@@ -233,9 +233,10 @@ class Journal(Protocol):
         """
         ...
 
-    def renew_lease(self, session_id: str, owner: dict[str, Any], ttl: float) -> bool:
-        """Push the lease's expiry ``ttl`` seconds from now (a heartbeat); False when ``owner``
-        no longer holds it (it expired and another driver took it over)."""
+    def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
+        """Push the expiry of ``owner``'s leases on ``session_ids`` ``ttl`` seconds from now, in one
+        transaction (a heartbeat); returns the sessions renewed: one missing is no longer
+        ``owner``'s (its lease expired and another driver took it over)."""
         ...
 
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,

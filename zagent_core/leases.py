@@ -25,7 +25,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from zagent_core.journal import Journal, JournalError, Lease, LeaseHeldError
+from zagent_core.journal import Journal, JournalError, Lease, LeaseHeldError, canonical_owner
 from zagent_core.processes import ProcessIdentity, boot_id
 
 
@@ -158,19 +158,26 @@ class Heartbeat:
                     self._thread = None
                     return
                 held = dict(self._held)
+            owners: dict[str, tuple[dict[str, Any], list[str]]] = {}
             for session_id, owner in held.items():
+                owners.setdefault(canonical_owner(owner), (owner, []))[1].append(session_id)
+            # One write per owner and beat, however many sessions it drives: a heartbeat that
+            # queued for the journal's write lock once per session could miss its own expiry.
+            for owner, session_ids in owners.values():
                 try:
-                    renewed = self.journal.renew_lease(session_id, owner, self.ttl)
-                    self._failing.pop(session_id, None)
+                    renewed = self.journal.renew_leases(owner, session_ids, self.ttl)
+                    for session_id in session_ids:
+                        self._failing.pop(session_id, None)
                 except Exception:  # noqa: BLE001 - the journal is away for now: try again next beat
-                    failing = self._failing.setdefault(session_id, time.monotonic())
+                    get_logger(__name__).warning("lease_renew_failed", exc_info=True, sessions=len(session_ids))
+                    now = time.monotonic()
                     # Failing for longer than the lease lasts, it has expired: as good as lost.
-                    renewed = time.monotonic() - failing < self.ttl
-                    get_logger(__name__).warning("lease_renew_failed", exc_info=True, session=session_id)
-                if not renewed:
+                    renewed = {sid for sid in session_ids if now - self._failing.setdefault(sid, now) < self.ttl}
+                for session_id in set(session_ids) - set(renewed):
                     with self._changed:
-                        if self._held.get(session_id) is owner:
+                        if self._held.get(session_id) is held[session_id]:
                             del self._held[session_id]
                             self.lost.add(session_id)
                     get_logger(__name__).error("lease_lost", session=session_id,
-                                               why="another driver took the session over after the lease expired")
+                                               why="its lease could not be renewed before it expired, and another "
+                                                   "driver may have taken the session over")

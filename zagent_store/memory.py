@@ -139,13 +139,13 @@ class MemoryJournal:
             lease = self._leases[session_id] = Lease(session_id, dict(owner), now, expires_at=expires)
             return lease
 
-    def renew_lease(self, session_id: str, owner: dict[str, Any], ttl: float) -> bool:
+    def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
         with self._lock:
-            held = self._leases.get(session_id)
-            if held is None or not _same(owner, held.owner):
-                return False
-            self._leases[session_id] = replace(held, expires_at=clock.now() + timedelta(seconds=ttl))
-            return True
+            renewed = {sid for sid in session_ids if (held := self._leases.get(sid)) and _same(owner, held.owner)}
+            expires = clock.now() + timedelta(seconds=ttl)
+            for sid in renewed:
+                self._leases[sid] = replace(self._leases[sid], expires_at=expires)
+            return renewed
 
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
                        exclude: Collection[str] = ()) -> list[Claim]:

@@ -418,11 +418,11 @@ class PostgresJournal:
         assert taken is not None
         return _lease_of(session_id, taken)
 
-    def renew_lease(self, session_id: str, owner: dict[str, Any], ttl: float) -> bool:
-        with self._transaction("renew a lease in") as conn:
-            renewed = conn.execute(f"UPDATE leases SET expires_at = {_EXPIRES} WHERE session_id = %s AND owner = %s",
-                                   (ttl, session_id, canonical_owner(owner))).rowcount
-        return bool(renewed)
+    def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
+        with self._transaction("renew leases in") as conn:
+            rows = conn.execute(f"UPDATE leases SET expires_at = {_EXPIRES} WHERE owner = %s AND session_id = ANY(%s)"
+                                " RETURNING session_id", (ttl, canonical_owner(owner), list(session_ids))).fetchall()
+        return {row[0] for row in rows}
 
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
                        exclude: Collection[str] = ()) -> list[Claim]:

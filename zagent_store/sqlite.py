@@ -597,12 +597,13 @@ class SQLiteJournal:
                          (session_id, wanted, _format_time(since), expires))
         return Lease(session_id, owner, since, expires_at=_parse_time(expires) if expires else None)
 
-    def renew_lease(self, session_id: str, owner: dict[str, Any], ttl: float) -> bool:
+    def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
         expires = _format_time(clock.now() + timedelta(seconds=ttl))
-        with self._transaction("renew a lease in") as conn:
-            renewed = conn.execute("UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ?",
-                                   (expires, session_id, canonical_owner(owner))).rowcount
-        return bool(renewed)
+        with self._transaction("renew leases in") as conn:
+            rows = conn.execute("UPDATE leases SET expires_at = ? WHERE owner = ?"
+                                " AND session_id IN (SELECT value FROM json_each(?)) RETURNING session_id",
+                                (expires, canonical_owner(owner), json.dumps(list(session_ids)))).fetchall()
+        return {row[0] for row in rows}
 
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
                        exclude: Collection[str] = ()) -> list[Claim]:

@@ -177,3 +177,38 @@ def test_four_workers_and_random_sigkills_answer_every_wake_up_once(
     totals = check(journal, ids)
     assert totals["wakes"] >= len(ids) - 8 * len(killed)  # a kill before a task began loses that task (8 at a time)
     assert {owner["pid"] for owner in totals["taken_over"]} <= set(killed)
+
+
+def test_a_task_of_another_host_is_interrupted_only_once_that_hosts_lease_expired(
+        home_dir: Path, workspace: Path, engine: Engine) -> None:
+    """Tasks belong to the host that started them: while its driver's lease lives, no other host
+    resumes the session; once it expired, the task (another boot's process) is interrupted."""
+    from zagent_core.events import TaskStarted, ToolCallFinished, ToolCallRequested, ToolCallStarted
+    from zagent_core.leases import SessionBusyError, this_process
+
+    session = engine.start_session("test")
+    call_dir = home_dir / "sessions" / session.session_id / "calls" / "call_1"
+    session._append([
+        ToolCallRequested(call_id="call_1", tool="nap", arguments={}),
+        ToolCallStarted(call_id="call_1", task_id="1", tool="nap", arguments={}, argv=["nap"], cwd="/",
+                        input_mode="stdin_json", output_mode="text", output_dir=str(call_dir / "output"),
+                        notify_file=str(call_dir / "notify"), timeout_seconds=30, manifest_hash="m", files_hash="f"),
+        TaskStarted(task_id="1", call_id="call_1", tool="nap", pid=4242, start_ticks=1, boot_id="another-boot",
+                    task_dir=str(call_dir)),
+        ToolCallFinished(call_id="call_1", output="started as task #1", is_error=False, exit_code=None,
+                         duration_ms=0),
+    ])
+    session.release()
+    elsewhere = {**this_process("zagent worker"), "host": "host-b", "boot_id": "another-boot", "pid": 4242}
+    engine.journal.acquire_lease(session.session_id, elsewhere, ttl=60)
+    with pytest.raises(SessionBusyError, match="pid 4242 on host-b"):
+        engine.resume(session.session_id)
+    assert not any(e.event.type == "task_interrupted" for e in engine.journal.read(session.session_id))
+    engine.journal.acquire_lease(session.session_id, elsewhere, ttl=0.01)  # host-b stops heart-beating
+    wait_for(lambda: engine.journal.lease(session.session_id).expired, "host-b's lease to expire")
+    resumed = engine.resume(session.session_id)
+    events = [e.event for e in engine.journal.read(session.session_id)]
+    (resume,) = [e for e in events if e.type == "session_resumed"]
+    assert resume.taken_over_from == elsewhere
+    assert [e.type for e in events].count("task_interrupted") == 1 and not resumed.state.running_tasks
+    resumed.release()

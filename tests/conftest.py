@@ -28,6 +28,30 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "home"
 PYTHON = sys.executable
 
 
+def _import_every_module(packages: tuple[str, ...] = ("zagent_core", "zagent_store", "zagent_cli")) -> None:
+    """Import all of zagent now, while the test process has one thread.
+
+    pytest rewrites the asserts of zagent's own modules too (the distribution holds a
+    pytest11 plugin), with ``ast.parse`` at import time. CPython 3.11 keeps the AST
+    constructor's recursion depth in state shared by the interpreter's threads, so a module
+    the CLI imports lazily (its commands do, for start-up time), parsed while a thread left
+    by an earlier test parses another, fails with ``SystemError: AST constructor recursion
+    depth mismatch`` (CI saw it once in 1,100 tests; cpython#106905). Imported up front, no
+    module of zagent is parsed once a test has started threads.
+    """
+    import importlib
+    import pkgutil
+
+    for name in packages:
+        package = importlib.import_module(name)
+        for module in pkgutil.walk_packages(package.__path__, prefix=f"{name}."):
+            if not module.name.endswith(".__main__"):  # running it would run the CLI
+                importlib.import_module(module.name)
+
+
+_import_every_module()
+
+
 def running(pid: int) -> bool:
     """Whether ``pid`` is a live process (zombies, which only wait to be reaped, are not)."""
     try:

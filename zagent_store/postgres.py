@@ -23,6 +23,7 @@ both. What PostgreSQL changes:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import threading
@@ -145,35 +146,72 @@ def _schema_1(conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"CREATE VIEW {name} AS {dialect(sql)}")
 
 
+def _one_statement_appends(conn: psycopg.Connection[Any]) -> None:
+    """Schema 2: what lets an append be one statement (one round trip) instead of five.
+
+    An append that finds its session moved on must undo the positions it took, so the
+    statement fails: this raises ``unique_violation``, as a second writer of the same
+    version would get from ``UNIQUE (session_id, version)``.
+    """
+    conn.execute("""CREATE FUNCTION zagent_moved_on(session TEXT) RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION USING ERRCODE = 'unique_violation',
+            MESSAGE = 'zagent: session ' || session || ' is not at the version the append expected'; END $$""")
+
+
 #: Migration n (1-based) brings a journal from schema n-1 to n. Append only.
-MIGRATIONS = [_schema_1]
+MIGRATIONS = [_schema_1, _one_statement_appends]
 
 #: Any number: the advisory lock that makes two processes opening a new journal migrate it once.
 _MIGRATION_LOCK = 0x7A6167656E74
 
-_INSERT = ("INSERT INTO events (seq, session_id, version, type, at, call_id, task_id, data)"
-           " VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb)")
-_INSERT_MANY = ("INSERT INTO events (seq, session_id, version, type, at, call_id, task_id, data)"
-                " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::text[],"
-                " %s::text[], %s::jsonb[])")
-#: Takes the next ``n`` positions: the row lock it holds until the commit is the global order.
-_TAKE_POSITIONS = "UPDATE journal_position SET seq = seq + %s RETURNING seq"
-_NEW_HEAD = (
-    "INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies, ended,"
-    " parent_session_id, parent_call_id, label, depth) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT (session_id) DO NOTHING RETURNING version"
-)
-_MOVE_HEAD = (
-    "UPDATE heads SET version = %s, last_at = %s, last_seq = %s, calls = calls + %s, tasks = tasks + %s,"
-    " model_replies = model_replies + %s, ended = ended OR %s WHERE session_id = %s AND version = %s RETURNING version"
-)
 _SAVE_SNAPSHOT = (
     "INSERT INTO snapshots (session_id, projection, version, status, data) VALUES (%s, %s, %s, %s, %s)"
     " ON CONFLICT (session_id, projection) DO UPDATE SET version = excluded.version, status = excluded.status,"
     " data = excluded.data WHERE excluded.version >= snapshots.version"
 )
+
+
+@functools.lru_cache(maxsize=None)
+def _append_statement(new_session: bool, snapshot: bool, notify: bool) -> str:
+    """An append as one statement, its own transaction (autocommit), so one round trip.
+
+    ``positions`` takes the next ``n`` numbers of the global order: the row lock it holds
+    until the commit makes appends commit in ``seq`` order. ``head`` moves the session's
+    row only from the version the writer expects (or makes it, for a new session); when it
+    matches nothing, ``zagent_moved_on`` fails the statement and nothing of it is kept.
+    The rows come as one JSON array of ``[type, at, body]``: PostgreSQL splits it, where
+    arrays of bodies would be escaped element by element on the client.
+    """
+    if new_session:
+        head = ("INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies,"
+                " ended, parent_session_id, parent_call_id, label, depth)"
+                " SELECT %(session)s, %(version)s, %(first_at)s, %(last_at)s, seq, %(calls)s, %(tasks)s, %(replies)s,"
+                " %(ended)s, %(parent)s, %(parent_call)s, %(label)s, %(depth)s FROM positions"
+                " ON CONFLICT (session_id) DO NOTHING RETURNING version")
+    else:
+        head = ("UPDATE heads SET version = %(version)s, last_at = %(last_at)s,"
+                " last_seq = (SELECT seq FROM positions), calls = calls + %(calls)s, tasks = tasks + %(tasks)s,"
+                " model_replies = model_replies + %(replies)s, ended = ended OR %(ended)s"
+                " WHERE session_id = %(session)s AND version = %(expected)s RETURNING version")
+    kept = (", kept AS (INSERT INTO snapshots (session_id, projection, version, status, data)"
+            " VALUES (%(session)s, %(projection)s, %(version)s, %(status)s, %(snapshot)s)"
+            " ON CONFLICT (session_id, projection) DO UPDATE SET version = excluded.version,"
+            " status = excluded.status, data = excluded.data WHERE excluded.version >= snapshots.version)"
+            if snapshot else "")
+    told = f", pg_notify('{_CHANNEL}', %(session)s)" if notify else ""  # told at the commit
+    return (
+        "WITH positions AS (UPDATE journal_position SET seq = seq + %(n)s RETURNING seq),"
+        f" head AS ({head}),"
+        " added AS (INSERT INTO events (seq, session_id, version, type, at, call_id, task_id, data)"
+        " SELECT p.seq - %(n)s + r.ord, %(session)s, %(expected)s + r.ord, r.item->>0, r.item->>1,"
+        " r.item->2->>'call_id', r.item->2->>'task_id', r.item->2"
+        " FROM positions p, jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, ord))"
+        f"{kept}"
+        # CASE, not AND: only CASE promises PostgreSQL evaluates the call only when its condition holds.
+        " SELECT seq, CASE WHEN NOT EXISTS (SELECT FROM head) THEN zagent_moved_on(%(session)s) END"
+        f"{told} FROM positions"
+    )
 _READ = "SELECT seq, version, type, at, data::text FROM events WHERE session_id = %s"
-_COUNTED = {"tool_call_requested": "calls", "task_started": "tasks", "model_replied": "model_replies"}
 _TOP_LEVEL = ("(h.parent_session_id IS NULL"
               " OR NOT EXISTS (SELECT 1 FROM heads p WHERE p.session_id = h.parent_session_id))")
 
@@ -304,37 +342,26 @@ class PostgresJournal:
         count = len(events)
         version = expected_version + count
         kinds: list[str] = [event.type for event in events]
-        counts = {column: kinds.count(kind) for kind, column in _COUNTED.items()}
-        ended = "session_ended" in kinds
-        bodies = [_body(event) for event in events]
+        parent, parent_call, label, depth = parent_columns(events) if expected_version == 0 else (None, None, None, 0)
+        # Types are names and times ISO text: neither needs escaping in the JSON.
+        rows = "[" + ",".join(f'["{kind}","{stamp}",{_body(event)}]'
+                              for kind, stamp, event in zip(kinds, stamps, events)) + "]"
+        notify = bool(WORK_EVENTS.intersection(kinds))
+        statement = _append_statement(expected_version == 0, snapshot is not None, notify)
+        projection, snapshot_data, status = snapshot if snapshot is not None else (None, None, None)
         try:
-            with self._transaction("append to") as conn:
-                (last,) = conn.execute(_TAKE_POSITIONS, (count,)).fetchone()  # type: ignore[misc]
-                if expected_version == 0:
-                    head = conn.execute(_NEW_HEAD, (session_id, version, stamps[0], stamps[-1], last, counts["calls"],
-                                                    counts["tasks"], counts["model_replies"], ended,
-                                                    *parent_columns(events))).fetchone()
-                else:
-                    head = conn.execute(_MOVE_HEAD, (version, stamps[-1], last, counts["calls"], counts["tasks"],
-                                                     counts["model_replies"], ended, session_id,
-                                                     expected_version)).fetchone()
-                if head is None:
-                    raise _Conflict
-                first = last - count + 1
-                columns = [list(range(first, last + 1)), [session_id] * count,
-                           list(range(expected_version + 1, version + 1)), kinds, stamps,
-                           [event.__dict__.get("call_id") for event in events],
-                           [event.__dict__.get("task_id") for event in events], bodies]
-                if count == 1:
-                    conn.execute(_INSERT, [column[0] for column in columns])  # type: ignore[index]
-                else:
-                    conn.execute(_INSERT_MANY, columns)
-                if snapshot is not None:
-                    conn.execute(_SAVE_SNAPSHOT, (session_id, snapshot[0], version, snapshot[2], snapshot[1]))
-                if WORK_EVENTS.intersection(kinds):  # told at the commit
-                    conn.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, session_id))
-        except (_Conflict, self._psycopg.errors.UniqueViolation):
+            with self._reported("append to") as conn:
+                row = conn.execute(statement, {
+                    "n": count, "session": session_id, "expected": expected_version, "version": version,
+                    "first_at": stamps[0], "last_at": stamps[-1], "ended": "session_ended" in kinds,
+                    "calls": kinds.count("tool_call_requested"), "tasks": kinds.count("task_started"),
+                    "replies": kinds.count("model_replied"), "parent": parent, "parent_call": parent_call,
+                    "label": label, "depth": depth, "rows": rows, "projection": projection,
+                    "snapshot": snapshot_data, "status": status}).fetchone()
+        except self._psycopg.errors.UniqueViolation:
             raise ConcurrencyError(session_id, expected_version, self.head(session_id)) from None
+        assert row is not None
+        first = row[0] - count + 1
         return [StoredEvent(first + i, session_id, expected_version + i + 1, times[i], event)
                 for i, event in enumerate(events)]
 
@@ -557,10 +584,6 @@ _EXPIRY = "expires_at, coalesce(expires_at < clock_timestamp(), FALSE)"
 def _lease_of(session_id: str, row: Sequence[Any]) -> Lease:
     owner, since, expires_at, expired = row
     return Lease(session_id, json.loads(owner), _parse_time(since), expires_at=expires_at, expired=bool(expired))
-
-
-class _Conflict(Exception):
-    """The session is not at the version an append expected (raised inside its transaction)."""
 
 
 def _first_line(exc: BaseException) -> str:

@@ -180,6 +180,25 @@ def journal_url(store: str, home_dir: Path, request: pytest.FixtureRequest) -> s
     return f"sqlite:///{home_dir / 'journal.db'}"
 
 
+def sql(journal_url: str, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    """The rows of ``query`` (``?`` placeholders) on the journal at ``journal_url``, as a
+    person's own SQL client sees them: ``sqlite3`` on a SQLite journal, psycopg on PostgreSQL."""
+    if journal_url.startswith("sqlite:///"):
+        import sqlite3
+
+        db = sqlite3.connect(journal_url.removeprefix("sqlite:///"))
+        try:
+            db.row_factory = sqlite3.Row
+            return [dict(row) for row in db.execute(query, params)]
+        finally:
+            db.close()
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(journal_url, row_factory=dict_row) as db:
+        return list(db.execute(query.replace("?", "%s"), params))
+
+
 @pytest.fixture
 def journal(journal_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Journal]:
     """The test's journal; commands the test starts find it through ``ZAGENT_JOURNAL``."""

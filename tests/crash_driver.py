@@ -9,13 +9,15 @@ Set ``ZAGENT_CRASH_AT`` to make the engine kill itself at a named point.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
-from zagent_store import SQLiteJournal
+from zagent_core.journal import Journal
+from zagent_store import open_journal
 
 NOTE = textwrap.dedent(
     """
@@ -51,12 +53,17 @@ def install_tools(home: Path) -> None:
         (folder / f"{name}.json").write_text(json.dumps(manifest))
 
 
-def engine_for(home: Path, workspace: Path, journal: SQLiteJournal) -> Engine:
+def journal_of(home: Path) -> Journal:
+    """The journal under test: ``$ZAGENT_JOURNAL`` (a test run on PostgreSQL sets it), else the home's file."""
+    return open_journal(os.environ.get("ZAGENT_JOURNAL") or f"sqlite:///{home / 'journal.db'}")
+
+
+def engine_for(home: Path, workspace: Path, journal: Journal) -> Engine:
     return Engine(Home(home), journal, workspace=workspace, config=Config(limits=LimitsConfig(kill_grace_seconds=0.2)))
 
 
 def main(home: Path, workspace: Path) -> None:
-    journal = SQLiteJournal(home / "journal.db")
+    journal = journal_of(home)
     session = engine_for(home, workspace, journal).start_session("crash-test")
     print("SESSION", session.session_id, flush=True)
     session.subscribe(lambda stored: print("SEQ", stored.seq, flush=True))

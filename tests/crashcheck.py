@@ -11,10 +11,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from crash_driver import engine_for, install_tools
+from crash_driver import engine_for, install_tools, journal_of
 
 from zagent_core.notes import parse_line
-from zagent_store import SQLiteJournal
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 
@@ -57,7 +56,7 @@ def parse_output(out: str) -> tuple[list[int], bool]:
 
 def resume_and_check(home: Path, workspace: Path, outcome: Outcome) -> dict[str, int]:
     """Resume, let every task end, deliver, end; then assert the invariants. Returns counts."""
-    with SQLiteJournal(home / "journal.db") as journal:
+    with journal_of(home) as journal:
         assert journal.check() == []
         stored_seqs = {e.seq for e in journal.read(outcome.session_id)}
         assert set(outcome.acknowledged) <= stored_seqs, "an acknowledged event was lost"

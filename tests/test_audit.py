@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import python_tool
+from conftest import python_tool, sql
 
 from zagent_cli.main import cli
 from zagent_core import Engine
+
+# The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
+pytestmark = pytest.mark.stores
 
 
 def run_calls(home_dir: Path, engine: Engine) -> str:
@@ -31,20 +33,18 @@ def run_calls(home_dir: Path, engine: Engine) -> str:
     return session.session_id
 
 
-def test_the_views_answer_what_the_tools_did(home_dir: Path, engine: Engine) -> None:
+def test_the_views_answer_what_the_tools_did(home_dir: Path, engine: Engine, journal_url: str) -> None:
     session_id = run_calls(home_dir, engine)
-    db = sqlite3.connect(home_dir / "journal.db")
-    db.row_factory = sqlite3.Row
-    calls = [dict(r) for r in db.execute("SELECT * FROM tool_calls ORDER BY requested_at")]
+    calls = sql(journal_url, "SELECT * FROM tool_calls ORDER BY requested_at")
     assert [(c["tool"], c["status"], c["is_error"]) for c in calls] == [
         ("fast", "finished", 0), ("fast", "rejected", None), ("slow", "finished", 0), ("broken", "finished", 1),
         ("bg", "finished", 0), ("slow", "finished", 0)]
     assert json.loads(calls[0]["arguments"]) == {"n": 1}
     assert calls[2]["duration_ms"] >= 300 and calls[3]["exit_code"] == 1 and "it broke" in calls[3]["output_head"]
     assert calls[4]["task_id"] == "1"
-    (task,) = [dict(r) for r in db.execute("SELECT * FROM tasks")]
+    (task,) = sql(journal_url, "SELECT * FROM tasks")
     assert (task["tool"], task["status"], task["exit_code"]) == ("bg", "exited", 0)
-    (summary,) = [dict(r) for r in db.execute("SELECT * FROM sessions")]
+    (summary,) = sql(journal_url, "SELECT * FROM sessions")
     assert summary["session_id"] == session_id and summary["calls"] == 6 and summary["status"] == "ended"
 
 
@@ -70,15 +70,22 @@ def test_zagent_audit_filters(home_dir: Path, engine: Engine) -> None:
     assert bad.exit_code == 2 and "use a date or time" in bad.output
 
 
-def test_the_tool_index_serves_audit_by_tool(home_dir: Path, engine: Engine) -> None:
+def test_the_tool_index_serves_audit_by_tool(home_dir: Path, engine: Engine, journal_url: str, store: str) -> None:
     run_calls(home_dir, engine)
-    db = sqlite3.connect(home_dir / "journal.db")
-    plan = " ".join(row[-1] for row in db.execute(
-        "EXPLAIN QUERY PLAN SELECT * FROM tool_calls WHERE tool = 'slow'"))
+    if store == "sqlite":
+        plan = " ".join(row["detail"] for row in sql(journal_url, "EXPLAIN QUERY PLAN SELECT * FROM tool_calls"
+                                                                  " WHERE tool = 'slow'"))
+    else:  # a table this small is scanned unless scans are priced out: the index must be usable
+        import psycopg
+
+        with psycopg.connect(journal_url) as db:
+            db.execute("SET enable_seqscan = off")
+            plan = " ".join(row[0] for row in db.execute("EXPLAIN SELECT * FROM tool_calls WHERE tool = 'slow'"))
     assert "events_tool" in plan
 
 
-def test_a_background_task_that_failed_is_an_error_in_the_audit(home_dir: Path, engine: Engine) -> None:
+def test_a_background_task_that_failed_is_an_error_in_the_audit(home_dir: Path, engine: Engine,
+                                                                 journal_url: str) -> None:
     python_tool(home_dir, "bgfail", "import json, time\ntime.sleep(0.2)\n"
                 "print(json.dumps({'output': '(4 words)', 'is_error': True}))", background=True, output="json")
     python_tool(home_dir, "bgok", "print('all fine')", background=True)
@@ -87,13 +94,11 @@ def test_a_background_task_that_failed_is_an_error_in_the_audit(home_dir: Path, 
         session.wait_task("1", 10)
         session.call("bgok", {})
         session.wait_task("2", 10)
-    db = sqlite3.connect(home_dir / "journal.db")
-    db.row_factory = sqlite3.Row
-    failed, fine = [dict(r) for r in db.execute("SELECT * FROM tasks ORDER BY task_id")]
+    failed, fine = sql(journal_url, "SELECT * FROM tasks ORDER BY task_id")
     assert (failed["status"], failed["exit_code"], failed["is_error"], failed["output_head"]) == (
         "exited", 0, 1, "(4 words)")
     assert failed["duration_ms"] >= 200 and fine["is_error"] == 0 and fine["output_head"].strip() == "all fine"
-    calls = {r["tool"]: dict(r) for r in db.execute("SELECT * FROM tool_calls")}
+    calls = {r["tool"]: r for r in sql(journal_url, "SELECT * FROM tool_calls")}
     # The call's row says what its task did, not "started as task #1".
     assert (calls["bgfail"]["status"], calls["bgfail"]["is_error"], calls["bgfail"]["output_head"]) == (
         "finished", 1, "(4 words)")
@@ -104,15 +109,15 @@ def test_a_background_task_that_failed_is_an_error_in_the_audit(home_dir: Path, 
     assert [c["tool"] for c in json.loads(slowest.output)["calls"]] == ["bgfail"]
 
 
-def test_a_background_call_is_running_while_its_task_runs(home_dir: Path, engine: Engine) -> None:
+def test_a_background_call_is_running_while_its_task_runs(home_dir: Path, engine: Engine, journal_url: str) -> None:
     python_tool(home_dir, "waits", "import sys\nsys.stdin.read()", background=True)
     with engine.start_session("test") as session:
         session.call("waits", {})
-        db = sqlite3.connect(home_dir / "journal.db")
-        assert db.execute("SELECT status, output_head FROM tool_calls").fetchone()[0] == "running"
-        assert db.execute("SELECT status, is_error, duration_ms FROM tasks").fetchone() == ("running", None, None)
+        assert [row["status"] for row in sql(journal_url, "SELECT status FROM tool_calls")] == ["running"]
+        assert sql(journal_url, "SELECT status, is_error, duration_ms FROM tasks") == [
+            {"status": "running", "is_error": None, "duration_ms": None}]
         session.kill_task("1")
-    assert db.execute("SELECT status FROM tool_calls").fetchone() == ("killed",)
+    assert sql(journal_url, "SELECT status FROM tool_calls") == [{"status": "killed"}]
 
 
 @pytest.mark.parametrize(("schema", "view", "added"), [

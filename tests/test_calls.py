@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import struct
 import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTHON, python_tool, write_tool
+from conftest import PYTHON, python_tool, sql, write_tool
 
 from zagent_core import Engine, Home
 from zagent_core.config import CapabilitiesConfig, Config, LimitsConfig, ToolsConfig
 from zagent_core.events import Coercion
+
+# The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
+pytestmark = pytest.mark.stores
 
 # -- helpers ----------------------------------------------------------------------------
 
@@ -314,8 +316,8 @@ def test_manifest_env_is_set_with_placeholders_expanded(home_dir: Path, workspac
     assert seen["TOOL_PLAIN"] == "literal {not_a_placeholder}"
 
 
-def test_no_environment_value_enters_the_journal(home_dir: Path, engine: Engine,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_environment_value_enters_the_journal(home_dir: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch,
+                                                journal_url: str, store: str) -> None:
     manifest_secret = "manifest-secret-7d1f0c"
     engine_secret = "sk-engine-secret-93ab2e"
     machine_secret = "machine-secret-5c4410"
@@ -341,15 +343,15 @@ def test_no_environment_value_enters_the_journal(home_dir: Path, engine: Engine,
     assert "ZAGENT_ARG_X" in started[1].env_names and "ZAGENT_ARGS_JSON" in started[1].env_names
 
     engine.journal.close()  # flush everything to the files before reading their bytes
-    raw = b"".join(p.read_bytes() for p in home_dir.glob("journal.db*"))
-    for secret in (manifest_secret, engine_secret, machine_secret):
-        assert secret.encode() not in raw
-    with sqlite3.connect(home_dir / "journal.db") as db:
-        rows = db.execute("SELECT data FROM events").fetchall()
-    assert rows
-    for (data,) in rows:
+    if store == "sqlite":
+        raw = b"".join(p.read_bytes() for p in home_dir.glob("journal.db*"))
         for secret in (manifest_secret, engine_secret, machine_secret):
-            assert secret not in data
+            assert secret.encode() not in raw
+    rows = sql(journal_url, "SELECT CAST(data AS TEXT) AS data FROM events UNION ALL SELECT data FROM snapshots")
+    assert rows
+    for row in rows:
+        for secret in (manifest_secret, engine_secret, machine_secret):
+            assert secret not in row["data"]
 
 
 # -- placeholders, paths, cwd -------------------------------------------------------------
@@ -591,15 +593,22 @@ def test_loose_types_are_coerced_and_recorded(home_dir: Path, engine: Engine) ->
 # -- the journal ----------------------------------------------------------------------------
 
 
-def test_tool_call_started_is_committed_before_the_process_starts(home_dir: Path, engine: Engine) -> None:
+def test_tool_call_started_is_committed_before_the_process_starts(home_dir: Path, engine: Engine,
+                                                                 journal_url: str) -> None:
     code = """
-    import json, os, sqlite3
-    db = sqlite3.connect("file:" + os.path.join(os.environ["ZAGENT_HOME"], "journal.db") + "?mode=ro", uri=True)
-    rows = db.execute("SELECT type, call_id FROM events WHERE session_id = ? ORDER BY version",
-                      (os.environ["ZAGENT_SESSION"],)).fetchall()
+    import json, os
+    url, query = os.environ["PEEK_JOURNAL"], "SELECT type, call_id FROM events WHERE session_id = %s ORDER BY version"
+    if url.startswith("sqlite:///"):
+        import sqlite3
+        db = sqlite3.connect("file:" + url.removeprefix("sqlite:///") + "?mode=ro", uri=True)
+        rows = db.execute(query.replace("%s", "?"), (os.environ["ZAGENT_SESSION"],)).fetchall()
+    else:
+        import psycopg
+        with psycopg.connect(url) as db:
+            rows = db.execute(query, (os.environ["ZAGENT_SESSION"],)).fetchall()
     print(json.dumps(rows))
     """
-    python_tool(home_dir, "peek", code)
+    python_tool(home_dir, "peek", code, env={"PEEK_JOURNAL": journal_url})
     with engine.start_session("test") as session:
         first = session.call("peek", {})
         second = session.call("peek", {})

@@ -18,9 +18,19 @@ from hypothesis import strategies as st
 
 from zagent_core.crashpoints import POINTS
 
+# The killed engine and the one that resumes write to the store under test: SQLite, PostgreSQL.
+pytestmark = pytest.mark.stores
+
+
+@pytest.fixture
+def crash_journal(store: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL, the driver and the checks find the test's database through ``ZAGENT_JOURNAL``."""
+    if store == "postgres":
+        monkeypatch.setenv("ZAGENT_JOURNAL", request.getfixturevalue("postgres_url"))
+
 
 @pytest.mark.parametrize("point", POINTS)
-def test_a_crash_at_each_named_point_is_settled_by_resume(tmp_path: Path, point: str) -> None:
+def test_a_crash_at_each_named_point_is_settled_by_resume(tmp_path: Path, point: str, crash_journal: None) -> None:
     home, workspace = tmp_path / "home", tmp_path / "workspace"
     workspace.mkdir()
     outcome = crash(home, workspace, point=point)
@@ -37,7 +47,7 @@ QUICK_CASES = 2
 
 @pytest.mark.parametrize("case", [case if case < QUICK_CASES else pytest.param(case, marks=pytest.mark.long)
                                   for case in range(20)])
-def test_random_sigkills_then_resume_keep_every_invariant(tmp_path: Path, case: int) -> None:
+def test_random_sigkills_then_resume_keep_every_invariant(tmp_path: Path, case: int, crash_journal: None) -> None:
     rng = random.Random(case)
     for kill in range(KILLS_PER_CASE):
         home, workspace = tmp_path / f"home{kill}", tmp_path / f"workspace{kill}"

@@ -15,6 +15,9 @@ from zagent_core import Engine
 from zagent_core.events import ToolCallRequested, ToolCallStarted
 from zagent_core.leases import SessionBusyError, this_process
 
+# The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
+pytestmark = pytest.mark.stores
+
 
 def zagent(home: Path, workspace: Path, *args: str) -> list[str]:
     return [PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace), *args]

@@ -11,6 +11,9 @@ from conftest import python_tool
 from zagent_core import Engine
 from zagent_core.notes import MAX_NOTE_BYTES, parse_line, read_notes
 
+# The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
+pytestmark = pytest.mark.stores
+
 NOTE = "import os\ndef note(line):\n    with open(os.environ['ZAGENT_NOTIFY_FILE'], 'a') as f:\n        f.write(line)\n"
 
 

@@ -16,6 +16,9 @@ from zagent_core.events import TaskStarted, ToolCallRequested, ToolCallStarted
 from zagent_core.processes import ProcessIdentity
 from zagent_store import SQLiteJournal
 
+# The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
+pytestmark = pytest.mark.stores
+
 
 def events_of(home: Path, session_id: str) -> list:
     with SQLiteJournal(home / "journal.db") as journal:
@@ -70,7 +73,7 @@ def test_a_replay_safe_call_cut_off_runs_again(home_dir: Path, engine: Engine) -
     ])
     resumed = engine.resume(session.session_id)
     assert resumed.state.calls == {}  # settled: a finished call leaves the resume state
-    events = events_of(home_dir, session.session_id)
+    events = [stored.event for stored in engine.journal.read(session.session_id)]
     assert [e.type for e in events][-3:] == ["tool_call_interrupted", "tool_call_started", "tool_call_finished"]
     assert events[-1].output == "looked up"
 
@@ -93,7 +96,7 @@ def test_a_reused_pid_is_not_mistaken_for_the_task(home_dir: Path, engine: Engin
     ])
     resumed = engine.resume(session.session_id)
     assert resumed.state.tasks["1"].status == "interrupted"
-    finished = [e for e in events_of(home_dir, session.session_id) if e.type == "tool_call_finished"]
+    finished = [e.event for e in engine.journal.read(session.session_id, types=["tool_call_finished"])]
     assert [e.call_id for e in finished] == ["call_1"]  # its "started as task #1" answer
     assert resumed.state.calls == {}  # and, its task over, the call has nothing left open
     assert [w.reason for w in resumed.deliver().wakes] == ["task_interrupted"]

@@ -14,6 +14,9 @@ from conftest import python_tool, running, wait_for
 from zagent_core import Engine
 from zagent_core.processes import read_json
 
+# The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
+pytestmark = pytest.mark.stores
+
 NOTE = "import os\ndef note(line):\n    with open(os.environ['ZAGENT_NOTIFY_FILE'], 'a') as f:\n        f.write(line + '\\n')\n"
 RECORD = (
     "import os, subprocess, sys, time\n"

@@ -463,6 +463,21 @@ def test_attach_outputs_without_vision_explains_and_still_lists(home_dir: Path, 
     assert "drew a chart" in result.output  # the rest of the result still arrives
 
 
+def test_what_a_call_attaches_follows_the_model_of_the_turn_unless_config_says(home_dir: Path, make_engine) -> None:
+    python_tool(home_dir, "painter", PNG_WRITER + "\nimport os\nprint(os.environ['ZAGENT_CAPS'])", attach_outputs=True)
+    with make_engine().start_session("test") as session:
+        session.deliver(turn="user", model="openai:llama3.1")  # a text-only model behind an OpenAI endpoint
+        text_only = session.call("painter", {})
+        session.deliver(turn="user", model="anthropic:claude-sonnet-4-5")
+        sees = session.call("painter", {})
+    assert text_only.media == [] and "vision=false,audio=false,pdf=false" in text_only.output
+    assert "the model cannot take vision" in text_only.output and "drew a chart" in text_only.output
+    assert len(sees.media) == 1 and "vision=true,audio=false,pdf=true" in sees.output
+    with make_engine(capabilities={"vision": True}).start_session("test") as session:  # config.json wins
+        session.deliver(turn="user", model="openai:llama3.1")
+        assert len(session.call("painter", {}).media) == 1
+
+
 def test_attach_outputs_over_the_media_limit_explains_and_still_lists(home_dir: Path, make_engine) -> None:
     engine = make_engine(limits={"media_max_bytes": 10})
     python_tool(home_dir, "painter", PNG_WRITER, attach_outputs=True)

@@ -41,6 +41,22 @@ def test_the_documented_defaults() -> None:
     assert DEFAULTS.journal.synchronous == "FULL"
 
 
+@pytest.mark.parametrize(("spec", "vision", "pdf"), [
+    (None, True, True), ("scripted:x.json", True, True),  # no model known: the defaults
+    ("anthropic:claude-sonnet-4-5", True, True), ("anthropic:claude-2.1", False, False),
+    ("openai:gpt-4o-mini", True, False), ("openai:llama3.1", False, False), ("openai:llava:13b", True, False),
+])
+def test_capabilities_follow_the_model_family(spec: str | None, vision: bool, pdf: bool) -> None:
+    caps = DEFAULTS.capabilities.for_model(spec)
+    assert (caps.vision, caps.pdf, caps.audio, caps.video) == (vision, pdf, False, False)
+
+
+def test_capabilities_set_in_config_win_over_the_model_family(config_path: Path) -> None:
+    config, _, _ = load(config_path, {"capabilities": {"pdf": True}})
+    caps = config.capabilities.for_model("openai:llama3.1")
+    assert (caps.vision, caps.pdf) == (False, True)
+
+
 def test_a_missing_file_means_defaults_and_no_problem(config_path: Path) -> None:
     assert load_config(config_path) == (DEFAULTS, [])
 

@@ -395,6 +395,6 @@ def test_doctor_names_what_in_spawn_would_make_a_spawn_fail(home_dir: Path, tmp_
     assert ('spawn.subagents.explore.tools names "reed_file", which is not a loaded tool (did you mean '
             '"read_file" or "write_file"?)') in said
     assert ('spawn.models.fast is "gpt-4o", which is neither an id of spawn.models nor a model spec '
-            "(scripted:PATH, openai:MODEL)") in said
+            "(scripted:PATH, openai:MODEL, anthropic:MODEL)") in said
     assert ('spawn.subagents.explore.model is "fats", which is neither an id of spawn.models (did you mean '
-            '"fast"?) nor a model spec (scripted:PATH, openai:MODEL)') in said
+            '"fast"?) nor a model spec (scripted:PATH, openai:MODEL, anthropic:MODEL)') in said

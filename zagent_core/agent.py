@@ -19,6 +19,7 @@ from zagent_core.config import AgentConfig
 from zagent_core.engine import Session
 from zagent_core.state import CallView
 from zagent_core.events import (
+    Media,
     ModelReplied,
     NoteReceived,
     NotesDelivered,
@@ -88,8 +89,8 @@ class Conversation:
                     self._slots[call.call_id] = slot
                     self._unanswered[slot] = call
                     self._messages.append(Message(role="tool", tool_call_id=call.id))
-            case ToolCallFinished(call_id=call_id, output=output, is_error=is_error):
-                self._answer(call_id, output, is_error)
+            case ToolCallFinished(call_id=call_id, output=output, is_error=is_error, media=media):
+                self._answer(call_id, output, is_error, media)
             case ToolCallRejected(call_id=call_id, message=message) | ToolCallInterrupted(
                     call_id=call_id, message=message):
                 self._answer(call_id, message, True)
@@ -110,12 +111,13 @@ class Conversation:
             case _:
                 pass
 
-    def _answer(self, call_id: str, content: str, is_error: bool) -> None:
+    def _answer(self, call_id: str, content: str, is_error: bool, media: list[Media] | None = None) -> None:
         slot = self._slots.get(call_id)
         if slot is None:
             return  # a call no reply made (zagent tools run): not part of the conversation
         self._unanswered.pop(slot, None)
-        self._messages[slot] = self._messages[slot].model_copy(update={"content": content, "is_error": is_error})
+        self._messages[slot] = self._messages[slot].model_copy(
+            update={"content": content, "is_error": is_error, "media": media or []})
 
     def messages(self) -> list[Message]:
         """The request's messages; refuses to produce one with a tool call that has no result."""
@@ -139,13 +141,15 @@ class RunResult:
 
 
 class Agent:
-    """Drives one session with one model. ``on_event`` sees every event as it is committed."""
+    """Drives one session with one model."""
 
     def __init__(self, session: Session, model: Model, config: AgentConfig | None = None, *,
                  run_call: Callable[[RepliedCall], None] | None = None, spec: str | None = None,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, on_text: Callable[[str], None] | None = None) -> None:
         self.session = session
         self.model = model
+        #: Given each reply's text as it arrives (``zagent run`` prints it), before the reply is journaled.
+        self.on_text = on_text
         #: ``time.monotonic()`` past which the run stops (``timeout``), looked at between steps: a sub-agent's limit.
         self.deadline = deadline
         #: How the model was asked for (``openai:gpt-4o``), journaled with each turn for ``resume``.
@@ -249,7 +253,8 @@ class Agent:
             messages = self._messages()
             started = time.monotonic()
             try:
-                reply = self.model.reply(messages, specs)
+                reply = (self.model.reply(messages, specs) if self.on_text is None
+                         else self.model.reply(messages, specs, on_text=self.on_text))
             except ModelError as exc:
                 return self._end(f"model_error: {exc}")
             self.requests += 1

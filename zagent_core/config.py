@@ -63,8 +63,18 @@ class LimitsConfig(BaseModel):
     notify_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
 
 
+#: Model families that take images, by a part of their name: OpenAI's vision models and the
+#: open ones served behind OpenAI-compatible endpoints (Ollama, vLLM, llama.cpp).
+_SEES = ("gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-4-vision", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "vision", "llava",
+         "-vl", "vl-", "pixtral", "gemma3", "minicpm-v", "moondream", "bakllava", "qwen2.5vl", "llama4")
+
+
 class CapabilitiesConfig(BaseModel):
-    """What the model can consume; tools see it as ``ZAGENT_CAPS``."""
+    """What the model can consume; tools see it as ``ZAGENT_CAPS``.
+
+    What ``config.json`` sets is taken as set; the rest follows the model the session's
+    latest turn asked (:meth:`for_model`).
+    """
 
     model_config = _STRICT
 
@@ -75,6 +85,23 @@ class CapabilitiesConfig(BaseModel):
 
     def as_env(self) -> str:
         return ",".join(f"{name}={str(on).lower()}" for name, on in self.model_dump().items())
+
+    def for_model(self, spec: str | None) -> CapabilitiesConfig:
+        """These capabilities for the model ``spec`` names: the fields ``config.json`` left
+        unset from the model's provider and family (``anthropic:`` Claude 3 and later take
+        images and PDFs; ``openai:`` vision models take images, and Chat Completions as zagent
+        speaks it no PDF; other providers, and no model yet, the defaults above)."""
+        provider, _, name = (spec or "").partition(":")
+        name = name.lower()
+        if provider == "anthropic":
+            modern = "claude" in name and not any(old in name for old in ("claude-2", "claude-instant"))
+            family = {"vision": modern, "pdf": modern, "audio": False, "video": False}
+        elif provider == "openai":
+            family = {"vision": any(part in name for part in _SEES) and "o1-mini" not in name, "pdf": False,
+                      "audio": False, "video": False}
+        else:
+            return self
+        return self.model_copy(update={field: on for field, on in family.items() if field not in self.model_fields_set})
 
 
 class JournalConfig(BaseModel):
@@ -95,7 +122,7 @@ class JournalConfig(BaseModel):
 class AgentConfig(BaseModel):
     model_config = _STRICT
 
-    #: ``scripted:PATH`` or ``openai:MODEL``; ``--model`` overrides it.
+    #: ``scripted:PATH``, ``openai:MODEL`` or ``anthropic:MODEL``; ``--model`` overrides it.
     model: str | None = None
     system_prompt: str = (
         "You are a helpful agent. Use the tools you are given when they help; when a tool result says "
@@ -150,15 +177,26 @@ class SpawnConfig(BaseModel):
 
 
 class ModelConfig(BaseModel):
-    """Where ``openai:`` models are reached. The key itself is never stored here."""
+    """How ``openai:`` and ``anthropic:`` models are reached and asked. The key itself is never stored here."""
 
     model_config = _STRICT
 
+    #: The API's base URL (default: ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, else the provider's own).
     base_url: str | None = None
-    #: The environment variable that holds the API key.
-    api_key_env: str = "OPENAI_API_KEY"
+    #: The environment variable that holds the API key; ``ZAGENT_API_KEY`` and the
+    #: provider's own (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) are looked at after it.
+    api_key_env: str | None = None
     timeout_seconds: float = Field(120.0, gt=0, allow_inf_nan=False)
     max_retries: int = Field(3, ge=0, le=10)
+    #: Passed on to the model when set (the provider's default otherwise).
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    #: The longest reply, in tokens (``anthropic`` needs one: 8192 when unset).
+    max_tokens: int | None = Field(default=None, ge=1)
+    #: Stream replies (server-sent events) when the CLI shows them as they arrive; off for
+    #: an endpoint that cannot.
+    stream: bool = True
+    #: ``anthropic-version``, the Messages API's version header.
+    anthropic_version: str = "2023-06-01"
 
 
 class NormaliseRule(BaseModel):

@@ -20,9 +20,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-#: Where a provider looks for its key after the variable ``model.api_key_env`` names.
-#: No tool ever gets these, whether a provider took them or not.
-KEY_VARIABLES = ("ZAGENT_API_KEY", "OPENAI_API_KEY")
+#: Where a provider looks for its key after the variable ``model.api_key_env`` names
+#: (``ZAGENT_API_KEY``, then the provider's own). No tool ever gets these, whether a
+#: provider took them or not.
+KEY_VARIABLES = ("ZAGENT_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 _PR_SET_DUMPABLE = 4
 
@@ -47,11 +48,13 @@ def take(name: str) -> str | None:
     return value
 
 
-def take_model_key(api_key_env: str) -> str | None:
-    """The model's key: the first of ``api_key_env``, ``ZAGENT_API_KEY``, ``OPENAI_API_KEY``
-    that is set and not empty. All three are taken (see :func:`take`), whichever holds the key."""
-    values = [take(name) for name in dict.fromkeys([api_key_env, *KEY_VARIABLES])]
-    return next((value for value in values if value), None)
+def take_model_key(api_key_env: str | None, provider_env: str = "OPENAI_API_KEY") -> str | None:
+    """The model's key: the first of ``api_key_env``, ``ZAGENT_API_KEY`` and the provider's
+    own variable (``provider_env``) that is set and not empty. Every key variable is taken
+    (see :func:`take`), whichever holds the key."""
+    searched = list(dict.fromkeys([*([api_key_env] if api_key_env else []), "ZAGENT_API_KEY", provider_env]))
+    values = {name: take(name) for name in dict.fromkeys([*searched, *KEY_VARIABLES])}
+    return next((values[name] for name in searched if values[name]), None)
 
 
 def withheld(name: str) -> bool:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 
-from zagent_core.config import Config, load_config
+from zagent_core.config import CapabilitiesConfig, Config, load_config
 from zagent_core.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -639,6 +639,12 @@ class Session:
         return tool.manifest.replay if tool is not None else None
 
     @property
+    def capabilities(self) -> CapabilitiesConfig:
+        """What the model of the session's latest turn can take (``config.json`` first): which
+        media a call attaches, and ``ZAGENT_CAPS``."""
+        return self.engine.config.capabilities.for_model(self.state.model)
+
+    @property
     def depth(self) -> int:
         """0 for a top-level session, 1 for its sub-agents, 2 for theirs..."""
         return self.state.parent.depth if self.state.parent is not None else 0
@@ -878,7 +884,7 @@ class Session:
         scratch.mkdir(parents=True, exist_ok=True)
         return CallContext(
             session_id=self.session_id, home=engine.home.root, workspace=engine.workspace, scratch=scratch,
-            output_dir=call_dir / "output", notify_file=call_dir / "notify", caps=engine.config.capabilities.as_env(),
+            output_dir=call_dir / "output", notify_file=call_dir / "notify", caps=self.capabilities.as_env(),
             state_file=state_file,
         )
 
@@ -1042,7 +1048,7 @@ class Session:
             result = build_result(
                 outcome, output_mode=manifest.output, timeout=invocation.timeout,
                 attach_outputs=manifest.attach_outputs, paths=CallPaths(call_dir=call_dir, output_dir=output_dir),
-                cwd=invocation.cwd, caps=engine.config.capabilities, limits=limits,
+                cwd=invocation.cwd, caps=self.capabilities, limits=limits,
             )
         except JournalError:
             raise  # the journal itself failed (disk full): no result can be recorded; the caller says so
@@ -1086,7 +1092,8 @@ class Session:
             self._append([ModelReplied(
                 model=reply.model, text=reply.text, tool_calls=calls, stop_reason=reply.stop_reason,
                 input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,
-                duration_ms=duration_ms)])
+                cache_read_tokens=reply.usage.cache_read_tokens,
+                cache_creation_tokens=reply.usage.cache_creation_tokens, duration_ms=duration_ms)])
             self._reply = calls
         return calls
 
@@ -1255,7 +1262,7 @@ class Session:
         result = tasks.result_of(
             record, Path(task.task_dir), output_mode=call.output_mode or "text", timeout=call.timeout_seconds,
             attach_outputs=call.attach_outputs, cwd=Path(call.cwd or self.engine.workspace),
-            caps=self.engine.config.capabilities, limits=self.engine.config.limits,
+            caps=self.capabilities, limits=self.engine.config.limits,
         )
         fields = result.event_fields() | {"ended_at": tasks.ended_at(record)}
         written = _state_written(task.call_id, task.tool, result)

@@ -63,11 +63,13 @@ class OutputFile(_Part):
 
 
 class Media(_Part):
-    """A file attached to a result for the model to see."""
+    """A file attached to a result for the model to see: a reference, never its bytes."""
 
     path: str
     mime: str
     size: int
+    #: The file's sha256 when the call made it, so a later request can tell it changed (None before 0.2).
+    sha256: str | None = None
 
 
 # -- session ------------------------------------------------------------------------
@@ -500,6 +502,9 @@ class ModelReplied(_Body):
     stop_reason: str
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Prompt caching: input tokens read from the provider's cache, and written to it.
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
     duration_ms: int = 0
 
 

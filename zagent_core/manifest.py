@@ -512,5 +512,5 @@ def spawn_problems(config: Config) -> list[Problem]:
               if preset.model is not None and preset.model not in catalog and ":" not in preset.model]
     return [Problem(source="config.json", severity="warning",
                     message=f'{key} is "{spec}", which is neither an id of spawn.models{did_you_mean(spec, catalog)} '
-                            "nor a model spec (scripted:PATH, openai:MODEL)")
+                            "nor a model spec (scripted:PATH, openai:MODEL, anthropic:MODEL)")
             for key, spec in wrong]

@@ -24,7 +24,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -254,7 +254,8 @@ class ReplayModel:
     def __init__(self, replies: list[ModelReplied]) -> None:
         self.replies = replies
 
-    def reply(self, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
+    def reply(self, messages: list[Message], tools: list[ToolSpec], *,
+              on_text: Callable[[str], None] | None = None) -> ModelReply:
         index = sum(1 for m in messages if m.role == "assistant")
         if index >= len(self.replies):
             raise ModelError(f"the recording has no model reply #{index + 1}: the host asked the model more "
@@ -263,7 +264,9 @@ class ReplayModel:
         return ModelReply(
             text=recorded.text, stop_reason=recorded.stop_reason, model=recorded.model,
             tool_calls=[ToolCallRequest(id=c.id, name=c.name, arguments=c.arguments) for c in recorded.tool_calls],
-            usage=Usage(input_tokens=recorded.input_tokens, output_tokens=recorded.output_tokens),
+            usage=Usage(input_tokens=recorded.input_tokens, output_tokens=recorded.output_tokens,
+                        cache_read_tokens=recorded.cache_read_tokens,
+                        cache_creation_tokens=recorded.cache_creation_tokens),
         )
 
 

@@ -9,6 +9,7 @@ and where the whole of it is, and every file of the output folder is listed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import mimetypes
@@ -38,7 +39,7 @@ _MAX_PROBLEMS = 10
 #: How far into the kept tail a cut may move to start at a whole line.
 _LINE_SNAP = 256
 
-_CAPABILITY_OF = {"image": "vision", "audio": "audio", "video": "video"}
+_CAPABILITY_OF = {"image": "vision", "pdf": "pdf", "audio": "audio", "video": "video"}
 #: A tool-state value, as JSON, may be this big at most; a key this long; one call's writes this big in all.
 MAX_STATE_VALUE_BYTES = 64 * 1024
 MAX_STATE_KEY_CHARS = 256
@@ -115,10 +116,28 @@ class CallPaths:
     output_dir: Path
 
 
-def _capability(mime: str) -> str | None:
+def media_kind(mime: str) -> str | None:
+    """``image``, ``pdf``, ``audio`` or ``video``: the kinds of file a model may take; None for the rest."""
     if mime == "application/pdf":
         return "pdf"
-    return _CAPABILITY_OF.get(mime.split("/", 1)[0])
+    major = mime.split("/", 1)[0]
+    return major if major in ("image", "audio", "video") else None
+
+
+def _capability(mime: str) -> str | None:
+    return _CAPABILITY_OF.get(media_kind(mime) or "")
+
+
+def _sha256(path: str) -> str | None:
+    """The file's sha256, which lets a later request tell that it changed (None if it cannot be read)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def _guess_mime(path: Path) -> str | None:
@@ -468,8 +487,8 @@ def build_result(
     found = _collect_files(paths.output_dir, attach_outputs, caps, limits)
     listed = [named_by_path.pop(f.path, f) for f in found.items] + list(named_by_path.values())
     files = _Files(_limit_attachments(listed, limits), found.more, found.more_bytes)
-    media = [Media(path=f.path, mime=f.mime or "application/octet-stream", size=f.size) for f in files.items
-             if f.attached]
+    media = [Media(path=f.path, mime=f.mime or "application/octet-stream", size=f.size, sha256=_sha256(f.path))
+             for f in files.items if f.attached]
 
     cap = limits.output_cap_bytes
     added = _additions(problems, endings, files, paths.output_dir, cap // 2)

@@ -2,18 +2,22 @@
 
 A :class:`Model` gets the conversation so far and the tool specs (name, description,
 parameters: exactly what the manifest reference says the model sees) and returns a
-:class:`ModelReply`: text and/or tool calls, a stop reason, token usage. Providers:
-``scripted`` (replies from a JSON file; no key, no network) and ``openai`` (any
-OpenAI-compatible Chat Completions endpoint).
+:class:`ModelReply`: text and/or tool calls, a stop reason, token usage. Given ``on_text``,
+a provider that streams hands it the reply's text as it arrives; the reply itself is
+returned (and journaled) only once it is complete. Providers: ``scripted`` (replies from
+a JSON file; no key, no network), ``openai`` (any OpenAI-compatible Chat Completions
+endpoint) and ``anthropic`` (the Messages API).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from zagent_core.config import ModelConfig
+from zagent_core.events import Media
 
 
 class ToolSpec(BaseModel):
@@ -42,6 +46,9 @@ class Usage(BaseModel):
 
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Prompt caching (Anthropic): input tokens read from the cache, and written to it.
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
 
 class ModelReply(BaseModel):
@@ -69,6 +76,8 @@ class Message(BaseModel):
     #: tool messages: which call this is the result of.
     tool_call_id: str | None = None
     is_error: bool = False
+    #: tool messages: the files the result attached for the model to see (read when sent).
+    media: list[Media] = Field(default_factory=list)
 
 
 class ModelError(RuntimeError):
@@ -81,13 +90,19 @@ class Model(Protocol):
 
     name: str
 
-    def reply(self, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
-        """The next reply to ``messages``; raises :class:`ModelError` when it cannot."""
+    def reply(self, messages: list[Message], tools: list[ToolSpec], *,
+              on_text: Callable[[str], None] | None = None) -> ModelReply:
+        """The next reply to ``messages``; raises :class:`ModelError` when it cannot.
+
+        ``on_text`` is given the reply's text piece by piece as it arrives (all at once
+        where the model does not stream)."""
         ...
 
 
 def load_model(spec: str, config: ModelConfig | None = None) -> Model:
-    """A model from ``scripted:PATH`` or ``openai:MODEL``. Raises ValueError saying what to write."""
+    """A model from ``scripted:PATH``, ``openai:MODEL`` or ``anthropic:MODEL``.
+
+    Raises ValueError saying what to write."""
     kind, _, rest = spec.partition(":")
     if kind == "scripted" and rest:
         from zagent_core.models.scripted import ScriptedModel
@@ -97,8 +112,10 @@ def load_model(spec: str, config: ModelConfig | None = None) -> Model:
     if kind == "openai" and rest:
         from zagent_core.models.openai import OpenAIModel
 
-        config = config or ModelConfig()
-        return OpenAIModel(rest, base_url=config.base_url, api_key_env=config.api_key_env,
-                           timeout=config.timeout_seconds, max_retries=config.max_retries)
-    raise ValueError(f'model "{spec}" is not one zagent knows; use scripted:PATH (replies from a JSON file) or '
-                     "openai:MODEL (an OpenAI-compatible endpoint)")
+        return OpenAIModel(rest, config=config or ModelConfig())
+    if kind == "anthropic" and rest:
+        from zagent_core.models.anthropic import AnthropicModel
+
+        return AnthropicModel(rest, config=config or ModelConfig())
+    raise ValueError(f'model "{spec}" is not one zagent knows; use scripted:PATH (replies from a JSON file), '
+                     "openai:MODEL (an OpenAI-compatible endpoint) or anthropic:MODEL (Anthropic's Messages API)")

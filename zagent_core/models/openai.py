@@ -1,54 +1,70 @@
 """Any OpenAI-compatible Chat Completions endpoint: OpenAI, Ollama, vLLM, llama.cpp...
 
-Standard library HTTP (no client dependency), a timeout per request, and retries with
-backoff on 429 and 5xx (honouring ``Retry-After``) and on connection failures, each one
-logged as a warning (the CLI prints it on stderr), so a wait is never silent. Requests say
-who sends them (``User-Agent: zagent/VERSION``).
+The transport (retries, ``Retry-After``, the key, cleaning what comes back) is
+:mod:`zagent_core.models.http`'s. Here: how Chat Completions spells a conversation and a
+reply, whole or streamed (``stream: true``, its deltas folded into one reply, usage from
+``stream_options.include_usage``; a stream that ends before ``[DONE]`` is asked again).
 
-The key is taken from the environment once (:mod:`zagent_core.credentials`), and
-everything the server sends back is cleaned before zagent keeps or shows it: a server
-that echoes the key gets ``[redacted]`` in the error text and in the reply, and text no
-UTF-8 can hold (a lone surrogate from a ``"\\ud800"`` escape) becomes U+FFFD.
+Tool messages of Chat Completions carry text only, so the images a tool result attached
+go in a user message right after the reply's tool messages, as ``image_url`` data URLs
+(what OpenAI's documentation does for images a tool produced); other kinds are dropped
+with a line in the result's text saying so.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
-import time
-import urllib.error
-import urllib.request
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from zagent_core import credentials
-from zagent_core.engine import zagent_version
-from zagent_core.logs import get_logger
-from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
-from zagent_core.text import storable_json
+from zagent_core.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.models.http import HTTPModel, StreamCut
+from zagent_core.models.media import Attachment, prepare
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-REDACTED = "[redacted]"
-#: How much of an HTTP error's body is read (to redact it whole) and how much is shown.
-_ERROR_READ, _ERROR_SHOWN = 65536, 300
-log = get_logger(__name__)
 
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refused"}
+#: What Chat Completions takes in a user message: images, up to 20 MB each, in these formats.
+MEDIA_LIMITS = {"image": 20 * 1024 * 1024}
+MEDIA_TYPES = {"image": ("image/png", "image/jpeg", "image/gif", "image/webp")}
 
 
-def _wire_message(message: Message) -> dict[str, Any]:
-    if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-    wire: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        wire["content"] = message.content or None
-        wire["tool_calls"] = [
-            {"id": call.id, "type": "function",
-             "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
-            for call in message.tool_calls
-        ]
+def _wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions takes it: tool results as ``tool`` messages, their
+    images in one ``user`` message after the last tool message of the reply."""
+    wire: list[dict[str, Any]] = []
+    pending: list[tuple[Message, Attachment]] = []
+    for index, message in enumerate(messages):
+        if message.role == "tool":
+            prepared = prepare(message.media, MEDIA_LIMITS, "openai", MEDIA_TYPES)
+            wire.append({"role": "tool", "tool_call_id": message.tool_call_id,
+                         "content": prepared.text_with_notes(message.content)})
+            pending += [(message, attachment) for attachment in prepared.attachments]
+            if pending and (index + 1 == len(messages) or messages[index + 1].role != "tool"):
+                wire.append(_images_message(pending))
+                pending = []
+            continue
+        entry: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.tool_calls:
+            entry["content"] = message.content or None
+            entry["tool_calls"] = [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+                for call in message.tool_calls
+            ]
+        wire.append(entry)
     return wire
+
+
+def _images_message(attached: list[tuple[Message, Attachment]]) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for message, attachment in attached:
+        name = attachment.media.path.rsplit("/", 1)[-1]
+        content.append({"type": "text", "text": f"[{name}, attached by the result of tool call {message.tool_call_id}]"})
+        content.append({"type": "image_url",
+                        "image_url": {"url": f"data:{attachment.media.mime};base64,{attachment.data}"}})
+    return {"role": "user", "content": content}
 
 
 def _arguments(text: Any) -> Any:
@@ -61,74 +77,89 @@ def _arguments(text: Any) -> Any:
         return text
 
 
-class OpenAIModel:
-    """``openai:MODEL``: base URL and key from the arguments, else ``OPENAI_BASE_URL`` and the
-    first of the variables ``api_key_env``, ``ZAGENT_API_KEY``, ``OPENAI_API_KEY`` that is set
-    (all three are then taken out of the environment: see :mod:`zagent_core.credentials`)."""
+class _Stream:
+    """A streamed completion folded into the message a whole one would have held."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0, max_retries: int = 3,
-                 backoff: float = 0.5) -> None:
-        self.model = model
-        self.name = f"openai:{model}"
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        if api_key is None:
-            api_key = credentials.take_model_key(api_key_env)
-        self.api_key = api_key or ""
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self.on_text = on_text
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.model = ""
 
-    def _clean(self, value: Any) -> Any:
-        """A JSON value from the server, fit to journal and show: storable, the key redacted."""
-        return credentials.redact(storable_json(value), self.api_key, REDACTED)
+    def read(self, events: Iterator[tuple[str, Any]]) -> dict[str, Any]:
+        for _, chunk in events:
+            if chunk == "[DONE]":
+                return self._answer()
+            if not isinstance(chunk, dict):
+                raise ValueError(f"a stream chunk is not an object: {chunk!r:.80}")
+            if chunk.get("error"):  # a server that fails midway (overloaded): asked again
+                error = chunk["error"]
+                raise StreamCut(f"the stream reported an error: {error.get('message', error) if isinstance(error, dict) else error}")
+            self.model = chunk.get("model") or self.model
+            self.usage = chunk.get("usage") or self.usage
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    self.text.append(delta["content"])
+                    self.on_text(delta["content"])
+                for part in delta.get("tool_calls") or []:
+                    call = self.calls.setdefault(part.get("index", len(self.calls)),
+                                                 {"id": None, "function": {"name": "", "arguments": ""}})
+                    call["id"] = part.get("id") or call["id"]
+                    function = part.get("function") or {}
+                    call["function"]["name"] += function.get("name") or ""
+                    call["function"]["arguments"] += function.get("arguments") or ""
+                self.finish = choice.get("finish_reason") or self.finish
+        raise StreamCut("the stream ended before [DONE]")
 
-    def _error(self, problem: str) -> ModelError:
-        return ModelError(self._clean(problem))
+    def _answer(self) -> dict[str, Any]:
+        message = {"content": "".join(self.text), "tool_calls": [self.calls[i] for i in sorted(self.calls)]}
+        return {"model": self.model, "usage": self.usage,
+                "choices": [{"message": message, "finish_reason": self.finish}]}
 
-    def _not_found_hint(self) -> str:
+
+class OpenAIModel(HTTPModel):
+    """``openai:MODEL``: base URL and key from the arguments, else ``model.base_url`` /
+    ``OPENAI_BASE_URL`` and the first of the variables ``model.api_key_env``,
+    ``ZAGENT_API_KEY``, ``OPENAI_API_KEY`` that is set (every key variable is then taken out
+    of the environment: see :mod:`zagent_core.credentials`)."""
+
+    provider: ClassVar[str] = "openai"
+    path: ClassVar[str] = "/chat/completions"
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+    base_url_env: ClassVar[str] = "OPENAI_BASE_URL"
+    key_env: ClassVar[str] = "OPENAI_API_KEY"
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _hint(self, status: int) -> str:
         """For a 404: the usual cause, a base URL without the ``/v1`` the endpoints live under."""
-        if urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
+        if status != 404 or urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
             return ""
         return (f"; OpenAI-compatible servers usually serve the API under /v1: try the base URL {self.base_url}/v1 "
                 "(OPENAI_BASE_URL, or model.base_url in config.json)")
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json", "User-Agent": f"zagent/{zagent_version()}"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        url = f"{self.base_url}/chat/completions"
-        problem = ""
-        for attempt in range(self.max_retries + 1):
-            delay = self.backoff * 2**attempt
-            try:
-                request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return json.loads(response.read())
-            except urllib.error.HTTPError as exc:
-                detail = self._clean(exc.read(_ERROR_READ).decode("utf-8", "replace"))[:_ERROR_SHOWN]
-                problem = f"HTTP {exc.code} from {url}: {detail}"
-                if exc.code != 429 and exc.code < 500:
-                    raise self._error(problem + (self._not_found_hint() if exc.code == 404 else "")) from None
-                retry_after = exc.headers.get("Retry-After") if exc.headers else None
-                if retry_after and retry_after.replace(".", "", 1).isdigit():
-                    delay = min(float(retry_after), 60.0)
-            except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as exc:
-                problem = f"cannot reach {url}: {getattr(exc, 'reason', exc)}"
-            except ValueError as exc:
-                raise self._error(f"{url} answered with something that is not JSON: {exc}") from None
-            if attempt < self.max_retries:
-                log.warning("model_request_retrying", problem=self._clean(problem), attempt=attempt + 1,
-                            attempts=self.max_retries + 1, retry_in_seconds=delay)
-                time.sleep(delay)
-        raise self._error(f"{problem} (after {self.max_retries + 1} attempts)")
-
-    def reply(self, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
-        body: dict[str, Any] = {"model": self.model, "messages": [_wire_message(m) for m in messages]}
+    def request(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> dict[str, Any]:
+        """The request body for ``messages`` (what a test checks against the documented shape)."""
+        body: dict[str, Any] = {"model": self.model, "messages": _wire_messages(messages)}
         if tools:
             body["tools"] = [{"type": "function", "function": spec.model_dump()} for spec in tools]
-        answer = self._clean(self._post(body))
+        if self.config.temperature is not None:
+            body["temperature"] = self.config.temperature
+        if self.config.max_tokens is not None:
+            body["max_tokens"] = self.config.max_tokens
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _fold(self, events: Iterator[tuple[str, Any]], on_text: Callable[[str], None]) -> Any:
+        return _Stream(on_text).read(events)
+
+    def _reply(self, answer: Any) -> ModelReply:
         try:
             choice = answer["choices"][0]
             message = choice["message"]

@@ -16,6 +16,7 @@ grandchild's ``scripted:PATH#child-1/child-2``, keys %-quoted), so a resume read
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -109,11 +110,14 @@ class ScriptedModel:
         ]
         return cls(replies, name=f"scripted:{path}{'#' + child if child else ''}")
 
-    def reply(self, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
+    def reply(self, messages: list[Message], tools: list[ToolSpec], *,
+              on_text: Callable[[str], None] | None = None) -> ModelReply:
         index = sum(1 for message in messages if message.role == "assistant")
         if index >= len(self.replies):
             raise ModelError(f"the script has no reply #{index + 1} (it has {len(self.replies)})")
         reply = self.replies[index]
+        if on_text is not None and reply.text:
+            on_text(reply.text)  # the whole text at once: a script has nothing to stream
         # Rough usage, so loops and audits have numbers to show.
         size = sum(len(m.content) for m in messages)
         return reply.model_copy(update={"usage": Usage(input_tokens=size // 4, output_tokens=len(reply.text) // 4)})

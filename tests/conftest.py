@@ -70,10 +70,27 @@ def wait_for(condition: Callable[[], Any], what: str = "the condition", seconds:
         time.sleep(0.02)
 
 
+def read_terminal(leader: int, on_output: Callable[[bytes], None] | None = None) -> bytes:
+    """All that a pty's programs write, read from its ``leader`` end until every one of them
+    closed it (the end is then closed too); ``on_output`` sees the output as it grows."""
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: it ended, the terminal has no other end any more
+            break
+        if not chunk:
+            break
+        shown += chunk
+        if on_output is not None:
+            on_output(shown)
+    os.close(leader)
+    return shown
+
+
 def run_on_terminal(argv: list[str], cwd: Path, typed: bytes) -> bytes:
     """Run ``argv`` with a terminal (a pty) for stdin, stdout and stderr, ``typed`` already
     waiting in its input; returns all it printed, once it exited with status 0."""
-    import os
     import pty
     import subprocess
 
@@ -81,16 +98,7 @@ def run_on_terminal(argv: list[str], cwd: Path, typed: bytes) -> bytes:
     run = subprocess.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal, cwd=cwd)
     os.close(terminal)
     os.write(controller, typed)  # waits in the terminal's buffer until the program reads it
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # it ended: the terminal has no other end any more
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(controller)
+    shown = read_terminal(controller)
     assert run.wait(timeout=60) == 0, shown
     return shown
 

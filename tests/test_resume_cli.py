@@ -82,7 +82,7 @@ def test_a_run_cut_off_before_its_first_turn_asks_for_the_model_instead_of_endin
         session.release()
     refused = zagent(home_dir, "resume", session.session_id, cwd=tmp_path)
     assert refused.returncode == 2
-    assert "no model: give --model (scripted:PATH or openai:MODEL)" in refused.stderr
+    assert "no model: give --model (scripted:PATH, openai:MODEL or anthropic:MODEL)" in refused.stderr
     with SQLiteJournal(home_dir / "journal.db") as journal:
         assert not next(iter(journal.sessions())).ended  # nothing was lost: it resumes with --model
     listed = zagent(home_dir, "sessions", "list", cwd=tmp_path)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from zagent_core.engine import Session
     from zagent_core.models import Model
     from zagent_store.locate import AnyJournal
+    from zagent_cli.show import LiveConversation
 
 
 class StorableText(click.ParamType):
@@ -187,7 +188,7 @@ def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: st
 _COMPLETED_SESSIONS = 200
 
 
-def _withhold_model_key(api_key_env: str) -> None:
+def _withhold_model_key(api_key_env: str | None) -> None:
     """Take the model's key out of every environment a tool could read, before any tool runs.
 
     Kept in this process's memory for a provider built later; see zagent_core.credentials.
@@ -527,8 +528,8 @@ def _model_for(engine: Engine, model_spec: str | None, state: SessionState | Non
     if not spec:
         if state is None or prompt is not None or state.origin == "run":
             # A run cut off before its first turn journaled its model cannot guess it.
-            raise click.UsageError('no model: give --model (scripted:PATH or openai:MODEL) or set "agent": '
-                                   '{"model": ...} in config.json')
+            raise click.UsageError('no model: give --model (scripted:PATH, openai:MODEL or anthropic:MODEL) or set '
+                                   '"agent": {"model": ...} in config.json')
         return None, ""
     config = engine.config.model
     if base_url is not None:
@@ -646,7 +647,7 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     from zagent_core.agent import Agent
     from zagent_core.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
     from zagent_core.leases import SessionBusyError
-    from zagent_cli.show import show_event
+    from zagent_cli.show import LiveConversation
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
@@ -662,6 +663,8 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
         if state is not None and state.parent is not None:
             _refuse_a_waited_child(engine, state)
         model, spec = _model_for(engine, model_spec, state, prompt)
+        live = LiveConversation()
+        show_event = live.event
         try:
             if session_id is None:
                 for problem in engine.config_problems + engine.load_tools().problems:
@@ -686,7 +689,7 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
                 reason, requests = _settle_only(session), 0
             else:
                 say(f"[session {session.session_id}, model {model.name}]", err=True)
-                result = Agent(session, model, spec=spec).run(prompt)
+                result = Agent(session, model, spec=spec, on_text=_streamed_here(live)).run(prompt)
                 reason, requests = result.reason, result.requests
         except KeyboardInterrupt:
             say(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)
@@ -702,6 +705,13 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     for line in _waiting_lines(session.state):
         say(line)
     sys.exit(0 if fine else 1)
+
+
+def _streamed_here(live: LiveConversation) -> Callable[[str], None] | None:
+    """The agent's ``on_text``: the replies' text printed as it streams, on a terminal. Off a
+    terminal (None) the model is asked for whole replies, as before streaming was there, so
+    scripts and logs get the same requests and the same bytes."""
+    return live.text if sys.stdout.isatty() else None
 
 
 def _refuse_a_waited_child(engine: Engine, state: SessionState) -> None:
@@ -730,7 +740,7 @@ def _latest_open_session(obj: Context) -> str:
 
 @cli.command()
 @click.argument("prompt", type=TEXT)
-@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: config agent.model).")
 @click.option("--session", "session_id", type=TEXT, metavar="ID", shell_complete=complete_sessions,
               help="Continue this session instead of starting one.")
 @click.option("-c", "--continue", "continue_latest", is_flag=True,
@@ -782,7 +792,7 @@ def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt
 @cli.command()
 @click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
 @click.argument("prompt", type=TEXT, required=False)
-@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: config agent.model).")
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: config agent.model).")
 @click.option("--last", is_flag=True, help="Resume the most recently active session that has not ended.")
 @click.pass_obj
 def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec: str | None, last: bool) -> None:
@@ -803,7 +813,7 @@ def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec:
 @click.argument("text", type=TEXT)
 @click.option("--call", "call_id", type=TEXT, metavar="ID",
               help="The ask_user call to answer, when the session waits on several questions.")
-@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: the session's).")
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's).")
 @click.pass_obj
 def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_spec: str | None) -> None:
     """Answer the question SESSION_ID waits on (status ``waiting on user``) with TEXT
@@ -819,7 +829,7 @@ def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_
 @cli.command()
 @click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
 @click.argument("call_id", type=TEXT, required=False)
-@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: the session's).")
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's).")
 @click.pass_obj
 def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str | None) -> None:
     """Approve the call SESSION_ID waits on (status ``waiting on approval``): run it here,
@@ -834,7 +844,7 @@ def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str 
 @click.argument("call_id", type=TEXT, required=False)
 @click.option("--reason", type=TEXT, default="", metavar="TEXT",
               help="Why not: the model is told, with the denial, as the call's result.")
-@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH or openai:MODEL (default: the session's).")
+@click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's).")
 @click.pass_obj
 def deny(obj: Context, session_id: str, call_id: str | None, reason: str, model_spec: str | None) -> None:
     """Deny the call SESSION_ID waits on (status ``waiting on approval``): it is not run, and

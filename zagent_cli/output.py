@@ -55,6 +55,12 @@ def say(text: str = "", *, err: bool = False, colour: str | None = None) -> None
     click.echo(click.style(line, fg=colour) if colour and _coloured() else line, err=err)
 
 
+def say_part(text: str) -> None:
+    """Print ``text`` made safe as :func:`say` does, with no newline, at once (click flushes):
+    a model's reply as it streams."""
+    click.echo(terminal_safe(text), nl=False)
+
+
 def utc_ms(when: datetime) -> str:
     """``2026-11-30T04:46:00.123Z``: the journal's one time format, used in every output."""
     return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"

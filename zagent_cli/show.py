@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,7 +47,7 @@ from zagent_core.events import (
 )
 from zagent_core.journal import SessionSummary, StoredEvent
 from zagent_core.state import ChildView, SessionState, TaskView
-from zagent_cli.output import head, plural, say
+from zagent_cli.output import head, plural, say, say_part, terminal_safe
 
 if TYPE_CHECKING:
     from zagent_core.trees import TreeNode
@@ -116,6 +117,60 @@ def show_event(stored: StoredEvent) -> None:
     line = event_line(stored)
     if line is not None:
         say(line)
+
+
+class LiveConversation:
+    """What ``zagent run`` prints as the session happens: :func:`show_event`'s lines, and the
+    model's text as it streams (:meth:`text`, the agent's ``on_text``).
+
+    A streamed reply is printed piece by piece on the ``assistant:`` line its
+    ``model_replied`` would have printed whole, and that event then prints nothing (its
+    calls are events of their own). Another event's line while the text streams (a note of
+    a background task) ends the line, and the text goes on on a new ``assistant:`` line. A
+    request asked again (the provider's ``""``: the reply starts over) voids what streamed
+    of it: its line ends there. Should what was printed still differ from the reply the
+    journal kept, the reply is printed whole as well, so what was kept is what was shown last.
+    The provider hands on text as the journal keeps it (a key the server echoes redacted).
+
+    Called from the agent's thread and the task watcher's, hence the lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streamed = ""  # the current reply's text, as printed
+        self._open = False  # an assistant line is begun and not ended
+
+    def text(self, piece: str) -> None:
+        with self._lock:
+            if not piece:  # asked again: what came of the reply is void
+                self._end_line()
+                self._streamed = ""
+                return
+            if not self._open:
+                say_part("assistant: ")
+                self._open = True
+            self._streamed += piece
+            say_part(piece)
+
+    def event(self, stored: StoredEvent) -> None:
+        with self._lock:
+            event = stored.event
+            if isinstance(event, ModelReplied) and self._streamed:
+                self._end_line()
+                shown, self._streamed = self._streamed, ""
+                if terminal_safe(shown) == terminal_safe(event.text):
+                    return
+            elif isinstance(event, (TurnStarted, TurnEnded)):
+                self._streamed = ""  # a reply that never came (the model failed): what streamed of it is void
+            line = event_line(stored)
+            if line is not None:
+                self._end_line()
+                say(line)
+
+    def _end_line(self) -> None:
+        if self._open:
+            say_part("\n")
+            self._open = False
 
 
 # -- sessions show: the conversation --------------------------------------------------------

@@ -28,25 +28,30 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "home"
 PYTHON = sys.executable
 
 
-def _import_every_module(packages: tuple[str, ...] = ("zagent_core", "zagent_store", "zagent_cli")) -> None:
-    """Import all of zagent now, while the test process has one thread.
+def _import_every_module(packages: tuple[str, ...] = ("zagent_core", "zagent_store", "zagent_cli", "anyio")) -> None:
+    """Import all of zagent, and of anyio, now, while the test process has one thread.
 
-    pytest rewrites the asserts of zagent's own modules too (the distribution holds a
-    pytest11 plugin), with ``ast.parse`` at import time. CPython 3.11 keeps the AST
-    constructor's recursion depth in state shared by the interpreter's threads, so a module
-    the CLI imports lazily (its commands do, for start-up time), parsed while a thread left
-    by an earlier test parses another, fails with ``SystemError: AST constructor recursion
-    depth mismatch`` (CI saw it once in 1,100 tests; cpython#106905). Imported up front, no
-    module of zagent is parsed once a test has started threads.
+    pytest rewrites the asserts of the modules of every distribution that holds a pytest11
+    plugin (zagent's, and anyio's, which the MCP SDK brings), with ``ast.parse`` at import
+    time. CPython 3.11 keeps the AST constructor's recursion depth in state shared by the
+    interpreter's threads, so a module imported lazily in a thread (the CLI's commands, the
+    MCP client's event loop) while another thread parses another fails with ``SystemError:
+    AST constructor recursion depth mismatch`` (CI saw it once in 1,100 tests;
+    cpython#106905). Imported up front, none of them is parsed once a test has started threads.
     """
     import importlib
     import pkgutil
 
     for name in packages:
         package = importlib.import_module(name)
-        for module in pkgutil.walk_packages(package.__path__, prefix=f"{name}."):
-            if not module.name.endswith(".__main__"):  # running it would run the CLI
+        for module in pkgutil.walk_packages(package.__path__, prefix=f"{name}.", onerror=lambda _: None):
+            if module.name.endswith(".__main__"):  # running it would run the CLI
+                continue
+            try:
                 importlib.import_module(module.name)
+            except ImportError:  # an optional backend that is not installed (anyio's trio)
+                if name.startswith("zagent"):
+                    raise
 
 
 _import_every_module()

@@ -47,23 +47,30 @@ def test_every_reply_is_journaled_before_its_calls_run(home_dir: Path, engine: E
     assert messages[3].tool_call_id == "c0_0"
 
 
-def test_concurrency_safe_calls_run_together_and_results_keep_the_order_asked(home_dir: Path,
-                                                                            engine: Engine) -> None:
-    code = ("import json, sys, time\nargs = json.load(sys.stdin)\nstart = time.time()\ntime.sleep(args['s'])\n"
-            "print(json.dumps({'n': args['n'], 'start': start, 'end': time.time()}))")
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "number"}}}
-    python_tool(home_dir, "safe", code, parameters=schema, concurrency_safe=True)
-    python_tool(home_dir, "unsafe", code, parameters=schema)
-    calls = lambda name: [{"name": name, "arguments": {"n": n, "s": s}} for n, s in ((1, 0.4), (2, 0.1), (3, 0.2))]  # noqa: E731
-    model = script({"tool_calls": calls("safe")}, {"tool_calls": calls("unsafe")}, {"text": "ok"})
+def test_concurrency_safe_calls_run_together_and_results_keep_the_order_asked(home_dir: Path, engine: Engine,
+                                                                            tmp_path: Path) -> None:
+    # Each call leaves a mark and waits (up to a limit) for the marks of the three calls of its
+    # reply: calls that run together all see three, calls that run one after another see 1, 2, 3.
+    code = ("import json, os, sys, time\nargs = json.load(sys.stdin)\n"
+            "folder = os.path.join(os.environ['MEETING'], args['group'])\nos.makedirs(folder, exist_ok=True)\n"
+            "open(os.path.join(folder, str(args['n'])), 'w').close()\ndeadline = time.time() + args['wait']\n"
+            "while len(os.listdir(folder)) < 3 and time.time() < deadline:\n    time.sleep(0.01)\n"
+            "print(json.dumps({'n': args['n'], 'met': len(os.listdir(folder))}))")
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "group": {"type": "string"},
+                                               "wait": {"type": "number"}}}
+    meeting = {"MEETING": str(tmp_path / "meeting")}
+    python_tool(home_dir, "safe", code, parameters=schema, concurrency_safe=True, env=meeting)
+    python_tool(home_dir, "unsafe", code, parameters=schema, env=meeting)
+    calls = lambda name, wait: [{"name": name, "arguments": {"n": n, "group": name, "wait": wait}}  # noqa: E731
+                                for n in (1, 2, 3)]
+    # Together, the three meet however slow the machine (30 s to do it); alone, each waits 0.3 s in vain.
+    model = script({"tool_calls": calls("safe", 30)}, {"tool_calls": calls("unsafe", 0.3)}, {"text": "ok"})
     session = engine.start_session("run")
     Agent(session, model).run("go")
     messages = conversation(engine.journal.read(session.session_id), "sys")
     tool_results = [json.loads(m.content) for m in messages if m.role == "tool"]
     assert [r["n"] for r in tool_results] == [1, 2, 3, 1, 2, 3]  # the order the model asked for
-    safe, unsafe = tool_results[:3], tool_results[3:]
-    assert max(r["start"] for r in safe) < min(r["end"] for r in safe)  # all three overlapped
-    assert all(a["end"] <= b["start"] for a, b in zip(unsafe, unsafe[1:]))  # one after another
+    assert [r["met"] for r in tool_results] == [3, 3, 3, 1, 2, 3]  # together, then one after another
 
 
 def test_limits_stop_a_turn_with_a_clear_reason_and_every_call_answered(home_dir: Path, engine: Engine) -> None:

@@ -176,7 +176,7 @@ def test_a_session_with_tool_calls_over_the_wire(server: FakeServer, tmp_path: P
     assert server.paths == ["/v1/messages"] * 3
     assert server.headers[0]["X-Api-Key"] == KEY and server.headers[0]["Anthropic-Version"] == "2023-06-01"
     first, second, third = server.requests
-    assert first["model"] == "claude-test" and first["max_tokens"] == 8192 and "stream" not in first
+    assert first["model"] == "claude-test" and first["max_tokens"] == 16384 and first["stream"] is True
     assert first["system"] == [{"type": "text", "text": agent.config.system_prompt,
                                 "cache_control": {"type": "ephemeral"}}]
     (word_count,) = [tool for tool in first["tools"] if tool["name"] == "word_count"]

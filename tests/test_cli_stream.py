@@ -103,14 +103,15 @@ def test_a_stream_cut_short_ends_its_line_and_the_reply_asked_again_is_printed_w
     assert [r.text for r in _replies(home)] == ["Hello world"]
 
 
-def test_off_a_terminal_zagent_run_asks_for_whole_replies_and_prints_what_it_always_did(
+def test_off_a_terminal_zagent_run_prints_each_reply_whole_once_it_is_complete(
         server: FakeServer, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    server.reply(body=completion("Hello\nworld"))
-    assert _zagent_run(home, server.url, terminal=False) == "user: go\nassistant: Hello\nworld\n"
-    (asked,) = server.requests
-    assert "stream" not in asked
+    streamed, whole = tmp_path / "streamed", tmp_path / "whole"
+    streamed.mkdir(), whole.mkdir()
+    server.stream(text_stream("Hel", "lo\nworld"))
+    server.reply(body=completion("Fine\nthanks"))  # a server that answers a stream request whole
+    assert _zagent_run(streamed, server.url, terminal=False) == "user: go\nassistant: Hello\nworld\n"
+    assert _zagent_run(whole, server.url, terminal=False) == "user: go\nassistant: Fine\nthanks\n"
+    assert all(asked["stream"] is True for asked in server.requests)
 
 
 # -- the printer -----------------------------------------------------------------------------

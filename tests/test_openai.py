@@ -463,8 +463,7 @@ def test_a_streamed_reply_gives_its_text_as_it_arrives_and_is_the_reply_a_whole_
     assert streamed.stop_reason == "tool_use" and (streamed.usage.input_tokens, streamed.usage.output_tokens) == (11, 7)
     asked, plain = server.requests
     assert asked["stream"] is True and asked["stream_options"] == {"include_usage": True}
-    assert "stream" not in plain and "stream_options" not in plain  # no on_text: no stream
-    assert {k: v for k, v in asked.items() if not k.startswith("stream")} == plain
+    assert plain == asked  # no on_text: streamed all the same (the timeout is then between pieces)
     assert_chat_request(asked)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from zagent_core.journal import Journal
     from zagent_core.state import ApprovalView
     from zagent_core.builtins.base import Builtin
+    from zagent_core.config import ModelConfig
     from zagent_core.engine import Session
     from zagent_core.models import Model
     from zagent_store.locate import AnyJournal
@@ -136,7 +137,8 @@ class Context:
             raise click.UsageError(f"workspace {workspace} is not a folder")
         command = click.get_current_context().command_path.partition(" ")[2]
         engine = Engine(self.home, journal, workspace=workspace, command=command)
-        _withhold_model_key(engine.config.model.api_key_env)
+        click.get_current_context().call_on_close(engine.close)  # the MCP servers it started stop with the command
+        _withhold_model_key(engine.config.model)
         return engine
 
 
@@ -188,14 +190,15 @@ def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: st
 _COMPLETED_SESSIONS = 200
 
 
-def _withhold_model_key(api_key_env: str | None) -> None:
-    """Take the model's key out of every environment a tool could read, before any tool runs.
+def _withhold_model_key(model: ModelConfig) -> None:
+    """Take the models' keys out of every environment a tool could read, before any tool runs.
 
     Kept in this process's memory for a provider built later; see zagent_core.credentials.
     """
     from zagent_core.credentials import take_model_key
 
-    take_model_key(api_key_env)
+    take_model_key(model.api_key_env)
+    take_model_key(model.anthropic.api_key_env, "ANTHROPIC_API_KEY")
 
 
 def _engine_logs_shown(verbosity: int) -> None:
@@ -285,8 +288,9 @@ def tools_list(obj: Context, as_json: bool) -> None:
 
     home = obj.home
     config, config_problems = load_config(home.config_path)
-    toolset, builtins, builtin_problems = _home_tools(home, config)
-    problems = config_problems + builtin_problems + toolset.problems
+    mcp, mcp_problems, server_of = _mcp_tools(obj, config)
+    toolset, builtins, builtin_problems = _home_tools(home, config, reserved=mcp.keys())
+    problems = config_problems + builtin_problems + mcp_problems + toolset.problems
     if as_json:
         emit_json({
             "home": str(home.root),
@@ -299,6 +303,9 @@ def tools_list(obj: Context, as_json: bool) -> None:
             "builtins": [{"name": b.name, "description": b.description, "disabled": b.name in toolset.disabled,
                           "concurrency_safe": b.concurrency_safe if isinstance(b.concurrency_safe, bool)
                           else "depends on the arguments", "replay": b.replay} for b in builtins.values()],
+            "mcp": [{"name": t.name, "server": server_of[t.name], "description": t.description,
+                     "disabled": t.name in toolset.disabled, "identity": t.identity, "schema_hash": t.definition_hash,
+                     "concurrency_safe": t.concurrency_safe, "replay": t.replay} for t in mcp.values()],
             "problems": [p.model_dump() for p in problems],
         })
         return
@@ -310,19 +317,40 @@ def tools_list(obj: Context, as_json: bool) -> None:
     say("")
     _say_table([(name, builtin.description.split(". ")[0].rstrip("."), "built-in")
                 for name, builtin in builtins.items()], toolset.disabled)
+    if mcp:
+        say("")
+        _say_table([(name, tool.description.split(". ")[0].rstrip("."), f"mcp server {server_of[name]}")
+                    for name, tool in mcp.items()], toolset.disabled)
     if problems:
         say("\nproblems:")
         _say_problems(problems)
 
 
-def _home_tools(home: Home, config: Config) -> tuple[ToolSet, dict[str, Builtin], list[Problem]]:
-    """The home's tool folders (no folder may take a built-in's name), the built-ins the config
-    turns on, and what is wrong with ``builtins.enabled``: what a session of this home offers."""
+def _home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> tuple[ToolSet, dict[str, Builtin],
+                                                                                    list[Problem]]:
+    """The home's tool folders (no folder may take a built-in's name, nor one of ``reserved``),
+    the built-ins the config turns on, and what is wrong with ``builtins.enabled``: what a
+    session of this home offers."""
     from zagent_core.builtins import registry
     from zagent_core.manifest import load_tools
 
     builtins, problems = registry.enabled(config)
-    return load_tools(home, config, reserved=registry.names()), builtins, problems
+    return load_tools(home, config, reserved=registry.names() | set(reserved)), builtins, problems
+
+
+def _mcp_tools(obj: Context, config: Config) -> tuple[dict[str, Builtin], list[Problem], dict[str, str]]:
+    """The tools of config.json's MCP servers (each started, listed and stopped), what went
+    wrong with them, and each tool's server: what a session offers besides the home's own."""
+    if not config.mcp.servers:
+        return {}, [], {}
+    from zagent_core.mcp_tools import McpServers
+
+    servers = McpServers(config, Path(obj.workspace or Path.cwd()).resolve())
+    try:
+        tools, problems = servers.tools()
+    finally:
+        servers.close()
+    return tools, problems, servers.server_of
 
 
 def _say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str]) -> None:
@@ -513,7 +541,7 @@ def _model_choice(engine: Engine, model_spec: str | None,
         return model_spec, None
     if state is not None and state.model:
         return state.model, state.model_base_url
-    if state is not None and state.origin == "tools run":
+    if state is not None and state.origin in ("tools run", "mcp"):  # a person's or a client's calls: no model
         return None, None
     return engine.config.agent.model, None
 
@@ -709,8 +737,8 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
 
 def _streamed_here(live: LiveConversation) -> Callable[[str], None] | None:
     """The agent's ``on_text``: the replies' text printed as it streams, on a terminal. Off a
-    terminal (None) the model is asked for whole replies, as before streaming was there, so
-    scripts and logs get the same requests and the same bytes."""
+    terminal (None) each reply is printed whole once it is journaled, so scripts and logs
+    get the bytes they always did."""
     return live.text if sys.stdout.isatty() else None
 
 
@@ -968,10 +996,11 @@ def doctor(obj: Context, as_json: bool) -> None:
     home = obj.locate_home()
     unusable = home_problem(home.root)
     config, config_problems = load_config(home.config_path)
-    toolset, builtins, builtin_problems = _home_tools(home, config)
+    mcp, mcp_problems, server_of = _mcp_tools(obj, config) if not unusable else ({}, [], {})
+    toolset, builtins, builtin_problems = _home_tools(home, config, reserved=mcp.keys())
     unstartable = [Problem(source=f"tools/{tool.folder.name}", message=f"cannot start: {why}")
                    for _, tool in sorted(toolset.tools.items()) if (why := start_problem(tool))]
-    problems = config_problems + builtin_problems + toolset.problems + unstartable
+    problems = config_problems + builtin_problems + mcp_problems + toolset.problems + unstartable
     offered = [name for name in builtins if name not in toolset.disabled]
     if unusable:
         problems.insert(0, Problem(source="home", message=unusable))
@@ -989,6 +1018,8 @@ def doctor(obj: Context, as_json: bool) -> None:
             "home": str(home.root),
             "tools": {"loaded": sorted(toolset.tools), "disabled": sorted(toolset.disabled)},
             "builtins": {"offered": offered, "ripgrep": find_rg()},
+            "mcp": {"servers": sorted(config.mcp.servers), "started": sorted(set(server_of.values())),
+                    "tools": [name for name in mcp if name not in toolset.disabled]},
             "problems": [p.model_dump() for p in problems],
             "limits": config.limits.model_dump(),
             "capabilities": config.capabilities.model_dump(),
@@ -996,9 +1027,13 @@ def doctor(obj: Context, as_json: bool) -> None:
         })
     else:
         rg = find_rg()
+        started = len(set(server_of.values()))
+        mcp_line = (f"\nmcp: {started} of {plural(len(config.mcp.servers), 'server')} started, "
+                    f"{plural(len([n for n in mcp if n not in toolset.disabled]), 'tool')} offered"
+                    if config.mcp.servers else "")
         _print_doctor(home, config, toolset, problems, journal,
                       f"built-ins: {len(offered)} offered; grep runs "
-                      + (f"ripgrep ({rg})" if rg else "its Python search (no rg on PATH)"))
+                      + (f"ripgrep ({rg})" if rg else "its Python search (no rg on PATH)") + mcp_line)
         say("broken: see the problems above" if broken else "all good", colour=ERROR if broken else OK)
     sys.exit(1 if broken else 0)
 
@@ -1071,7 +1106,7 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
         raise click.UsageError(f"workspace {obj.workspace} is not a folder (--workspace: the folder a rerun copies)")
     config, _ = load_config(obj.home.config_path)
     if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
-        _withhold_model_key(config.model.api_key_env)
+        _withhold_model_key(config.model)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
     with replay_folder(obj.home) as tmp:
         if export_file:
@@ -1174,6 +1209,36 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
     from zagent_cli.show import print_audit
 
     print_audit(rows)
+
+
+# -- mcp -------------------------------------------------------------------------------
+
+
+@cli.group("mcp")
+def mcp_group() -> None:
+    """MCP: zagent's journaled tools for any MCP client (needs the mcp extra)."""
+
+
+@mcp_group.command("serve")
+@click.option("--http", "http", metavar="HOST:PORT",
+              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (a loopback address, unless "
+                   "--allow-remote).")
+@click.option("--allow-remote", is_flag=True, help="Let --http listen on an address other machines can reach.")
+@click.pass_obj
+def mcp_serve(obj: Context, http: str | None, allow_remote: bool) -> None:
+    """Serve the home's tools to an MCP client.
+
+    The home's tools and the built-ins, on stdio (default) or streamable HTTP. Each
+    connection is a session (origin mcp), every call journaled as zagent run journals it;
+    the session ends when the connection closes, and one cut off resumes with zagent resume.
+    """
+    try:
+        from zagent_cli.mcp_serve import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise click.ClickException("zagent mcp serve needs the MCP SDK: pip install 'zagent[mcp]'") from None
+    serve(obj, http, allow_remote)
 
 
 # -- journal ---------------------------------------------------------------------------

@@ -162,12 +162,15 @@ class Agent:
         self.run_call = run_call or (lambda call: session.call(call.name, call.arguments, call_id=call.call_id))
 
     def _messages(self) -> list[Message]:
-        """The next request's messages: the conversation so far, plus what was committed since."""
+        """The next request's messages: the conversation so far, plus what was committed since,
+        with only the media the model of this turn can take (a session may change models)."""
+        from zagent_core.models.media import within_capabilities
+
         journal = self.session.engine.journal
         for stored in journal.read(self.session.session_id, after_version=self._read_to, types=Conversation.TYPES):
             self._conversation.add(stored)
             self._read_to = stored.version
-        return self._conversation.messages()
+        return within_capabilities(self._conversation.messages(), self.session.capabilities)
 
     def tool_specs(self) -> list[ToolSpec]:
         """What the model is told about the tools: name, description, parameters."""

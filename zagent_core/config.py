@@ -7,10 +7,11 @@ warning) and its default is used instead, like a broken tool manifest.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from zagent_core.problems import Problem, describe_errors
 
@@ -63,10 +64,12 @@ class LimitsConfig(BaseModel):
     notify_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
 
 
-#: Model families that take images, by a part of their name: OpenAI's vision models and the
-#: open ones served behind OpenAI-compatible endpoints (Ollama, vLLM, llama.cpp).
-_SEES = ("gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-4-vision", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "vision", "llava",
-         "-vl", "vl-", "pixtral", "gemma3", "minicpm-v", "moondream", "bakllava", "qwen2.5vl", "llama4")
+#: Model families that take images, as their names go (OpenAI's own, the open ones served
+#: behind OpenAI-compatible endpoints, and other vendors' behind routers such as
+#: ``anthropic/claude-sonnet-4``): matched at the start of a name part (after ``/`` or ``:``).
+_SEEING = re.compile(r"(?:^|[/:])(?:gpt-4o|gpt-4\.1|gpt-4-turbo|gpt-4-vision|gpt-5|chatgpt-4o|o1(?:-20|$)|o3(?!-mini)|"
+                     r"o4-mini|claude-(?!2|instant)|gemini|llava|bakllava|pixtral|llama3\.2-vision|llama-?4|"
+                     r"minicpm-v|moondream|qwen2(?:\.5)?-?vl|gemma-?3(?!n?:(?:1b|270m))|[\w.-]*-vl\b)")
 
 
 class CapabilitiesConfig(BaseModel):
@@ -97,8 +100,7 @@ class CapabilitiesConfig(BaseModel):
             modern = "claude" in name and not any(old in name for old in ("claude-2", "claude-instant"))
             family = {"vision": modern, "pdf": modern, "audio": False, "video": False}
         elif provider == "openai":
-            family = {"vision": any(part in name for part in _SEES) and "o1-mini" not in name, "pdf": False,
-                      "audio": False, "video": False}
+            family = {"vision": bool(_SEEING.search(name)), "pdf": False, "audio": False, "video": False}
         else:
             return self
         return self.model_copy(update={field: on for field, on in family.items() if field not in self.model_fields_set})
@@ -176,27 +178,39 @@ class SpawnConfig(BaseModel):
     subagents: dict[str, SubagentConfig] = {}
 
 
-class ModelConfig(BaseModel):
-    """How ``openai:`` and ``anthropic:`` models are reached and asked. The key itself is never stored here."""
+class AnthropicConfig(BaseModel):
+    """Where ``anthropic:`` models are reached: the Messages API's own settings, apart from
+    ``openai:``'s, so one config (a spawn catalog of both) sends each provider its own key."""
 
     model_config = _STRICT
 
-    #: The API's base URL (default: ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, else the provider's own).
+    #: Default: ``ANTHROPIC_BASE_URL``, else ``https://api.anthropic.com`` (no ``/v1``, as the SDK takes it).
     base_url: str | None = None
-    #: The environment variable that holds the API key; ``ZAGENT_API_KEY`` and the
-    #: provider's own (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) are looked at after it.
+    #: The variable holding the key; ``ANTHROPIC_API_KEY``, then ``ZAGENT_API_KEY``, after it.
+    api_key_env: str | None = None
+    #: ``anthropic-version``, the Messages API's version header.
+    version: str = "2023-06-01"
+
+
+class ModelConfig(BaseModel):
+    """How models are reached and asked. The key itself is never stored here."""
+
+    model_config = _STRICT
+
+    #: ``openai:``'s base URL (default: ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``).
+    base_url: str | None = None
+    #: The variable holding ``openai:``'s key; ``OPENAI_API_KEY``, then ``ZAGENT_API_KEY``, after it.
     api_key_env: str | None = None
     timeout_seconds: float = Field(120.0, gt=0, allow_inf_nan=False)
     max_retries: int = Field(3, ge=0, le=10)
-    #: Passed on to the model when set (the provider's default otherwise).
+    #: Passed on to the model when set (the provider's default otherwise; ``anthropic:`` takes 0 to 1).
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
-    #: The longest reply, in tokens (``anthropic`` needs one: 8192 when unset).
+    #: The longest reply, in tokens (``anthropic:`` needs one: by model family when unset).
     max_tokens: int | None = Field(default=None, ge=1)
-    #: Stream replies (server-sent events) when the CLI shows them as they arrive; off for
-    #: an endpoint that cannot.
+    #: Stream replies (server-sent events), which also keeps a long reply from timing out
+    #: (the timeout is between two pieces); off for an endpoint that cannot.
     stream: bool = True
-    #: ``anthropic-version``, the Messages API's version header.
-    anthropic_version: str = "2023-06-01"
+    anthropic: AnthropicConfig = AnthropicConfig()
 
 
 class NormaliseRule(BaseModel):
@@ -214,6 +228,70 @@ class ReplayConfig(BaseModel):
     normalize: list[NormaliseRule] = []
 
 
+#: What an MCP server may be called in config.json: its tools are offered as ``NAME__TOOL``.
+MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*")
+MCP_SERVER_NAME_MAX = 32
+
+
+class McpServerConfig(BaseModel):
+    """One MCP server whose tools zagent offers: a program it starts (``command``, spoken to
+    on stdin/stdout) or a server already running (``url``, Streamable HTTP)."""
+
+    model_config = _STRICT
+
+    #: The program and its arguments, run with no shell (``["npx", "-y", "@scope/server", "."]``).
+    command: list[str] | None = Field(default=None, min_length=1)
+    #: Added to zagent's tool environment (which never holds the model's key).
+    env: dict[str, str] = {}
+    #: Where the program runs, relative to the workspace (default: the workspace).
+    cwd: str | None = None
+    #: The endpoint of a Streamable HTTP server (``http://127.0.0.1:3001/mcp``).
+    url: str | None = None
+    #: Sent with every HTTP request (``{"Authorization": "Bearer ..."}``).
+    headers: dict[str, str] = {}
+    #: How long one call may take (default: ``limits.default_timeout_seconds``).
+    timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    #: How long starting the server and listing its tools may take.
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command_is_a_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError('"command" is a list: the program and its arguments, run with no shell, e.g. '
+                             '["node", "server.js", "--flag"]')
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_reach_it(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('an MCP server needs "command" (a program zagent starts) or "url" (a server already '
+                             'running), and only one of them')
+        if self.url is not None:
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError('"url" must be an http:// or https:// URL (a Streamable HTTP endpoint)')
+            if self.env or self.cwd is not None:
+                raise ValueError('"env" and "cwd" are for a server zagent starts ("command"); a "url" server '
+                                 'takes "headers"')
+        elif self.headers:
+            raise ValueError('"headers" are for a "url" server; a "command" server takes "env"')
+        return self
+
+
+def _server_name(name: str) -> str:
+    if len(name) > MCP_SERVER_NAME_MAX or not MCP_SERVER_NAME.fullmatch(name):
+        raise ValueError(f"the name must be 1-{MCP_SERVER_NAME_MAX} letters, digits, - and single _ (its tools are "
+                         "offered as NAME__TOOL, and model APIs take no other characters in a tool name)")
+    return name
+
+
+class McpConfig(BaseModel):
+    model_config = _STRICT
+
+    #: The MCP servers whose tools are offered, by name (letters, digits, ``-`` and single ``_``).
+    servers: dict[Annotated[str, AfterValidator(_server_name)], McpServerConfig] = {}
+
+
 class Config(BaseModel):
     model_config = _STRICT
 
@@ -227,6 +305,7 @@ class Config(BaseModel):
     limits: LimitsConfig = LimitsConfig()
     capabilities: CapabilitiesConfig = CapabilitiesConfig()
     journal: JournalConfig = JournalConfig()
+    mcp: McpConfig = McpConfig()
 
 
 def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
@@ -246,6 +325,24 @@ def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
         del node[loc[-1]]
         return True
     return False
+
+
+_MCP_SERVERS = ("mcp", "servers")
+
+
+def _dropped_at(loc: tuple[int | str, ...], kind: str) -> tuple[int | str, ...]:
+    """What a bad value takes with it: an MCP server's entry goes whole (half a server is no
+    server; a bad name, ``[key]``, too); an unknown field, or anything else, only itself."""
+    return loc[:3] if loc[:2] == _MCP_SERVERS and len(loc) >= 3 and kind != "extra_forbidden" else loc
+
+
+def _consequence(problem: str) -> str:
+    """The problem, and what is done about it. An MCP server's values are not quoted: its
+    ``env`` and ``headers`` hold secrets, which must not reach the session's warnings (the journal)."""
+    if problem.startswith('"mcp.servers.'):
+        problem = re.sub(r" \(got .*\)$", "", problem, flags=re.DOTALL).replace('.[key]"', '"', 1)
+        return f"{problem}; that server is left out"
+    return f"{problem}; using the default"
 
 
 def _sort_key(loc: tuple[int | str, ...]) -> tuple[tuple[int, int | str], ...]:
@@ -276,10 +373,11 @@ def load_config(path: Path) -> tuple[Config, list[Problem]]:
             return Config.model_validate(raw), reported
         except ValidationError as exc:
             problems, unknown = describe_errors(exc, Config)
-            reported += [Problem(source=source, message=f"{p}; using the default") for p in problems]
+            reported += [Problem(source=source, message=_consequence(p)) for p in problems]
             reported += [Problem(source=source, message=u, severity="warning") for u in unknown]
             # Highest index first, so dropping one list item does not shift the next.
-            locations = sorted((tuple(err["loc"]) for err in exc.errors()), key=_sort_key, reverse=True)
+            locations = sorted((_dropped_at(tuple(err["loc"]), err["type"]) for err in exc.errors()), key=_sort_key,
+                               reverse=True)
             if not any([_drop(raw, loc) for loc in locations]):
                 break
     return Config(), reported + [Problem(source=source, message="could not be repaired; using defaults")]

@@ -49,10 +49,11 @@ def take(name: str) -> str | None:
 
 
 def take_model_key(api_key_env: str | None, provider_env: str = "OPENAI_API_KEY") -> str | None:
-    """The model's key: the first of ``api_key_env``, ``ZAGENT_API_KEY`` and the provider's
-    own variable (``provider_env``) that is set and not empty. Every key variable is taken
-    (see :func:`take`), whichever holds the key."""
-    searched = list(dict.fromkeys([*([api_key_env] if api_key_env else []), "ZAGENT_API_KEY", provider_env]))
+    """The model's key: the first of ``api_key_env``, the provider's own variable
+    (``provider_env``) and ``ZAGENT_API_KEY`` that is set and not empty (the provider's own
+    first, so a key meant for one provider is not sent to another). Every key variable is
+    taken (see :func:`take`), whichever holds the key."""
+    searched = list(dict.fromkeys([*([api_key_env] if api_key_env else []), provider_env, "ZAGENT_API_KEY"]))
     values = {name: take(name) for name in dict.fromkeys([*searched, *KEY_VARIABLES])}
     return next((values[name] for name in searched if values[name]), None)
 

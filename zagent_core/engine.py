@@ -13,6 +13,7 @@ tool does, and no mistake in a call, raises here.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import re
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -73,6 +75,7 @@ from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
 from zagent_core.journal import Claim, Journal, JournalError, Lease, StoredEvent
 from zagent_core.logs import get_logger
+from zagent_core.mcp_tools import McpServers
 from zagent_core.manifest import Tool, ToolSet, load_tools
 from zagent_core.models import ModelReply
 from zagent_core.problems import Problem, did_you_mean
@@ -112,7 +115,8 @@ def offers(tools: ToolSet, builtins: dict[str, Builtin]) -> list[ToolOffer]:
     """What a session offers the model: the loaded tools, then the built-ins."""
     return [ToolOffer(name=t.name, description=t.description, folder=str(t.folder), manifest_hash=t.manifest_hash)
             for t in tools.offered()] + [
-        ToolOffer(name=b.name, description=b.description, folder="(built-in)", manifest_hash="", identity=b.identity)
+        ToolOffer(name=b.name, description=b.description, folder=b.origin, manifest_hash=b.definition_hash,
+                  identity=b.identity)
         for b in builtins.values() if b.name not in tools.disabled]
 
 
@@ -310,25 +314,55 @@ class Engine:
         if config is None:
             config, self.config_problems = load_config(home.config_path)
         self.config = config
-        #: The built-in tools this config turns on.
+        #: The built-in tools this config turns on; the MCP servers' tools join them when first
+        #: needed (:meth:`load_tools`), their servers started then and stopped by :meth:`close`.
         self.builtins, builtin_problems = registry.enabled(config)
         self.config_problems += builtin_problems
+        self.mcp = McpServers(config, self.workspace) if config.mcp.servers else None
+        if self.mcp is not None:  # at the latest when the interpreter exits: no server outlives us
+            weakref.finalize(self, self.mcp.close)
         #: Sub-agents running at once, in this process (``spawn.max_concurrent``).
         self.child_slots = threading.Semaphore(config.spawn.max_concurrent)
         #: Renews the leases of the sessions this engine drives.
         self.heartbeat = leases.Heartbeat(journal, config.journal.lease_seconds)
 
     def load_tools(self) -> ToolSet:
-        """The tools of the home as they are on disk now (no folder may take a built-in's name)."""
-        return load_tools(self.home, self.config, reserved=registry.names())
+        """The tools of the home as they are on disk now (no folder may take a built-in's name),
+        with what is wrong with the MCP servers (whose tools are listed, the first time, now)."""
+        mcp_problems = self._mcp_tools()
+        toolset = load_tools(self.home, self.config, reserved=registry.names() | self.builtins.keys())
+        return dataclasses.replace(toolset, problems=[*mcp_problems, *toolset.problems]) if mcp_problems else toolset
+
+    def _mcp_tools(self) -> list[Problem]:
+        """Add the MCP servers' tools to the built-ins (starting the servers the first time)."""
+        if self.mcp is None:
+            return []
+        found, problems = self.mcp.tools()
+        self.builtins.update(found)
+        return problems
+
+    def close(self) -> None:
+        """Stop the MCP servers this engine started (the journal is the caller's to close)."""
+        if self.mcp is not None:
+            self.mcp.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     def start_session(self, origin: str = "api", *, tools: ToolSet | None = None, session_id: str | None = None,
-                      parent: ParentLink | None = None) -> Session:
+                      parent: ParentLink | None = None, client: dict[str, str] | None = None) -> Session:
         """Begin a session, driven by this process: load the tools, journal what is offered and what is broken.
 
-        ``parent`` makes it a sub-agent (``spawn`` does that, with the id its parent journaled).
+        ``parent`` makes it a sub-agent (``spawn`` does that, with the id its parent journaled);
+        ``client`` names the MCP client it serves (``zagent mcp serve``).
         """
-        tools = tools or self.load_tools()
+        if tools is None:
+            tools = self.load_tools()
+        else:
+            self._mcp_tools()
         session = Session(self, session_id or new_session_id(), tools)
         session.hold()
         warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
@@ -340,6 +374,7 @@ class Engine:
                 tools=offers(tools, self.builtins),
                 warnings=warnings,
                 parent=parent,
+                client=client,
             )
         ])
         log.info("session_started", session=session.session_id, tools=len(tools.tools), warnings=len(warnings))
@@ -808,7 +843,7 @@ class Session:
                     argv=[], cwd=str(engine.workspace), input_mode="builtin", output_mode="text",
                     output_dir=str(folders[1]) if folders else None, notify_file=str(folders[2]) if folders else None,
                     notify_offset=notify_offset, attempt=attempt, timeout_seconds=None, identity=builtin.identity,
-                    tool_version=zagent_version(),
+                    tool_version=builtin.version or zagent_version(), manifest_hash=builtin.definition_hash,
                 ),
             ])
             context = BuiltinContext(

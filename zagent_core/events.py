@@ -99,6 +99,9 @@ class SessionStarted(_Body):
     warnings: list[str] = []
     #: Set for a sub-agent's session (origin ``spawn``).
     parent: ParentLink | None = None
+    #: The MCP client a session of ``zagent mcp serve`` (origin ``mcp``) serves, as its
+    #: ``clientInfo`` says: ``{"name": ..., "version": ...}`` and ``"title"`` when it gives one.
+    client: dict[str, str] | None = None
 
 
 class SessionResumed(_Body):

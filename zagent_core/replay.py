@@ -692,11 +692,11 @@ def _replay(source: Journal, recorded: list[StoredEvent], home: Home, into: Jour
                                            "given" if options.workspace else "recorded", workdir, home)
     normalise = Normaliser(options.normalisers, workspaces=_workspace_names(workspace_then, options.workspace,
                                                                             workspace))
-    tree = _Tree(source, Engine(Home(scratch_home), into, workspace=workspace, config=options.config), options,
-                 workspace_then, normalise)
-    # A sub-agent replayed alone keeps what it was given (its depth, its tools): its parent is not replayed.
-    root = _SessionReplay(tree, recorded, parent=started.parent if isinstance(started, SessionStarted) else None)
-    report = root.finish()
+    with Engine(Home(scratch_home), into, workspace=workspace, config=options.config) as engine:  # stops its MCP servers
+        tree = _Tree(source, engine, options, workspace_then, normalise)
+        # A sub-agent replayed alone keeps what it was given (its depth, its tools): its parent is not replayed.
+        root = _SessionReplay(tree, recorded, parent=started.parent if isinstance(started, SessionStarted) else None)
+        report = root.finish()
     if copy_note:
         report.notes.insert(0, copy_note)
     return report

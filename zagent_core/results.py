@@ -124,7 +124,8 @@ def media_kind(mime: str) -> str | None:
     return major if major in ("image", "audio", "video") else None
 
 
-def _capability(mime: str) -> str | None:
+def capability_of(mime: str) -> str | None:
+    """The field of ``capabilities`` that lets a model take a file of this MIME type (``vision``...), if any."""
     return _CAPABILITY_OF.get(media_kind(mime) or "")
 
 
@@ -147,7 +148,7 @@ def _guess_mime(path: Path) -> str | None:
 def _attachable(mime: str | None, size: int, caps: CapabilitiesConfig,
                 limits: LimitsConfig) -> tuple[bool, str | None]:
     """Whether a media file can go to the model, and if not, why."""
-    capability = _capability(mime or "")
+    capability = capability_of(mime or "")
     if capability is None:
         return False, f"not attached: {mime or 'unknown type'} is not an image, PDF, audio or video file"
     if not getattr(caps, capability):
@@ -328,7 +329,7 @@ def _collect_files(output_dir: Path, attach: bool, caps: CapabilitiesConfig, lim
             files.items.append(OutputFile(path=storable(str(path)), size=size, mime=mime,
                                           note="not attached: a link to a file outside the output folder"))
         else:
-            files.items.append(_output_file(path, size, mime, attach and _capability(mime or "") is not None,
+            files.items.append(_output_file(path, size, mime, attach and capability_of(mime or "") is not None,
                                             caps, limits))
     return files
 

@@ -213,10 +213,20 @@ class Builtin:
     #: A replay serves its recorded result even with ``--tools rerun``: it asks a person, or
     #: starts a sub-agent (which is replayed on its own).
     served_in_replay: bool = False
+    #: What runs a call, when not zagent itself (``mcp:SERVER@VERSION``, an MCP server's tool):
+    #: journaled as the offer's and each call's ``identity``.
+    source: str | None = None
+    #: The version of what runs a call (None: zagent's own), journaled as ``tool_version``.
+    version: str | None = None
+    #: The sha256 of what defines the tool outside zagent (an MCP tool's input schema), journaled
+    #: as the offer's and each call's ``manifest_hash``: a replay or an audit can tell it changed.
+    definition_hash: str = ""
+    #: Where it comes from, as ``zagent tools list`` and the session's offer say.
+    origin: str = "(built-in)"
 
     @property
     def identity(self) -> str:
-        return f"builtin:{self.name}"
+        return self.source or f"builtin:{self.name}"
 
     @functools.cached_property
     def validator(self) -> Any:

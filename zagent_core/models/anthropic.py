@@ -22,25 +22,36 @@ results add more blocks than the API looks back over from the last breakpoint.
 
 from __future__ import annotations
 
-import http.client
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from zagent_core.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.config import ModelConfig
+from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.models.http import HTTPModel, StreamCut
-from zagent_core.models.media import prepare
+from zagent_core.models.media import NOTHING, MediaPolicy, Prepared, prepare_all
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-#: ``max_tokens`` is required by the Messages API: this when ``model.max_tokens`` is unset.
-DEFAULT_MAX_TOKENS = 8192
+
+
+def default_max_tokens(model: str) -> int:
+    """``max_tokens``, which the Messages API requires, when ``model.max_tokens`` is unset:
+    Claude 3 answers at most 4,096 tokens, 3.5 and 3.7 8,192, later models more (16,384 is
+    below all of their limits)."""
+    if re.search(r"claude-3-(?!5|7)", model):
+        return 4096
+    return 8192 if re.search(r"claude-3-[57]", model) else 16384
 
 _STOP = {"end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens",
          "stop_sequence": "end_turn", "refusal": "refused"}
-#: What a ``tool_result`` carries: images up to 5 MB in these formats, PDFs up to 32 MB.
-MEDIA_LIMITS = {"image": 5 * 1024 * 1024, "pdf": 32 * 1024 * 1024}
-MEDIA_TYPES = {"image": ("image/jpeg", "image/png", "image/gif", "image/webp")}
+#: What a ``tool_result`` carries: images in these formats up to 5 MB as base64 (3.75 MB of
+#: file), PDFs up to 20 MB of file; in one request at most 100 images and documents, and 22 MB
+#: of files (30 MB as base64: the API refuses requests over 32 MB).
+MEDIA = MediaPolicy(provider="anthropic", limits={"image": 5 * 1024 * 1024 * 3 // 4, "pdf": 20 * 1024 * 1024},
+                    types={"image": ("image/jpeg", "image/png", "image/gif", "image/webp")},
+                    max_files=100, max_bytes=22 * 1024 * 1024)
 #: Errors a stream may report midway that asking again can get past.
 _PASSING_ERRORS = ("overloaded_error", "api_error")
 #: Said instead of nothing: the API refuses empty text blocks and empty messages.
@@ -50,13 +61,12 @@ _CACHE = {"type": "ephemeral"}
 
 
 def _text(text: str) -> list[dict[str, Any]]:
-    """A text block, or none for empty text."""
-    return [{"type": "text", "text": text}] if text else []
+    """A text block, or none for text that is empty or only white space (the API refuses both)."""
+    return [{"type": "text", "text": text}] if text.strip() else []
 
 
-def _tool_result(message: Message) -> dict[str, Any]:
-    prepared = prepare(message.media, MEDIA_LIMITS, "anthropic", MEDIA_TYPES)
-    text = prepared.text_with_notes(message.content or NO_OUTPUT)
+def _tool_result(message: Message, prepared: Prepared) -> dict[str, Any]:
+    text = prepared.text_with_notes(message.content if message.content.strip() else NO_OUTPUT)
     content: str | list[dict[str, Any]] = text
     if prepared.attachments:
         content = [*_text(text), *(
@@ -69,9 +79,9 @@ def _tool_result(message: Message) -> dict[str, Any]:
     return block
 
 
-def _blocks(message: Message) -> list[dict[str, Any]]:
+def _blocks(message: Message, prepared: Prepared) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return [_tool_result(message)]
+        return [_tool_result(message, prepared)]
     if message.role == "assistant":
         return [*_text(message.content), *({"type": "tool_use", "id": call.id, "name": call.name,
                                             "input": call.arguments} for call in message.tool_calls)]
@@ -83,17 +93,50 @@ def _wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     messages of content blocks: consecutive messages of one role merged, tool results
     as the user's."""
     wire: list[dict[str, Any]] = []
-    for message in messages:
+    media = prepare_all(messages, MEDIA)
+    ids = _ToolUseIds()
+    for index, message in enumerate(messages):
         if message.role == "system":
             continue
+        message = ids.spelled(message)
         role = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message, media.get(index, NOTHING))
         if wire and wire[-1]["role"] == role:
-            wire[-1]["content"].extend(_blocks(message))
+            wire[-1]["content"].extend(blocks)
         else:
-            wire.append({"role": role, "content": _blocks(message)})
+            wire.append({"role": role, "content": blocks})
     for entry in wire:
         entry["content"] = entry["content"] or _text(_EMPTY)
     return wire
+
+
+class _ToolUseIds:
+    """Tool call ids as the Messages API takes them (``^[a-zA-Z0-9_-]+$``, unique in the
+    conversation), whoever made them: a session begun with another provider may have ids
+    such as ``functions.ls:0``, or the same ``call_0`` in every reply. Each reply's calls get
+    their spelling in turn, and the results after that reply answer with the same."""
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+        self._latest: dict[str, str] = {}  # the latest reply's ids, as sent
+
+    def spelled(self, message: Message) -> Message:
+        if message.role == "assistant" and message.tool_calls:
+            self._latest = {}
+            calls = []
+            for call in message.tool_calls:
+                wire = base = re.sub(r"[^a-zA-Z0-9_-]", "_", call.id) or "call"
+                number = 1
+                while wire in self._used:
+                    number += 1
+                    wire = f"{base}_{number}"
+                self._used.add(wire)
+                self._latest[call.id] = wire
+                calls.append(call.model_copy(update={"id": wire}))
+            return message.model_copy(update={"tool_calls": calls})
+        if message.role == "tool" and message.tool_call_id in self._latest:
+            return message.model_copy(update={"tool_call_id": self._latest[message.tool_call_id]})
+        return message
 
 
 def _mark_cached(wire: list[dict[str, Any]]) -> None:
@@ -171,9 +214,9 @@ class _StreamError(Exception):
 
 
 class AnthropicModel(HTTPModel):
-    """``anthropic:MODEL``: base URL and key from the arguments, else ``model.base_url`` /
+    """``anthropic:MODEL``: base URL and key from the arguments, else ``model.anthropic.base_url`` /
     ``ANTHROPIC_BASE_URL`` (without ``/v1``, as Anthropic's SDKs take it) and the first of
-    the variables ``model.api_key_env``, ``ZAGENT_API_KEY``, ``ANTHROPIC_API_KEY`` that is set."""
+    the variables ``model.anthropic.api_key_env``, ``ANTHROPIC_API_KEY``, ``ZAGENT_API_KEY`` that is set."""
 
     provider: ClassVar[str] = "anthropic"
     path: ClassVar[str] = "/v1/messages"
@@ -181,8 +224,11 @@ class AnthropicModel(HTTPModel):
     base_url_env: ClassVar[str] = "ANTHROPIC_BASE_URL"
     key_env: ClassVar[str] = "ANTHROPIC_API_KEY"
 
+    def _configured(self, config: ModelConfig) -> tuple[str | None, str | None]:
+        return config.anthropic.base_url, config.anthropic.api_key_env
+
     def _headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": self.config.anthropic_version}
+        headers = {"anthropic-version": self.config.anthropic.version}
         if self.api_key:
             headers["x-api-key"] = self.api_key
         return headers
@@ -200,7 +246,7 @@ class AnthropicModel(HTTPModel):
 
     def request(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> dict[str, Any]:
         """The request body for ``messages`` (what a test checks against the documented shape)."""
-        body: dict[str, Any] = {"model": self.model, "max_tokens": self.config.max_tokens or DEFAULT_MAX_TOKENS}
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.config.max_tokens or default_max_tokens(self.model)}
         system = "\n".join(message.content for message in messages if message.role == "system")
         if system:
             body["system"] = [{"type": "text", "text": system, "cache_control": _CACHE}]
@@ -212,6 +258,9 @@ class AnthropicModel(HTTPModel):
         _mark_cached(wire)
         body["messages"] = wire
         if self.config.temperature is not None:
+            if self.config.temperature > 1:
+                raise ModelError(f"model.temperature is {self.config.temperature} in config.json; the Messages API "
+                                 "takes 0 to 1: set it within that")
             body["temperature"] = self.config.temperature
         if stream:
             body["stream"] = True

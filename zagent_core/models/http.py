@@ -63,8 +63,9 @@ def sse_events(response: http.client.HTTPResponse) -> Iterator[tuple[str, Any]]:
     """The server-sent events of ``response`` as ``(event name, data)``, data parsed as JSON
     (``[DONE]``, OpenAI's end mark, comes as the text itself).
 
-    Only complete events count: an event is dispatched at its blank line, so one cut off in
-    the middle is never half-read. A connection that breaks is a :class:`StreamCut`.
+    Only complete events count: an event is dispatched at its blank line (or, the last one,
+    at the end of the stream if its data is whole JSON), so one cut off in the middle is
+    never half-read. A connection that breaks is a :class:`StreamCut`.
     """
     name, data = "", list[str]()
     try:
@@ -84,6 +85,16 @@ def sse_events(response: http.client.HTTPResponse) -> Iterator[tuple[str, Any]]:
                     data.append(value)
     except _CUT as exc:
         raise StreamCut(f"the stream broke: {exc}") from None
+    if data:  # the last event had no blank line after it: whole if its data parses, else cut off
+        text = "\n".join(data)
+        try:
+            yield name or "message", text if text == "[DONE]" else json.loads(text)
+        except ValueError:
+            raise StreamCut("the stream ended in the middle of an event") from None
+
+
+def _ignored(text: str) -> None:
+    """The streamed text when no one is shown it (the reply is returned whole)."""
 
 
 class TextRelay:
@@ -133,9 +144,9 @@ class HTTPModel:
 
     A provider says where its API is (``path``), how it spells a request
     (:meth:`request`), a whole reply (:meth:`_reply`) and a stream (:meth:`_fold`);
-    :meth:`reply` is the same for all: streamed when ``on_text`` is given and
-    ``model.stream`` is on, whole otherwise (and from a server that answers a stream
-    request whole).
+    :meth:`reply` is the same for all: streamed while ``model.stream`` is on (``on_text``,
+    if given, sees the text as it arrives), whole otherwise, and whole from a server that
+    answers a stream request with a whole reply.
     """
 
     #: Where requests are posted, after the base URL.
@@ -146,7 +157,7 @@ class HTTPModel:
     default_base_url: ClassVar[str]
     #: Where the base URL comes from when neither an argument nor ``model.base_url`` gives it.
     base_url_env: ClassVar[str]
-    #: The provider's own key variable, looked at after ``model.api_key_env`` and ``ZAGENT_API_KEY``.
+    #: The provider's own key variable, looked at after the configured one and before ``ZAGENT_API_KEY``.
     key_env: ClassVar[str]
 
     def __init__(self, model: str, *, config: ModelConfig | None = None, base_url: str | None = None,
@@ -156,10 +167,11 @@ class HTTPModel:
         self.model = model
         self.name = f"{self.provider}:{model}"
         self.config = config
-        self.base_url = (base_url or config.base_url or os.environ.get(self.base_url_env)
+        configured_url, configured_key_env = self._configured(config)
+        self.base_url = (base_url or configured_url or os.environ.get(self.base_url_env)
                          or self.default_base_url).rstrip("/")
         if api_key is None:
-            api_key = credentials.take_model_key(api_key_env or config.api_key_env, self.key_env)
+            api_key = credentials.take_model_key(api_key_env or configured_key_env, self.key_env)
         self.api_key = api_key or ""
         self.timeout = config.timeout_seconds if timeout is None else timeout
         self.max_retries = config.max_retries if max_retries is None else max_retries
@@ -171,6 +183,10 @@ class HTTPModel:
 
     def _error(self, problem: str) -> ModelError:
         return ModelError(self._clean(problem))
+
+    def _configured(self, config: ModelConfig) -> tuple[str | None, str | None]:
+        """The provider's base URL and key variable as ``config.json`` gives them (None: unset)."""
+        raise NotImplementedError
 
     def _headers(self) -> dict[str, str]:
         """The provider's own headers (its key, its version)."""
@@ -191,15 +207,16 @@ class HTTPModel:
 
     def reply(self, messages: list[Message], tools: list[ToolSpec], *,
               on_text: Callable[[str], None] | None = None) -> ModelReply:
-        stream = on_text is not None and self.config.stream
+        # Streamed even with no one to show it to: the timeout is then between two pieces,
+        # so a long reply is not cut off (and asked again) by it.
         relay = TextRelay(on_text, self._clean, self.api_key) if on_text is not None else None
 
         def read(response: http.client.HTTPResponse) -> Any:
-            if relay is not None and "text/event-stream" in (response.headers.get("Content-Type") or ""):
-                return self._fold(sse_events(response), relay.piece)
+            if "text/event-stream" in (response.headers.get("Content-Type") or ""):
+                return self._fold(sse_events(response), relay.piece if relay is not None else _ignored)
             return read_json(response)
 
-        answer = self._send(self.path, self.request(messages, tools, stream=stream), read, relay)
+        answer = self._send(self.path, self.request(messages, tools, stream=self.config.stream), read, relay)
         reply = self._reply(self._clean(answer))
         if relay is not None:
             relay.finish(reply.text)
@@ -225,7 +242,10 @@ class HTTPModel:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
                     return read(response)
             except urllib.error.HTTPError as exc:
-                detail = self._clean(exc.read(_ERROR_READ).decode("utf-8", "replace"))[:_ERROR_SHOWN]
+                try:
+                    detail = self._clean(exc.read(_ERROR_READ).decode("utf-8", "replace"))[:_ERROR_SHOWN]
+                except _CUT as broken:  # the error's own body broke off: the status still says what to do
+                    detail = f"(its body broke off: {broken!r})"
                 problem = f"HTTP {exc.code} from {url}: {detail}"
                 if exc.code != 429 and exc.code < 500:
                     raise self._error(problem + self._hint(exc.code)) from None

@@ -18,16 +18,19 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from zagent_core.config import ModelConfig
 from zagent_core.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.models.http import HTTPModel, StreamCut
-from zagent_core.models.media import Attachment, prepare
+from zagent_core.models.media import NOTHING, Attachment, MediaPolicy, prepare_all
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refused"}
-#: What Chat Completions takes in a user message: images, up to 20 MB each, in these formats.
-MEDIA_LIMITS = {"image": 20 * 1024 * 1024}
-MEDIA_TYPES = {"image": ("image/png", "image/jpeg", "image/gif", "image/webp")}
+#: What Chat Completions takes in a user message: images in these formats, up to 20 MB each,
+#: and in one request at most 50 of them and 30 MB of files (40 MB as base64; the API's cap is 50 MB).
+MEDIA = MediaPolicy(provider="openai", limits={"image": 20 * 1024 * 1024},
+                    types={"image": ("image/png", "image/jpeg", "image/gif", "image/webp")},
+                    max_files=50, max_bytes=30 * 1024 * 1024)
 
 
 def _wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -35,9 +38,10 @@ def _wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     images in one ``user`` message after the last tool message of the reply."""
     wire: list[dict[str, Any]] = []
     pending: list[tuple[Message, Attachment]] = []
+    media = prepare_all(messages, MEDIA)
     for index, message in enumerate(messages):
         if message.role == "tool":
-            prepared = prepare(message.media, MEDIA_LIMITS, "openai", MEDIA_TYPES)
+            prepared = media.get(index, NOTHING)
             wire.append({"role": "tool", "tool_call_id": message.tool_call_id,
                          "content": prepared.text_with_notes(message.content)})
             pending += [(message, attachment) for attachment in prepared.attachments]
@@ -109,9 +113,13 @@ class _Stream:
                                                  {"id": None, "function": {"name": "", "arguments": ""}})
                     call["id"] = part.get("id") or call["id"]
                     function = part.get("function") or {}
+                    arguments = function.get("arguments") or ""
                     call["function"]["name"] += function.get("name") or ""
-                    call["function"]["arguments"] += function.get("arguments") or ""
+                    call["function"]["arguments"] += (arguments if isinstance(arguments, str)
+                                                      else json.dumps(arguments))  # a server that sends an object
                 self.finish = choice.get("finish_reason") or self.finish
+        if self.finish is not None:  # some servers end a complete stream without [DONE], as the SDK allows
+            return self._answer()
         raise StreamCut("the stream ended before [DONE]")
 
     def _answer(self) -> dict[str, Any]:
@@ -123,7 +131,7 @@ class _Stream:
 class OpenAIModel(HTTPModel):
     """``openai:MODEL``: base URL and key from the arguments, else ``model.base_url`` /
     ``OPENAI_BASE_URL`` and the first of the variables ``model.api_key_env``,
-    ``ZAGENT_API_KEY``, ``OPENAI_API_KEY`` that is set (every key variable is then taken out
+    ``OPENAI_API_KEY``, ``ZAGENT_API_KEY`` that is set (every key variable is then taken out
     of the environment: see :mod:`zagent_core.credentials`)."""
 
     provider: ClassVar[str] = "openai"
@@ -131,6 +139,9 @@ class OpenAIModel(HTTPModel):
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
     base_url_env: ClassVar[str] = "OPENAI_BASE_URL"
     key_env: ClassVar[str] = "OPENAI_API_KEY"
+
+    def _configured(self, config: ModelConfig) -> tuple[str | None, str | None]:
+        return config.base_url, config.api_key_env
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -157,7 +168,10 @@ class OpenAIModel(HTTPModel):
         return body
 
     def _fold(self, events: Iterator[tuple[str, Any]], on_text: Callable[[str], None]) -> Any:
-        return _Stream(on_text).read(events)
+        try:
+            return _Stream(on_text).read(events)
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise self._error(f"the stream of {self.base_url} is not a chat completion's: {exc!r}") from None
 
     def _reply(self, answer: Any) -> ModelReply:
         try:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from zagent_core.crashpoints import POINTS
 
 # The killed engine and the one that resumes write to the store under test: SQLite, PostgreSQL.
-pytestmark = pytest.mark.stores
+STORES = ["sqlite", "postgres"]
 
 
 @pytest.fixture
@@ -29,6 +29,7 @@ def crash_journal(store: str, request: pytest.FixtureRequest, monkeypatch: pytes
         monkeypatch.setenv("ZAGENT_JOURNAL", request.getfixturevalue("postgres_url"))
 
 
+@pytest.mark.parametrize("store", STORES, indirect=True)
 @pytest.mark.parametrize("point", POINTS)
 def test_a_crash_at_each_named_point_is_settled_by_resume(tmp_path: Path, point: str, crash_journal: None) -> None:
     home, workspace = tmp_path / "home", tmp_path / "workspace"
@@ -41,12 +42,15 @@ def test_a_crash_at_each_named_point_is_settled_by_resume(tmp_path: Path, point:
 
 KILLS_PER_CASE = 10
 #: Cases run by a plain ``pytest``; the rest are long runs (``-m long``), which CI runs in a step
-#: of its own so that the everyday suite stays quick.
+#: of its own so that the everyday suite stays quick. PostgreSQL runs the first ``POSTGRES_CASES``
+#: (its appends are the store's; what is killed is the same engine), so that step stays in minutes.
 QUICK_CASES = 2
+POSTGRES_CASES = 6
 
 
-@pytest.mark.parametrize("case", [case if case < QUICK_CASES else pytest.param(case, marks=pytest.mark.long)
-                                  for case in range(20)])
+@pytest.mark.parametrize(("store", "case"), [
+    pytest.param(store, case, marks=[] if case < QUICK_CASES else [pytest.mark.long])
+    for store in STORES for case in range(20 if store == "sqlite" else POSTGRES_CASES)], indirect=["store"])
 def test_random_sigkills_then_resume_keep_every_invariant(tmp_path: Path, case: int, crash_journal: None) -> None:
     rng = random.Random(case)
     for kill in range(KILLS_PER_CASE):

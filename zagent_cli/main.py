@@ -138,7 +138,9 @@ class Context:
         command = click.get_current_context().command_path.partition(" ")[2]
         engine = Engine(self.home, journal, workspace=workspace, command=command)
         click.get_current_context().call_on_close(engine.close)  # the MCP servers it started stop with the command
-        _withhold_model_key(engine.config.model)
+        from zagent_core.credentials import withhold_model_keys
+
+        withhold_model_keys(engine.config.model)
         return engine
 
 
@@ -188,17 +190,6 @@ def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: st
 
 #: How many session ids completion offers, the most recently active first.
 _COMPLETED_SESSIONS = 200
-
-
-def _withhold_model_key(model: ModelConfig) -> None:
-    """Take the models' keys out of every environment a tool could read, before any tool runs.
-
-    Kept in this process's memory for a provider built later; see zagent_core.credentials.
-    """
-    from zagent_core.credentials import take_model_key
-
-    take_model_key(model.api_key_env)
-    take_model_key(model.anthropic.api_key_env, "ANTHROPIC_API_KEY")
 
 
 def _engine_logs_shown(verbosity: int) -> None:
@@ -1106,7 +1097,9 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
         raise click.UsageError(f"workspace {obj.workspace} is not a folder (--workspace: the folder a rerun copies)")
     config, _ = load_config(obj.home.config_path)
     if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
-        _withhold_model_key(config.model)
+        from zagent_core.credentials import withhold_model_keys
+
+        withhold_model_keys(config.model)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
     with replay_folder(obj.home) as tmp:
         if export_file:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ipaddress
 import math
 import os
 import signal
@@ -476,10 +475,9 @@ def http_address(text: str, allow_remote: bool) -> tuple[str, int]:
     host = host.removeprefix("[").removesuffix("]")
     if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise click.UsageError(f"--http takes HOST:PORT, such as 127.0.0.1:8765, not {text!r}")
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
+    # Only the spellings the SDK guards against DNS rebinding (Host and Origin checked): another
+    # loopback address (127.0.0.2, [0::1]) would serve a foreign web page's requests.
+    loopback = host in ("127.0.0.1", "localhost", "::1")
     if not loopback and not allow_remote:
         raise click.UsageError(
             f"--http {text} would serve the home's tools, which run programs on this machine, to other machines, "
@@ -559,7 +557,12 @@ def serve(obj: Context, http: str | None, allow_remote: bool) -> None:
     with obj.journal() as journal:
         engine = obj.engine(journal)
         try:
-            for problem in engine.config_problems + engine.load_tools().problems:
+            # The folder tools' problems are shown now; the MCP servers config.json names start with
+            # the first connection's session, not here: one of them may be a `zagent mcp serve`
+            # that would then start its own before it reads its stdin, and never see its client leave.
+            from zagent_core.manifest import load_tools
+
+            for problem in engine.config_problems + load_tools(engine.home, engine.config).problems:
                 say(f"{problem.severity}: {problem}", err=True)
             bridge = Bridge(engine, http=address is not None)
             server = build_server(bridge)

@@ -18,7 +18,10 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zagent_core.config import ModelConfig
 
 #: Where a provider looks for its key after the variable ``model.api_key_env`` names
 #: (``ZAGENT_API_KEY``, then the provider's own). No tool ever gets these, whether a
@@ -56,6 +59,14 @@ def take_model_key(api_key_env: str | None, provider_env: str = "OPENAI_API_KEY"
     searched = list(dict.fromkeys([*([api_key_env] if api_key_env else []), provider_env, "ZAGENT_API_KEY"]))
     values = {name: take(name) for name in dict.fromkeys([*searched, *KEY_VARIABLES])}
     return next((values[name] for name in searched if values[name]), None)
+
+
+def withhold_model_keys(model: ModelConfig) -> None:
+    """Take every key the providers of ``model`` (``config.json``'s section) would read out of
+    every environment a program zagent starts could read: before the first tool, or MCP
+    server, starts, whether a provider is built or not."""
+    take_model_key(model.api_key_env)
+    take_model_key(model.anthropic.api_key_env, "ANTHROPIC_API_KEY")
 
 
 def withheld(name: str) -> bool:

@@ -895,6 +895,10 @@ class Session:
                 call_id=call_id, message="zagent was stopped while the tool ran; its effect may or may not "
                 "have happened")])
 
+    def calls_stopped(self) -> bool:
+        """:class:`~zagent_core.builtins.base.Host`: whether the running calls are being stopped."""
+        return self.interrupt_calls.is_set()
+
     def _process(self, call_id: str, call_dir: Path, spec: ProcessSpec) -> ProcessOutcome:
         """Run a call's process, journaling its notes as it runs and recording who it is."""
         def tick() -> bool:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.config import Config, McpServerConfig
-from zagent_core.credentials import tool_environment
+from zagent_core.credentials import tool_environment, withhold_model_keys
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
 from zagent_core.results import CallPaths, ToolResult, build_result
@@ -132,6 +132,10 @@ def _zagent_version() -> str:
 # -- the event loop -------------------------------------------------------------------------
 
 
+#: How often a call waiting for its server looks whether the session's calls are being stopped.
+_STOP_POLL = 0.1
+
+
 class _Loop:
     """One asyncio loop in a daemon thread, started on first use; threads run coroutines on it."""
 
@@ -152,12 +156,23 @@ class _Loop:
     def running(self) -> bool:
         return self._loop is not None
 
-    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float,
+            stopped: Callable[[], bool] | None = None) -> T:
         """Run ``coroutine`` on the loop and wait for it, at most ``timeout`` seconds (then it is
-        cancelled and TimeoutError raised); Ctrl-C while waiting cancels it too."""
+        cancelled and TimeoutError raised); Ctrl-C while waiting cancels it too, and so does
+        ``stopped()`` turning true (the session's calls are being stopped: KeyboardInterrupt,
+        which journals the call interrupted, as a folder tool's process stopped)."""
         future = asyncio.run_coroutine_threadsafe(coroutine, self._started())
+        deadline = time.monotonic() + timeout
         try:
-            return future.result(timeout)
+            while True:
+                try:
+                    return future.result(min(_STOP_POLL, max(0.0, deadline - time.monotonic())))
+                except concurrent.futures.TimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    if stopped is not None and stopped():
+                        raise KeyboardInterrupt from None
         except BaseException:
             future.cancel()
             raise
@@ -566,6 +581,9 @@ class McpServers:
     """The MCP servers of a config, for one engine: their tools as built-ins, started on first need."""
 
     def __init__(self, config: Config, workspace: Path) -> None:
+        # A server is a program zagent starts, like a tool: no model key may be in its environment
+        # (nor in this process's initial one, which it could read), whatever command starts it.
+        withhold_model_keys(config.model)
         self.servers = {name: Server(name, spec, workspace) for name, spec in config.mcp.servers.items()}
         self._loop = _Loop()
         self._lock = threading.Lock()
@@ -670,7 +688,8 @@ class McpServers:
         # Past the call's own timeout: a restart of the server, and stopping a dead one.
         budget = timeout + server.spec.startup_timeout_seconds + _STOP_SECONDS
         try:
-            answer = self._loop.run(server.call(tool, arguments, read_only=read_only, timeout=timeout), budget)
+            answer = self._loop.run(server.call(tool, arguments, read_only=read_only, timeout=timeout), budget,
+                                    context.host.calls_stopped)
         except concurrent.futures.TimeoutError:  # the builtin TimeoutError from 3.11 on
             return ToolResult(output=f"[timed out after {budget:g} s waiting for {server.label}]", is_error=True,
                               timed_out=True)

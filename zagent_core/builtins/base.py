@@ -53,6 +53,11 @@ class Host(Protocol):
     :class:`zagent_core.engine.Session` implements it; a built-in never sees the session itself.
     """
 
+    def calls_stopped(self) -> bool:
+        """Whether the session's running calls are being stopped (Ctrl-C, a client's cancel):
+        a built-in that waits on something else than a process looks at it while it waits."""
+        ...
+
     def tasks_at_hand(self) -> tuple[list[TaskView], int]:
         """The tasks the session keeps at hand (running, then the latest ended), and how many were numbered."""
         ...

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from zagent_core.config import Config
 from zagent_core.problems import Problem, describe_errors, did_you_mean
-from zagent_core.processes import read_json, write_json
+from zagent_core.processes import file_sha256, read_json, write_json
 from zagent_core.text import storable, storable_json
 
 if TYPE_CHECKING:
@@ -207,14 +207,6 @@ def _resolves(schema: dict[str, Any], ref: str) -> bool:
     return True
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class Tool:
     """A loaded tool: its manifest plus what was resolved when it loaded."""
@@ -259,7 +251,7 @@ class Tool:
             for path, _, _ in files:
                 relative = Path(path).relative_to(self.folder).as_posix()
                 try:
-                    digest.update(f"{relative}\0{_sha256_of(Path(path))}\n".encode())
+                    digest.update(f"{relative}\0{file_sha256(path)}\n".encode())
                 except OSError:
                     continue
             cached = self._files_hash[signature] = digest.hexdigest()

@@ -7,6 +7,7 @@ clock tick, since the same boot; anything else means the task is gone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -112,6 +113,15 @@ def open_regular(path: Path) -> BinaryIO | None:
         os.close(fd)
         return None
     return os.fdopen(fd, "rb")
+
+
+def file_sha256(path: Path | str) -> str:
+    """The sha256 of the file's bytes, read a MiB at a time (raises OSError when it cannot be read)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def read_json(path: Path) -> Any | None:

@@ -9,7 +9,6 @@ and where the whole of it is, and every file of the output folder is listed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import mimetypes
@@ -24,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.events import Media, OutputFile
-from zagent_core.processes import create_fresh
+from zagent_core.processes import create_fresh, file_sha256
 from zagent_core.runner import ProcessOutcome
 from zagent_core.text import storable, storable_json
 
@@ -131,14 +130,10 @@ def capability_of(mime: str) -> str | None:
 
 def _sha256(path: str) -> str | None:
     """The file's sha256, which lets a later request tell that it changed (None if it cannot be read)."""
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        return file_sha256(path)
     except OSError:
         return None
-    return digest.hexdigest()
 
 
 def _guess_mime(path: Path) -> str | None:

@@ -73,8 +73,7 @@ def sse_events(response: http.client.HTTPResponse) -> Iterator[tuple[str, Any]]:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if not line:
                 if data:
-                    text = "\n".join(data)
-                    yield name or "message", text if text == "[DONE]" else json.loads(text)
+                    yield name or "message", _data(data)
                 name, data = "", list[str]()
             elif not line.startswith(":"):  # a comment (keep-alive) otherwise
                 field, _, value = line.partition(":")
@@ -86,11 +85,17 @@ def sse_events(response: http.client.HTTPResponse) -> Iterator[tuple[str, Any]]:
     except _CUT as exc:
         raise StreamCut(f"the stream broke: {exc}") from None
     if data:  # the last event had no blank line after it: whole if its data parses, else cut off
-        text = "\n".join(data)
         try:
-            yield name or "message", text if text == "[DONE]" else json.loads(text)
+            last = _data(data)
         except ValueError:
             raise StreamCut("the stream ended in the middle of an event") from None
+        yield name or "message", last
+
+
+def _data(lines: list[str]) -> Any:
+    """An event's data lines as one JSON value (``[DONE]``, OpenAI's end mark, as the text itself)."""
+    text = "\n".join(lines)
+    return text if text == "[DONE]" else json.loads(text)
 
 
 def _ignored(text: str) -> None:

@@ -134,6 +134,17 @@ def open_raw(path: Path, synchronous: str) -> sqlite3.Connection:
 BLOCK = 100  # events of one side timed in one go (single mode), before switching sides
 
 
+def in_alternating_blocks(n: int, block: int, zagent: Callable[[int, int], None],
+                          raw: Callable[[int, int], None]) -> None:
+    """Both sides over events ``0 .. n`` in blocks of ``block``, which side goes first flipping every block."""
+    gc.collect()
+    for number, lo in enumerate(range(0, n, block)):
+        hi = min(lo + block, n)
+        first, second = (zagent, raw) if number % 2 == 0 else (raw, zagent)
+        first(lo, hi)
+        second(lo, hi)
+
+
 def one_round(tmp: Path, tag: str, synchronous: str, events: list, rows: list, per_txn: int,
               raw_schema: str) -> tuple[float, float]:
     journal_path, raw_path = tmp / f"{tag}-zagent.db", tmp / f"{tag}-raw.db"
@@ -168,12 +179,7 @@ def one_round(tmp: Path, tag: str, synchronous: str, events: list, rows: list, p
         spent["raw"] += time.perf_counter_ns() - start
 
     try:
-        gc.collect()
-        for number, lo in enumerate(range(0, len(events), block)):
-            hi = min(lo + block, len(events))
-            first, second = (zagent_block, raw_block) if number % 2 == 0 else (raw_block, zagent_block)
-            first(lo, hi)
-            second(lo, hi)
+        in_alternating_blocks(len(events), block, zagent_block, raw_block)
     finally:
         journal.close()
         conn.close()

@@ -39,7 +39,6 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -49,11 +48,13 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from journal_append import BATCH, _now, make_event, row_of  # noqa: E402
+from journal_append import BATCH, _now, in_alternating_blocks, make_event, row_of  # noqa: E402
 
 from zagent_core.events import Event, SessionStarted  # noqa: E402
 from zagent_core.state import projection_tag, rebuild, status_of, to_snapshot  # noqa: E402
 from zagent_core.status import open_state  # noqa: E402
+from pg_cluster import fresh_database  # noqa: E402
+
 from zagent_store.postgres import PostgresJournal  # noqa: E402
 
 TARGET = 1.2
@@ -82,19 +83,6 @@ def server(url: str | None) -> Iterator[str]:
 
     with throwaway_cluster() as started:
         yield started
-
-
-@contextlib.contextmanager
-def database(server_url: str) -> Iterator[str]:
-    """A new, empty database on the server, dropped at the end."""
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield server_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 class RawWriter:
@@ -145,7 +133,7 @@ BLOCK = 100  # events of one side timed in one go, before switching sides
 def append_round(server_url: str, events: list[Event], rows: list[tuple[Any, ...]], per_txn: int,
                  raw_kind: str) -> tuple[float, float]:
     """µs per event of zagent's and of the raw side, each on a fresh database."""
-    with database(server_url) as zagent_url, database(server_url) as raw_url:
+    with fresh_database(server_url) as zagent_url, fresh_database(server_url) as raw_url:
         journal = PostgresJournal(zagent_url)
         raw = RawWriter(raw_url, raw_kind, rows)
         block = max(BLOCK, per_txn * 5)
@@ -164,12 +152,7 @@ def append_round(server_url: str, events: list[Event], rows: list[tuple[Any, ...
             spent["raw"] += time.perf_counter_ns() - start
 
         try:
-            gc.collect()
-            for number, lo in enumerate(range(0, len(events), block)):
-                hi = min(lo + block, len(events))
-                first, second = (zagent_block, raw_block) if number % 2 == 0 else (raw_block, zagent_block)
-                first(lo, hi)
-                second(lo, hi)
+            in_alternating_blocks(len(events), block, zagent_block, raw_block)
         finally:
             journal.close()
             raw.close()
@@ -225,7 +208,7 @@ def alternate(zagent: Callable[[], object], raw: Callable[[], object], rounds: i
 def reads(server_url: str, rounds: int, loaded: int, long: int) -> dict[str, tuple[float, float]]:
     import json
 
-    with database(server_url) as url:
+    with fresh_database(server_url) as url:
         journal = PostgresJournal(url)
         write_session(journal, "loaded", session_events(loaded), None)
         write_session(journal, "long", session_events(long), long - TAIL)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import uuid
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -175,14 +174,10 @@ def postgres_server() -> Iterator[str]:
 @pytest.fixture
 def postgres_url(postgres_server: str) -> Iterator[str]:
     """The URL of a new, empty database on the throwaway server, dropped after the test."""
-    import psycopg
+    from pg_cluster import fresh_database
 
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield postgres_server.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with fresh_database(postgres_server) as url:
+        yield url
 
 
 @pytest.fixture

@@ -351,15 +351,22 @@ def server_pid(home: Path) -> int:
     return int(lease.owner["pid"])
 
 
+def signal_at_first_note(home: Path, number: int) -> Callable[[float, float | None, str | None], Awaitable[None]]:
+    """A progress callback that sends the server signal ``number`` once, when the call's first
+    note arrives (so the call runs, and its note was journaled and sent). Made in the event loop."""
+    sent = anyio.Event()
+
+    async def callback(value: float, total: float | None, message: str | None) -> None:
+        if not sent.is_set():
+            os.kill(server_pid(home), number)
+            sent.set()
+
+    return callback
+
+
 def test_sigterm_ends_the_session_with_its_calls_interrupted_and_its_tasks_killed(home: Path) -> None:
     async def scenario() -> None:
-        stopped = anyio.Event()
-
-        async def stop_the_server(value: float, total: float | None, message: str | None) -> None:
-            if not stopped.is_set():  # the count runs: its first note was journaled and sent
-                os.kill(server_pid(home), signal.SIGTERM)
-                stopped.set()
-
+        stop_the_server = signal_at_first_note(home, signal.SIGTERM)
         async with over_stdio(home) as client:
             await client.call_tool("slow_report", {"topic": "long", "seconds": 60})
             try:
@@ -384,13 +391,7 @@ def test_sigterm_ends_the_session_with_its_calls_interrupted_and_its_tasks_kille
 
 def test_a_server_killed_mid_call_leaves_a_session_that_resume_settles(home: Path) -> None:
     async def scenario() -> None:
-        killed = anyio.Event()
-
-        async def kill_the_server(value: float, total: float | None, message: str | None) -> None:
-            if not killed.is_set():  # the call runs: its first note was journaled and sent
-                os.kill(server_pid(home), signal.SIGKILL)
-                killed.set()
-
+        kill_the_server = signal_at_first_note(home, signal.SIGKILL)
         async with over_stdio(home) as client:
             with pytest.raises(MCPError):
                 await client.call_tool("slow_count", {"n": 20, "delay": 2}, progress_callback=kill_the_server)

@@ -161,6 +161,24 @@ def test_claims_take_the_sessions_that_want_a_driver_and_name_the_expired_holder
     assert [c.session_id for c in journal.claim_sessions(THEM, ttl=60, limit=10)] == ["idle"]
 
 
+def test_a_claim_spares_the_expired_leases_of_owners_that_still_run(journal: Journal) -> None:
+    late, gone = {"host": "h3", "pid": 3}, THEM
+    for sid, owner in (("late", late), ("gone", gone)):
+        journal.append(sid, [started()], 0)
+        journal.acquire_lease(sid, owner, ttl=0.01)
+    wait_for(lambda: journal.lease("late").expired and journal.lease("gone").expired, "the leases to expire")
+    told: list[dict[str, object]] = []
+
+    def running(owner: dict[str, object]) -> bool:
+        told.append(owner)
+        return owner == late
+
+    claims = journal.claim_sessions(ME, ttl=60, limit=10, running=running)
+    assert [(c.session_id, c.previous.owner if c.previous else None) for c in claims] == [("gone", gone)]
+    assert journal.lease("late").owner == late  # still its: late to renew is not gone
+    assert late in told and ME not in told  # asked of expired leases' owners only
+
+
 def test_a_released_lease_or_an_appended_wake_up_tells_a_waiting_worker(journal: Journal) -> None:
     if isinstance(journal, SQLiteJournal):
         pytest.skip("one file on one host: a SQLite worker polls (wait_for_work returns after its timeout)")

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import PYTHON, python_tool, wait_for
 
-from zagent_core import Engine
+from zagent_core import Engine, Home
+from zagent_core.config import Config, JournalConfig
 from zagent_core.events import ToolCallRequested, ToolCallStarted
-from zagent_core.leases import SessionBusyError, this_process
+from zagent_core.leases import SessionBusyError, running_here, this_process
+from zagent_store import SQLiteJournal
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
 pytestmark = pytest.mark.stores
@@ -88,6 +91,57 @@ def test_the_lease_of_a_driver_that_was_killed_is_taken_over_and_the_takeover_jo
     assert journal.lease(session_id).owner == resumed.owner
     resumed.end()
     assert journal.lease(session_id) is None
+
+
+def test_a_stopped_driver_keeps_its_session_past_its_leases_expiry_and_loses_it_when_killed(
+        home_dir: Path, workspace: Path, engine: Engine) -> None:
+    """A live holder on this host is late, not gone: neither resume nor a worker's claim takes its
+    session however long its lease lapsed (SIGSTOP: a loaded machine, a stalled disk); it goes on
+    when continued, and once it is dead its session is taken over."""
+    python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
+    (home_dir / "config.json").write_text('{"journal": {"lease_seconds": 1}}')
+    driver = subprocess.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    journal = engine.journal
+    try:
+        wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
+        session_id = journal.sessions()[0].session_id
+        driver.send_signal(signal.SIGSTOP)
+        wait_for(lambda: journal.lease(session_id).expired, "the stopped driver's lease to expire")
+        with pytest.raises(SessionBusyError, match=f"is being driven by pid {driver.pid} on "):
+            engine.resume(session_id)
+        worker = this_process("zagent worker")
+        assert journal.claim_sessions(worker, ttl=60, limit=10, running=running_here) == []
+        assert engine.status(session_id) == "running"
+        driver.send_signal(signal.SIGCONT)  # its next beat renews the lease nobody took
+        wait_for(lambda: not journal.lease(session_id).expired, "the driver to renew its lease", 20)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=10)
+    resumed = engine.resume(session_id)
+    (resume,) = [e.event for e in journal.read(session_id) if e.event.type == "session_resumed"]
+    assert resume.taken_over_from is not None and resume.taken_over_from["pid"] == driver.pid
+    resumed.end()
+
+
+def test_a_lease_whose_release_failed_is_let_go_at_a_later_beat(home_dir: Path, workspace: Path) -> None:
+    """A lease left behind by a live process would keep the session from every driver of this host
+    until that process exits: the heartbeat releases it once the journal takes writes again."""
+    path = home_dir / "journal.db"
+    with SQLiteJournal(path, busy_timeout_ms=50) as journal:
+        engine = Engine(Home(home_dir), journal, workspace=workspace,
+                        config=Config(journal=JournalConfig(lease_seconds=1)))
+        session = engine.start_session("test")
+        blocker = sqlite3.connect(path, isolation_level=None)  # a raw writer: past the writers' own lock
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            session.release()  # its snapshot and its release fail: the file is locked
+            assert journal.lease(session.session_id) is not None
+        finally:
+            blocker.execute("COMMIT")
+            blocker.close()
+        wait_for(lambda: journal.lease(session.session_id) is None, "the heartbeat to let the lease go", 20)
+        assert engine.resume(session.session_id).session_id == session.session_id
 
 
 def test_a_driver_on_another_host_is_never_declared_dead(engine: Engine) -> None:

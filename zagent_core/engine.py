@@ -517,8 +517,8 @@ class Session:
             try:
                 self.engine.journal.save_snapshot(self.session_id, self.state.version, projection_tag(),
                                                   to_snapshot(self.state), status_of_state(self.state))
-            except JournalError:
-                log.warning("snapshot_failed", exc_info=True, session=self.session_id)
+            except JournalError as exc:
+                log.warning("snapshot_failed", error=str(exc), session=self.session_id)
 
     def hold(self) -> Lease | None:
         """Take the session's lease (see :func:`leases.take`) and keep it renewed until :meth:`release`."""
@@ -535,8 +535,9 @@ class Session:
             self.snapshot()
         try:
             self.engine.journal.release_lease(self.session_id, self.owner)
-        except JournalError:  # left behind, it names a process that is gone: the next driver takes it over
-            log.warning("lease_release_failed", exc_info=True, session=self.session_id)
+        except JournalError as exc:  # the journal away: it names this live process, so let it go soon
+            log.warning("lease_release_failed", error=str(exc), session=self.session_id)
+            self.engine.heartbeat.release_later(self.session_id, self.owner)
 
     # -- notes and wake-ups ----------------------------------------------------------
 

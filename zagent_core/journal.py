@@ -8,7 +8,7 @@ PostgreSQL, an in-memory list in a test) can carry a session.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -240,7 +240,8 @@ class Journal(Protocol):
         ...
 
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
-                       exclude: Collection[str] = ()) -> list[Claim]:
+                       exclude: Collection[str] = (),
+                       running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
         """Take the leases of up to ``limit`` sessions that want a driver, for ``owner``, atomically.
 
         A session wants one when it is no sub-agent (its parent drives those), has not
@@ -249,6 +250,8 @@ class Journal(Protocol):
         stopped cleanly snapshots what it left; anything after that, or a driver that died,
         leaves work. Least recently active first; sessions another claimer is taking at the
         same moment are skipped, not waited for. ``exclude``: sessions not to claim.
+        ``running``: told the owner of each expired lease, says whether that owner is known to
+        run still (a process of this host: slow to renew, not gone); its leases are not claimed.
         """
         ...
 

@@ -13,7 +13,10 @@ both find a dead holder cannot both win.
 A journal many hosts share (PostgreSQL) cannot check a process on another host. So a
 lease is taken for a time (``journal.lease_seconds``) and renewed by a heartbeat while
 its session is driven; a lease its holder stopped renewing has expired, and whoever
-finds it so takes it over, wherever the holder ran.
+finds it so takes it over, wherever the holder ran. On the holder's own host the process
+itself is the better witness: a holder that still runs (pid and start time) keeps its
+sessions however late its heartbeat (a loaded machine, a stalled disk), and one that is
+gone loses them at once.
 """
 
 from __future__ import annotations
@@ -56,6 +59,18 @@ def this_process(command: str) -> dict[str, Any]:
             "start_ticks": me.start_ticks if me else 0, "command": command}
 
 
+def _process(owner: dict[str, Any]) -> ProcessIdentity | None:
+    """The process an owner of this host and boot names, or None (another host or boot, or no owner
+    zagent wrote)."""
+    if owner.get("host") != socket.gethostname() or owner.get("boot_id") != boot_id():
+        return None
+    try:
+        return ProcessIdentity(pid=int(owner["pid"]), start_ticks=int(owner["start_ticks"]),
+                               boot_id=str(owner["boot_id"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def is_dead(owner: dict[str, Any]) -> bool:
     """The owner is known to be gone: on this host, from an earlier boot or with no such process.
 
@@ -65,17 +80,20 @@ def is_dead(owner: dict[str, Any]) -> bool:
         return False
     if owner.get("boot_id") != boot_id():
         return True  # the machine restarted since: every process of that boot is gone
-    try:
-        them = ProcessIdentity(pid=int(owner["pid"]), start_ticks=int(owner["start_ticks"]),
-                               boot_id=str(owner["boot_id"]))
-    except (KeyError, TypeError, ValueError):
-        return False
-    return not them.alive()
+    them = _process(owner)
+    return them is not None and not them.alive()
+
+
+def running_here(owner: dict[str, Any]) -> bool:
+    """The owner is a process of this host that still runs: late to renew its lease, not gone."""
+    them = _process(owner)
+    return them is not None and them.alive()
 
 
 def gone(lease: Lease) -> bool:
-    """The lease's holder drives the session no more: it stopped heart-beating, or it is dead."""
-    return lease.expired or is_dead(lease.owner)
+    """The lease's holder drives the session no more: it is dead, or it stopped heart-beating and
+    is no process of this host that still runs."""
+    return is_dead(lease.owner) or (lease.expired and not running_here(lease.owner))
 
 
 def take(journal: Journal, session_id: str, owner: dict[str, Any], ttl: float | None = None) -> Lease | None:
@@ -119,10 +137,12 @@ class LeaseLostError(JournalError):
 class Heartbeat:
     """Renews the leases this process holds, every third of their time to live, on one thread.
 
-    A lease that could not be renewed (it expired, and another driver took the session
-    over: this process was stopped, or cut off from the journal, for longer than the
-    lease lasts) is reported through ``lost`` and renewed no more; the session's next
-    append would conflict anyway, since the new driver appends at its own version.
+    A lease that could not be renewed (it expired, and a driver on another host took the
+    session over: this process was cut off from the journal, or stopped, for longer than
+    the lease lasts) is reported through ``lost`` and renewed no more; the session's next
+    append would conflict anyway, since the new driver appends at its own version. A lease
+    whose release failed (the journal away for a moment) is released at the next beats:
+    until then it names this process, which runs, so no driver of this host takes it over.
     """
 
     def __init__(self, journal: Journal, ttl: float) -> None:
@@ -133,51 +153,82 @@ class Heartbeat:
         self.lost: set[str] = set()
         #: Since when renewing a session's lease has failed (the journal unreachable, or closed).
         self._failing: dict[str, float] = {}
+        #: Leases let go of whose release failed, and their owners: released at a later beat.
+        self._releasing: dict[str, dict[str, Any]] = {}
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def hold(self, session_id: str, owner: dict[str, Any]) -> None:
         with self._changed:
             self._held[session_id] = owner
+            self._releasing.pop(session_id, None)  # taken again: no more to let go
             self.lost.discard(session_id)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="zagent-heartbeat", daemon=True)
-                self._thread.start()
+            self._start()
 
     def drop(self, session_id: str) -> None:
         with self._changed:
             self._held.pop(session_id, None)
 
-    def _run(self) -> None:
-        from zagent_core.logs import get_logger
+    def release_later(self, session_id: str, owner: dict[str, Any]) -> None:
+        """Release the lease at the next beats, until that works (releasing it just now failed)."""
+        with self._changed:
+            self._releasing[session_id] = owner
+            self._start()
 
+    def _start(self) -> None:
+        if self._thread is None:  # under self._changed
+            self._thread = threading.Thread(target=self._run, name="zagent-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
         while True:
             with self._changed:
                 self._changed.wait(self.ttl / 3)
-                if not self._held:  # nothing to renew: the next hold starts a thread again
+                if not self._held and not self._releasing:  # nothing to do: the next hold starts a thread again
                     self._thread = None
                     return
-                held = dict(self._held)
-            owners: dict[str, tuple[dict[str, Any], list[str]]] = {}
-            for session_id, owner in held.items():
-                owners.setdefault(canonical_owner(owner), (owner, []))[1].append(session_id)
-            # One write per owner and beat, however many sessions it drives: a heartbeat that
-            # queued for the journal's write lock once per session could miss its own expiry.
-            for owner, session_ids in owners.values():
-                try:
-                    renewed = self.journal.renew_leases(owner, session_ids, self.ttl)
-                    for session_id in session_ids:
-                        self._failing.pop(session_id, None)
-                except Exception:  # noqa: BLE001 - the journal is away for now: try again next beat
-                    get_logger(__name__).warning("lease_renew_failed", exc_info=True, sessions=len(session_ids))
-                    now = time.monotonic()
-                    # Failing for longer than the lease lasts, it has expired: as good as lost.
-                    renewed = {sid for sid in session_ids if now - self._failing.setdefault(sid, now) < self.ttl}
-                for session_id in set(session_ids) - set(renewed):
-                    with self._changed:
-                        if self._held.get(session_id) is held[session_id]:
-                            del self._held[session_id]
-                            self.lost.add(session_id)
-                    get_logger(__name__).error("lease_lost", session=session_id,
-                                               why="its lease could not be renewed before it expired, and another "
-                                                   "driver may have taken the session over")
+                held, releasing = dict(self._held), dict(self._releasing)
+            self._renew(held)
+            self._release(releasing)
+
+    def _renew(self, held: dict[str, dict[str, Any]]) -> None:
+        from zagent_core.logs import get_logger
+
+        owners: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        for session_id, owner in held.items():
+            owners.setdefault(canonical_owner(owner), (owner, []))[1].append(session_id)
+        # One write per owner and beat, however many sessions it drives: a heartbeat that
+        # queued for the journal's write lock once per session could miss its own expiry.
+        for owner, session_ids in owners.values():
+            try:
+                renewed = self.journal.renew_leases(owner, session_ids, self.ttl)
+                for session_id in session_ids:
+                    self._failing.pop(session_id, None)
+            except Exception as exc:  # noqa: BLE001 - the journal is away for now: try again next beat
+                # Its message, not a traceback: nothing here is a bug to debug.
+                get_logger(__name__).warning("lease_renew_failed", error=str(exc), sessions=len(session_ids))
+                now = time.monotonic()
+                # Failing for longer than the lease lasts, it has expired: as good as lost.
+                renewed = {sid for sid in session_ids if now - self._failing.setdefault(sid, now) < self.ttl}
+            for session_id in set(session_ids) - set(renewed):
+                with self._changed:
+                    if self._held.get(session_id) is not held[session_id]:
+                        continue  # let go of meanwhile: released, not lost
+                    del self._held[session_id]
+                    self.lost.add(session_id)
+                get_logger(__name__).error("lease_lost", session=session_id,
+                                           why="its lease could not be renewed before it expired, and another "
+                                               "driver may have taken the session over")
+
+    def _release(self, releasing: dict[str, dict[str, Any]]) -> None:
+        from zagent_core.logs import get_logger
+
+        for session_id, owner in releasing.items():
+            try:
+                self.journal.release_lease(session_id, owner)
+            except Exception as exc:  # noqa: BLE001 - still away: the next beat tries again
+                get_logger(__name__).warning("lease_release_failed", error=str(exc), session=session_id)
+                continue
+            with self._changed:
+                if self._releasing.get(session_id) is owner:
+                    del self._releasing[session_id]

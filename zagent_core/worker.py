@@ -84,7 +84,8 @@ class Worker:
                 busy = set(self._active) | set(self.stats.failed)
             if self._stopping.is_set():
                 break
-            claims = journal.claim_sessions(self.owner, ttl=self.engine.heartbeat.ttl, limit=free, exclude=busy)
+            claims = journal.claim_sessions(self.owner, ttl=self.engine.heartbeat.ttl, limit=free, exclude=busy,
+                                            running=leases.running_here)
             for claim in claims:
                 with self._changed:
                     self._active[claim.session_id] = None

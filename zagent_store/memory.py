@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +148,8 @@ class MemoryJournal:
             return renewed
 
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
-                       exclude: Collection[str] = ()) -> list[Claim]:
+                       exclude: Collection[str] = (),
+                       running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
         with self._lock:
             now = clock.now()
             claims: list[Claim] = []
@@ -158,7 +159,8 @@ class MemoryJournal:
                 if (len(claims) >= limit or sid in exclude or self._parents[sid][0] is not None
                         or any(e.event.type == "session_ended" for e in stream)):
                     continue  # full, excluded, a sub-agent (its parent drives it) or ended
-                if held is not None and not self._as_read(held, now).expired:
+                if held is not None and (not self._as_read(held, now).expired
+                                         or (running is not None and running(held.owner))):
                     continue
                 newest = max((snap for (s, _), snap in self._snapshots.items() if s == sid),
                              key=lambda snap: snap.version, default=None)

@@ -27,7 +27,7 @@ import functools
 import json
 import re
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +45,8 @@ from zagent_core.journal import (
     parent_columns,
 )
 from zagent_store import clock
-from zagent_store.sqlite import JournalVersionError, _format_time, _json_column, _parse_time, stored_events
+from zagent_store.sqlite import JournalVersionError, _format_time, _json_column, _parse_time, _running_owners, \
+    stored_events
 from zagent_store.views import ARTIFACTS, DECISIONS, INDEXES_3, INDEXES_4, INDEXES_6, NOTES, SESSIONS_7, TASKS_4, \
     TOOL_CALLS_4, WANTS_DRIVER, audit_query
 
@@ -452,9 +453,12 @@ class PostgresJournal:
         return {row[0] for row in rows}
 
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
-                       exclude: Collection[str] = ()) -> list[Claim]:
+                       exclude: Collection[str] = (),
+                       running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
         wanted = canonical_owner(owner)
         with self._transaction("claim sessions in") as conn:
+            expired = conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < clock_timestamp()").fetchall()
+            spared = _running_owners(expired, running)
             # Rows another claimer has locked are skipped, not waited for; the advisory lock
             # skips a session whose lease a driver (zagent resume) is taking this moment.
             rows = conn.execute(
@@ -462,9 +466,10 @@ class PostgresJournal:
                     FROM heads h LEFT JOIN leases l ON l.session_id = h.session_id
                     WHERE NOT h.ended AND (l.session_id IS NULL OR l.expires_at < clock_timestamp())
                       AND {dialect(WANTS_DRIVER)} AND NOT (h.session_id = ANY(%s))
+                      AND (l.owner IS NULL OR NOT (l.owner = ANY(%s)))
                       AND pg_try_advisory_xact_lock(hashtext(h.session_id))
                     ORDER BY h.last_seq LIMIT %s FOR UPDATE OF h SKIP LOCKED""",
-                (list(exclude), limit)).fetchall()
+                (list(exclude), spared, limit)).fetchall()
             claims = []
             for sid, held, since, expires, expired in rows:
                 taken = conn.execute(

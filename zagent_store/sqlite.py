@@ -226,6 +226,11 @@ def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def _running_owners(rows: Sequence[tuple[str]], running: Callable[[dict[str, Any]], bool] | None) -> list[str]:
+    """Of the owners (canonical JSON) of expired leases, the ones ``running`` says still run."""
+    return [owner for (owner,) in rows if running is not None and running(json.loads(owner))]
+
+
 def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]]) -> Iterator[StoredEvent]:
     """``(seq, version, type, at, data)`` rows of a session as :class:`StoredEvent` s, parsed lazily
     (what both stores read; a body that does not load is named by its seq and version)."""
@@ -582,9 +587,10 @@ class SQLiteJournal:
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
                       replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
         wanted = canonical_owner(owner)
-        since = clock.now()
-        expires = _format_time(since + timedelta(seconds=ttl)) if ttl is not None else None
         with self._transaction("take a lease in") as conn:
+            # The time once the write lock is ours: waiting for it must not shorten the lease.
+            since = clock.now()
+            expires = _format_time(since + timedelta(seconds=ttl)) if ttl is not None else None
             row = conn.execute("SELECT owner, since, expires_at FROM leases WHERE session_id = ?",
                                (session_id,)).fetchone()
             if row is not None and row[0] == wanted:
@@ -598,26 +604,30 @@ class SQLiteJournal:
         return Lease(session_id, owner, since, expires_at=_parse_time(expires) if expires else None)
 
     def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
-        expires = _format_time(clock.now() + timedelta(seconds=ttl))
         with self._transaction("renew leases in") as conn:
+            expires = _format_time(clock.now() + timedelta(seconds=ttl))
             rows = conn.execute("UPDATE leases SET expires_at = ? WHERE owner = ?"
                                 " AND session_id IN (SELECT value FROM json_each(?)) RETURNING session_id",
                                 (expires, canonical_owner(owner), json.dumps(list(session_ids)))).fetchall()
         return {row[0] for row in rows}
 
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
-                       exclude: Collection[str] = ()) -> list[Claim]:
-        now = clock.now()
-        stamp, expires = _format_time(now), _format_time(now + timedelta(seconds=ttl))
+                       exclude: Collection[str] = (),
+                       running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
         # One write transaction: the file's lock is what keeps two claimers apart here.
         with self._transaction("claim sessions in") as conn:
+            now = clock.now()
+            stamp, expires = _format_time(now), _format_time(now + timedelta(seconds=ttl))
+            expired = conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < ?", (stamp,)).fetchall()
+            spared = _running_owners(expired, running)
             rows = conn.execute(
                 f"""SELECT h.session_id, l.owner, l.since, l.expires_at FROM heads h
                     LEFT JOIN leases l ON l.session_id = h.session_id
                     WHERE NOT h.ended AND (l.session_id IS NULL OR l.expires_at < ?) AND {WANTS_DRIVER}
                       AND h.session_id NOT IN (SELECT value FROM json_each(?))
+                      AND (l.owner IS NULL OR l.owner NOT IN (SELECT value FROM json_each(?)))
                     ORDER BY h.last_seq LIMIT ?""",
-                (stamp, json.dumps(list(exclude)), limit)).fetchall()
+                (stamp, json.dumps(list(exclude)), json.dumps(spared), limit)).fetchall()
             conn.executemany("INSERT OR REPLACE INTO leases (session_id, owner, since, expires_at) VALUES (?, ?, ?, ?)",
                              [(row[0], canonical_owner(owner), stamp, expires) for row in rows])
         return [Claim(sid, None if held is None else self._lease_of(sid, (held, since, until), stamp))

@@ -14,7 +14,7 @@ The two MCP servers run side by side and their calls alternate (which goes first
 every call). Also shown: the time to start each server and be ready for a call (spawn,
 ``initialize``, ``tools/list``). Medians and means in ms.
 
-    /root/.pyenv/versions/3.11.7/bin/python bench/mcp.py [--quick] [-n CALLS]
+    /root/.pyenv/versions/3.11.7/bin/python bench/mcp_calls.py [--quick] [-n CALLS]
 """
 
 from __future__ import annotations
@@ -31,12 +31,9 @@ import textwrap
 import time
 from pathlib import Path
 
-# Run as a script, this file's folder is first on sys.path, and this file would be the `mcp` package.
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
-
-import anyio  # noqa: E402
-from mcp import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "home"
 ARGUMENTS = {"name": "world"}

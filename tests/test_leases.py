@@ -144,6 +144,20 @@ def test_a_lease_whose_release_failed_is_let_go_at_a_later_beat(home_dir: Path, 
         assert engine.resume(session.session_id).session_id == session.session_id
 
 
+def test_a_heartbeat_whose_journal_closed_says_so_in_a_line_and_gives_the_lease_up(
+        home_dir: Path, workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """No traceback from the heartbeat's thread (on CPython 3.11 formatting one parses source
+    with ``ast``, which races any other thread's parse): the journal's own message, then lost."""
+    journal = SQLiteJournal(home_dir / "journal.db")
+    engine = Engine(Home(home_dir), journal, workspace=workspace, config=Config(journal=JournalConfig(lease_seconds=1)))
+    session = engine.start_session("test")
+    journal.close()
+    wait_for(lambda: session.session_id in engine.heartbeat.lost, "the heartbeat to give the lease up", 20)
+    failures = [record for record in caplog.records if "lease_renew_failed" in record.getMessage()]
+    assert failures and not any(record.exc_info or "Traceback" in record.getMessage() for record in failures)
+    assert "closed database" in failures[0].getMessage()
+
+
 def test_a_driver_on_another_host_is_never_declared_dead(engine: Engine) -> None:
     session = engine.start_session("test")
     session.release()

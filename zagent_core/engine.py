@@ -1372,7 +1372,10 @@ class Session:
                 for task_id in running:
                     self.poll_task(task_id)
                 time.sleep(WATCH_SECONDS)
-        except Exception:  # noqa: BLE001 - the journal failed: the session can no longer record
-            log.error("task_watch_failed", exc_info=True, session=self.session_id)
+        except Exception as exc:  # noqa: BLE001 - the journal failed: the session can no longer record
+            if isinstance(exc, JournalError):  # away, or closed: its message says it all
+                log.error("task_watch_failed", error=str(exc), session=self.session_id)
+            else:  # a bug of ours: its traceback
+                log.error("task_watch_failed", exc_info=True, session=self.session_id)
             with self._lock:
                 self._watcher = None

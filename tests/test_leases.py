@@ -3,10 +3,12 @@ is settled, refused to a second live driver, taken over (and journaled) from a d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -124,22 +126,35 @@ def test_a_stopped_driver_keeps_its_session_past_its_leases_expiry_and_loses_it_
     resumed.end()
 
 
-def test_a_lease_whose_release_failed_is_let_go_at_a_later_beat(home_dir: Path, workspace: Path) -> None:
-    """A lease left behind by a live process would keep the session from every driver of this host
-    until that process exits: the heartbeat releases it once the journal takes writes again."""
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """The journal's file locked by a raw writer (past zagent's own writers' lock) meanwhile."""
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        blocker.execute("COMMIT")
+        blocker.close()
+
+
+@pytest.mark.parametrize("fails", ["its release", "its renewals, for longer than the lease"])
+def test_a_lease_left_naming_this_live_process_is_let_go_once_the_journal_is_back(
+        home_dir: Path, workspace: Path, fails: str) -> None:
+    """A live holder on this host is never taken over, so a lease it left behind would keep the
+    session from every driver of the host until the process exits: the heartbeat releases it."""
     path = home_dir / "journal.db"
     with SQLiteJournal(path, busy_timeout_ms=50) as journal:
         engine = Engine(Home(home_dir), journal, workspace=workspace,
                         config=Config(journal=JournalConfig(lease_seconds=1)))
         session = engine.start_session("test")
-        blocker = sqlite3.connect(path, isolation_level=None)  # a raw writer: past the writers' own lock
-        try:
-            blocker.execute("BEGIN IMMEDIATE")
-            session.release()  # its snapshot and its release fail: the file is locked
+        with locked(path):
+            if fails == "its release":
+                session.release()  # its snapshot and its release fail
+            else:
+                wait_for(lambda: session.session_id in engine.heartbeat.lost, "the heartbeat to give the lease up")
+                session.release()  # lost: nothing of it is written from here
             assert journal.lease(session.session_id) is not None
-        finally:
-            blocker.execute("COMMIT")
-            blocker.close()
         wait_for(lambda: journal.lease(session.session_id) is None, "the heartbeat to let the lease go", 20)
         assert engine.resume(session.session_id).session_id == session.session_id
 

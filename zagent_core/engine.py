@@ -522,6 +522,7 @@ class Session:
 
     def hold(self) -> Lease | None:
         """Take the session's lease (see :func:`leases.take`) and keep it renewed until :meth:`release`."""
+        self.engine.heartbeat.before_take(self.session_id)
         previous = leases.take(self.engine.journal, self.session_id, self.owner, self.engine.heartbeat.ttl)
         self.engine.heartbeat.hold(self.session_id, self.owner)
         return previous
@@ -530,14 +531,10 @@ class Session:
         """Stop driving the session: snapshot it and let go of its lease (the session stays open)."""
         self.engine.heartbeat.drop(self.session_id)
         if self.session_id in self.engine.heartbeat.lost:
-            return  # another driver has it: nothing of it is this process's to write
+            return  # another driver may have it: nothing of it is this process's to write (the heartbeat lets go)
         if self.state.version > self._snapshot_version:
             self.snapshot()
-        try:
-            self.engine.journal.release_lease(self.session_id, self.owner)
-        except JournalError as exc:  # the journal away: it names this live process, so let it go soon
-            log.warning("lease_release_failed", error=str(exc), session=self.session_id)
-            self.engine.heartbeat.release_later(self.session_id, self.owner)
+        self.engine.heartbeat.release(self.session_id, self.owner)
 
     # -- notes and wake-ups ----------------------------------------------------------
 

@@ -134,6 +134,17 @@ class LeaseLostError(JournalError):
                          "journal.lease_seconds); nothing more is written to it from here")
 
 
+def _log() -> Any:
+    from zagent_core.logs import get_logger  # on first use: a lease's check alone needs no logging set up
+
+    return get_logger(__name__)
+
+
+#: How long a release that keeps failing is tried again, in lease times: past that the
+#: journal is taken to be gone for good (closed), and the lease is left to this process's exit.
+RELEASE_TRIES_TTLS = 10
+
+
 class Heartbeat:
     """Renews the leases this process holds, every third of their time to live, on one thread.
 
@@ -141,8 +152,9 @@ class Heartbeat:
     session over: this process was cut off from the journal, or stopped, for longer than
     the lease lasts) is reported through ``lost`` and renewed no more; the session's next
     append would conflict anyway, since the new driver appends at its own version. A lease
-    whose release failed (the journal away for a moment) is released at the next beats:
-    until then it names this process, which runs, so no driver of this host takes it over.
+    that names this process but is no more driven (its release failed, or its renewals did
+    for longer than it lasts) is released at the next beats: left behind, it would keep
+    every driver of this host off the session while this process runs.
     """
 
     def __init__(self, journal: Journal, ttl: float) -> None:
@@ -153,27 +165,46 @@ class Heartbeat:
         self.lost: set[str] = set()
         #: Since when renewing a session's lease has failed (the journal unreachable, or closed).
         self._failing: dict[str, float] = {}
-        #: Leases let go of whose release failed, and their owners: released at a later beat.
-        self._releasing: dict[str, dict[str, Any]] = {}
+        #: Leases to release at a later beat: their owners, and until when to try.
+        self._releasing: dict[str, tuple[dict[str, Any], float]] = {}
+        #: Held while a late release runs, so that no take of the same session slips in between.
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def hold(self, session_id: str, owner: dict[str, Any]) -> None:
         with self._changed:
             self._held[session_id] = owner
-            self._releasing.pop(session_id, None)  # taken again: no more to let go
+            self._failing.pop(session_id, None)
             self.lost.discard(session_id)
             self._start()
 
     def drop(self, session_id: str) -> None:
         with self._changed:
             self._held.pop(session_id, None)
+            self._failing.pop(session_id, None)
 
-    def release_later(self, session_id: str, owner: dict[str, Any]) -> None:
-        """Release the lease at the next beats, until that works (releasing it just now failed)."""
+    def before_take(self, session_id: str) -> None:
+        """Call before taking the session's lease: a late release of it then cannot undo the take
+        (it has run already, or it never will)."""
         with self._changed:
-            self._releasing[session_id] = owner
-            self._start()
+            self._releasing.pop(session_id, None)
+
+    def release(self, session_id: str, owner: dict[str, Any]) -> None:
+        """Stop renewing the session's lease and release it: now, or at the next beats if the
+        journal is away."""
+        self.drop(session_id)
+        try:
+            self.journal.release_lease(session_id, owner)
+        except JournalError as exc:
+            _log().warning("lease_release_failed", error=str(exc), session=session_id,
+                                         then="tried again at the next heartbeats")
+            self._release_later(session_id, owner)
+
+    def _release_later(self, session_id: str, owner: dict[str, Any]) -> None:
+        with self._changed:
+            if session_id not in self._held:  # held again meanwhile: it is not to be let go
+                self._releasing[session_id] = (owner, time.monotonic() + RELEASE_TRIES_TTLS * self.ttl)
+                self._start()
 
     def _start(self) -> None:
         if self._thread is None:  # under self._changed
@@ -187,27 +218,26 @@ class Heartbeat:
                 if not self._held and not self._releasing:  # nothing to do: the next hold starts a thread again
                     self._thread = None
                     return
-                held, releasing = dict(self._held), dict(self._releasing)
+                held = dict(self._held)
             self._renew(held)
-            self._release(releasing)
+            self._release_pending()
 
     def _renew(self, held: dict[str, dict[str, Any]]) -> None:
-        from zagent_core.logs import get_logger
-
         owners: dict[str, tuple[dict[str, Any], list[str]]] = {}
         for session_id, owner in held.items():
             owners.setdefault(canonical_owner(owner), (owner, []))[1].append(session_id)
         # One write per owner and beat, however many sessions it drives: a heartbeat that
         # queued for the journal's write lock once per session could miss its own expiry.
         for owner, session_ids in owners.values():
+            failed = False
             try:
                 renewed = self.journal.renew_leases(owner, session_ids, self.ttl)
                 for session_id in session_ids:
                     self._failing.pop(session_id, None)
             except Exception as exc:  # noqa: BLE001 - the journal is away for now: try again next beat
                 # Its message, not a traceback: nothing here is a bug to debug.
-                get_logger(__name__).warning("lease_renew_failed", error=str(exc), sessions=len(session_ids))
-                now = time.monotonic()
+                _log().warning("lease_renew_failed", error=str(exc), sessions=len(session_ids))
+                failed, now = True, time.monotonic()
                 # Failing for longer than the lease lasts, it has expired: as good as lost.
                 renewed = {sid for sid in session_ids if now - self._failing.setdefault(sid, now) < self.ttl}
             for session_id in set(session_ids) - set(renewed):
@@ -216,19 +246,21 @@ class Heartbeat:
                         continue  # let go of meanwhile: released, not lost
                     del self._held[session_id]
                     self.lost.add(session_id)
-                get_logger(__name__).error("lease_lost", session=session_id,
+                if failed:  # the row may still name this process: it goes once the journal is back
+                    self._release_later(session_id, owner)
+                _log().error("lease_lost", session=session_id,
                                            why="its lease could not be renewed before it expired, and another "
                                                "driver may have taken the session over")
 
-    def _release(self, releasing: dict[str, dict[str, Any]]) -> None:
-        from zagent_core.logs import get_logger
-
-        for session_id, owner in releasing.items():
-            try:
-                self.journal.release_lease(session_id, owner)
-            except Exception as exc:  # noqa: BLE001 - still away: the next beat tries again
-                get_logger(__name__).warning("lease_release_failed", error=str(exc), session=session_id)
-                continue
-            with self._changed:
-                if self._releasing.get(session_id) is owner:
-                    del self._releasing[session_id]
+    def _release_pending(self) -> None:
+        with self._changed:  # held throughout: see before_take
+            for session_id, (owner, until) in list(self._releasing.items()):
+                try:
+                    self.journal.release_lease(session_id, owner)
+                except Exception as exc:  # noqa: BLE001 - still away: the next beat tries again
+                    if time.monotonic() < until:
+                        continue
+                    _log().error("lease_release_abandoned", error=str(exc), session=session_id,
+                                               why="the journal refused it for too long; the session stays this "
+                                                   "process's until it exits")
+                del self._releasing[session_id]

@@ -130,13 +130,13 @@ class Worker:
         try:
             session = self.engine.resume(session_id, claim=claim)
         except (UnknownSessionError, SessionEndedError):
-            self.engine.journal.release_lease(session_id, self.owner)  # ended between the claim and now
+            self.engine.heartbeat.release(session_id, self.owner)  # ended between the claim and now
             return None
         except leases.SessionBusyError:
             return None
         except Exception as exc:  # noqa: BLE001 - one session's damage must not stop the worker
             self._failed(session_id, exc)
-            self.engine.journal.release_lease(session_id, self.owner)
+            self.engine.heartbeat.release(session_id, self.owner)
             return None
         with self._changed:
             self._active[session_id] = session

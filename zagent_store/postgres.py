@@ -457,14 +457,16 @@ class PostgresJournal:
                        running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
         wanted = canonical_owner(owner)
         with self._transaction("claim sessions in") as conn:
-            expired = conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < clock_timestamp()").fetchall()
+            # Both statements look at the transaction's start (now()): a lease that expired while
+            # ``running`` was asked about its owners is not claimed without being asked about.
+            expired = conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < now()").fetchall()
             spared = _running_owners(expired, running)
             # Rows another claimer has locked are skipped, not waited for; the advisory lock
             # skips a session whose lease a driver (zagent resume) is taking this moment.
             rows = conn.execute(
                 f"""SELECT h.session_id, l.owner, l.since, {_EXPIRY.replace("expires_at", "l.expires_at")}
                     FROM heads h LEFT JOIN leases l ON l.session_id = h.session_id
-                    WHERE NOT h.ended AND (l.session_id IS NULL OR l.expires_at < clock_timestamp())
+                    WHERE NOT h.ended AND (l.session_id IS NULL OR l.expires_at < now())
                       AND {dialect(WANTS_DRIVER)} AND NOT (h.session_id = ANY(%s))
                       AND (l.owner IS NULL OR NOT (l.owner = ANY(%s)))
                       AND pg_try_advisory_xact_lock(hashtext(h.session_id))

@@ -167,7 +167,7 @@ class Heartbeat:
         self._failing: dict[str, float] = {}
         #: Leases to release at a later beat: their owners, and until when to try.
         self._releasing: dict[str, tuple[dict[str, Any], float]] = {}
-        #: Held while a late release runs, so that no take of the same session slips in between.
+        #: Guards the above; held throughout a late release, so that no take of its session slips in.
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -197,7 +197,7 @@ class Heartbeat:
             self.journal.release_lease(session_id, owner)
         except JournalError as exc:
             _log().warning("lease_release_failed", error=str(exc), session=session_id,
-                                         then="tried again at the next heartbeats")
+                           then="tried again at the next heartbeats")
             self._release_later(session_id, owner)
 
     def _release_later(self, session_id: str, owner: dict[str, Any]) -> None:
@@ -249,8 +249,8 @@ class Heartbeat:
                 if failed:  # the row may still name this process: it goes once the journal is back
                     self._release_later(session_id, owner)
                 _log().error("lease_lost", session=session_id,
-                                           why="its lease could not be renewed before it expired, and another "
-                                               "driver may have taken the session over")
+                             why="its lease could not be renewed before it expired, and another driver may have "
+                                 "taken the session over")
 
     def _release_pending(self) -> None:
         with self._changed:  # held throughout: see before_take
@@ -261,6 +261,6 @@ class Heartbeat:
                     if time.monotonic() < until:
                         continue
                     _log().error("lease_release_abandoned", error=str(exc), session=session_id,
-                                               why="the journal refused it for too long; the session stays this "
-                                                   "process's until it exits")
+                                 why="the journal refused it for too long; the session stays this process's "
+                                     "until it exits")
                 del self._releasing[session_id]

@@ -459,8 +459,8 @@ class PostgresJournal:
         with self._transaction("claim sessions in") as conn:
             # Both statements look at the transaction's start (now()): a lease that expired while
             # ``running`` was asked about its owners is not claimed without being asked about.
-            expired = conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < now()").fetchall()
-            spared = _running_owners(expired, running)
+            spared = _running_owners(conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < now()")
+                                     .fetchall(), running) if running else []
             # Rows another claimer has locked are skipped, not waited for; the advisory lock
             # skips a session whose lease a driver (zagent resume) is taking this moment.
             rows = conn.execute(

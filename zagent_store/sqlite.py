@@ -226,9 +226,9 @@ def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _running_owners(rows: Sequence[tuple[str]], running: Callable[[dict[str, Any]], bool] | None) -> list[str]:
+def _running_owners(rows: Sequence[tuple[str]], running: Callable[[dict[str, Any]], bool]) -> list[str]:
     """Of the owners (canonical JSON) of expired leases, the ones ``running`` says still run."""
-    return [owner for (owner,) in rows if running is not None and running(json.loads(owner))]
+    return [owner for (owner,) in rows if running(json.loads(owner))]
 
 
 def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]]) -> Iterator[StoredEvent]:
@@ -618,8 +618,8 @@ class SQLiteJournal:
         with self._transaction("claim sessions in") as conn:
             now = clock.now()
             stamp, expires = _format_time(now), _format_time(now + timedelta(seconds=ttl))
-            expired = conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < ?", (stamp,)).fetchall()
-            spared = _running_owners(expired, running)
+            spared = _running_owners(conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < ?",
+                                                  (stamp,)).fetchall(), running) if running else []
             rows = conn.execute(
                 f"""SELECT h.session_id, l.owner, l.since, l.expires_at FROM heads h
                     LEFT JOIN leases l ON l.session_id = h.session_id

@@ -79,7 +79,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import journal_scale  # noqa: E402  (the generator: bench/journal_scale.py)
 
 from zagent_core import Engine, Home  # noqa: E402
-from zagent_core.state import rebuild  # noqa: E402
+from zagent_core.journal.fold import rebuild  # noqa: E402
 from zagent_store import SQLiteJournal  # noqa: E402
 
 ZAGENT = journal_scale.ZAGENT

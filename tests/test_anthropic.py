@@ -22,7 +22,7 @@ from test_calls import PNG_WRITER, tiny_png
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent
 from zagent_core.config import ModelConfig
-from zagent_core.events import Media, ModelReplied, ToolCallFinished
+from zagent_core.journal.events import Media, ModelReplied, ToolCallFinished
 from zagent_core.models import Message, ModelError, ToolCallRequest, ToolSpec, load_model
 from zagent_core.models.anthropic import AnthropicModel
 from zagent_store import SQLiteJournal

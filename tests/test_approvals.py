@@ -22,7 +22,7 @@ from zagent_core import Engine, Home
 from zagent_core.agent import Agent
 from zagent_core.config import ApprovalsConfig, Config
 from zagent_core.engine import NoApprovalError
-from zagent_core.events import ApprovalDecided, ApprovalRequested, ToolCallRejected, ToolCallStarted
+from zagent_core.journal.events import ApprovalDecided, ApprovalRequested, ToolCallRejected, ToolCallStarted
 from zagent_core.models import Message, ModelReply, ToolSpec
 from zagent_core.models.scripted import ScriptedModel
 from zagent_store import SQLiteJournal

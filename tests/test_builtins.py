@@ -17,7 +17,7 @@ from zagent_core.agent import Agent, conversation
 from zagent_core.builtins import registry
 from zagent_core.builtins.base import Builtin, BuiltinContext, StateValueError
 from zagent_core.config import AgentConfig, BuiltinsConfig, Config, ToolsConfig
-from zagent_core.events import ToolCallStarted, ToolStateWritten
+from zagent_core.journal.events import ToolCallStarted, ToolStateWritten
 from zagent_core.models import ModelReply, ToolCallRequest
 from zagent_core.models.scripted import ScriptedModel
 from zagent_core.results import ToolResult
@@ -344,7 +344,7 @@ def test_a_built_in_output_that_is_not_valid_unicode_is_journaled_with_replaceme
 
 def test_a_built_in_that_stages_what_cannot_be_journaled_gets_an_error_result_and_the_session_goes_on(
         engine: Engine) -> None:
-    from zagent_core.events import ArtifactRecorded
+    from zagent_core.journal.events import ArtifactRecorded
 
     def stage_bad(context: BuiltinContext, arguments: dict[str, Any]) -> ToolResult:
         context.record_artifact(ArtifactRecorded(call_id=context.call_id, kind="custom", title="\udce9"))
@@ -365,7 +365,7 @@ def test_arguments_with_a_lone_surrogate_are_refused_saying_so(engine: Engine) -
 
 
 def test_a_replay_safe_call_is_run_again_once_after_a_crash_never_a_third_time(home_dir: Path, engine: Engine) -> None:
-    from zagent_core.events import SessionStarted, ToolCallInterrupted, ToolCallRequested
+    from zagent_core.journal.events import SessionStarted, ToolCallInterrupted, ToolCallRequested
 
     python_tool(home_dir, "look", "print('looked')", replay="safe")
     session_id = "20261201-000000-abcdef"

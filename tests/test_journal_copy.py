@@ -20,8 +20,8 @@ from zagent_cli.main import cli
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.events import ToolCallFinished, UserMessage
-from zagent_core.journal import Journal
+from zagent_core.journal.events import ToolCallFinished, UserMessage
+from zagent_core.journal.protocol import Journal
 from zagent_core.models import load_model
 from zagent_store import SQLiteJournal, open_journal
 from zagent_store.copy import CopyMismatchError, CopyRefusedError, TargetHasSessionsError, copy_journal, verify

@@ -36,9 +36,9 @@ from zagent_cli.main import cli
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent, Conversation
 from zagent_core.config import Config, load_config
-from zagent_core.events import SessionStarted, ToolCallFinished, ToolCallInterrupted, ToolCallRejected, \
+from zagent_core.journal.events import SessionStarted, ToolCallFinished, ToolCallInterrupted, ToolCallRejected, \
     ToolCallStarted
-from zagent_core.journal import Journal
+from zagent_core.journal.protocol import Journal
 from zagent_core.mcp_tools import MAX_TOOL_NAME, closed, offered_name, schema_hash
 from zagent_core.models.scripted import ScriptedModel
 from zagent_store import SQLiteJournal

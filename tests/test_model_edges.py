@@ -19,7 +19,7 @@ from test_openai import chunk, completion
 
 from zagent_core import credentials
 from zagent_core.config import CapabilitiesConfig, ModelConfig
-from zagent_core.events import Media
+from zagent_core.journal.events import Media
 from zagent_core.models import Message, ModelError, ToolCallRequest
 from zagent_core.models.anthropic import AnthropicModel, default_max_tokens
 from zagent_core.models.media import MediaPolicy, prepare_all, within_capabilities

@@ -12,7 +12,7 @@ from crashcheck import crash, resume_and_check
 
 from zagent_core import Engine
 from zagent_core.engine import SessionEndedError, UnknownSessionError
-from zagent_core.events import TaskStarted, ToolCallRequested, ToolCallStarted
+from zagent_core.journal.events import TaskStarted, ToolCallRequested, ToolCallStarted
 from zagent_core.processes import ProcessIdentity
 from zagent_store import SQLiteJournal
 

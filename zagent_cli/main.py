@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
-    from zagent_core.journal import Journal
-    from zagent_core.state import ApprovalView
+    from zagent_core.journal.protocol import Journal
+    from zagent_core.journal.fold import ApprovalView
     from zagent_core.builtins.base import Builtin
     from zagent_core.config import ModelConfig
     from zagent_core.engine import Session
@@ -91,7 +91,7 @@ class Context:
     def journal_exists(self) -> bool:
         """Whether there is a journal to read: a SQLite file is made by the first session; a
         PostgreSQL database is there once its URL is given."""
-        from zagent_core.journal import JournalError
+        from zagent_core.journal.protocol import JournalError
         from zagent_store.locate import is_postgres, sqlite_path
 
         location = self.journal_location
@@ -111,7 +111,7 @@ class Context:
         return self.journal(read_only=read_only)
 
     def journal(self, *, read_only: bool = False) -> AnyJournal:
-        from zagent_core.journal import JournalError
+        from zagent_core.journal.protocol import JournalError
         from zagent_store.locate import is_postgres, open_journal
 
         location = self.journal_location
@@ -238,9 +238,9 @@ class ZagentGroup(click.Group):
             raise
         except Exception as exc:
             # Imported only now: --help and tools list do not pay for the journal's modules.
-            from zagent_core.events import EventSchemaError
-            from zagent_core.journal import JournalError
-            from zagent_core.state import InconsistentJournalError
+            from zagent_core.journal.events import EventSchemaError
+            from zagent_core.journal.protocol import JournalError
+            from zagent_core.journal.fold import InconsistentJournalError
 
             if not isinstance(exc, (JournalError, EventSchemaError, InconsistentJournalError)):
                 raise
@@ -494,7 +494,7 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
     arguments = _arguments_object(args_text)
     notes: list[str] = []
 
-    from zagent_core.events import NoteReceived
+    from zagent_core.journal.events import NoteReceived
 
     def show_note(stored: StoredEvent) -> None:
         # Printed as they arrive, the way the agent's next request would carry them.
@@ -1266,7 +1266,7 @@ def journal_recover(source: Path, target: Path) -> None:
 
 def _open_for_copy(location: str, role: str, *, read_only: bool) -> AnyJournal:
     """The journal at ``location`` for ``journal copy``: a missing SQLite source is a usage error, never made."""
-    from zagent_core.journal import JournalError
+    from zagent_core.journal.protocol import JournalError
     from zagent_store.locate import is_postgres, open_journal, sqlite_path
 
     if not is_postgres(location):
@@ -1407,7 +1407,7 @@ def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None)
 def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
     """Add the session of an export FILE to this home's journal."""
     from zagent_core.exports import ExportError, import_session, parse_export
-    from zagent_core.journal import ConcurrencyError
+    from zagent_core.journal.protocol import ConcurrencyError
 
     try:
         with open(file, encoding="utf-8") as handle:
@@ -1454,7 +1454,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
                   tree: bool) -> None:
     """The conversation of SESSION_ID, in order (default: the most recent top-level session)."""
     from zagent_core import rebuild
-    from zagent_core.events import EventSchemaError
+    from zagent_core.journal.events import EventSchemaError
     from zagent_core.status import session_status
 
     if as_json and fmt != "text":

@@ -44,9 +44,9 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from zagent_core.engine import Engine, Session, zagent_version
-from zagent_core.events import NoteReceived, WakeRequested
+from zagent_core.journal.events import NoteReceived, WakeRequested
 from zagent_core.ids import new_call_id
-from zagent_core.journal import JournalError, StoredEvent
+from zagent_core.journal.protocol import JournalError, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.results import ToolResult
 from zagent_cli.output import say

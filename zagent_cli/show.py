@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.events import (
+from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
     ArtifactRecorded,
@@ -45,8 +45,8 @@ from zagent_core.events import (
     WakeRequested,
     dump_event,
 )
-from zagent_core.journal import SessionSummary, StoredEvent
-from zagent_core.state import ChildView, SessionState, TaskView
+from zagent_core.journal.protocol import SessionSummary, StoredEvent
+from zagent_core.journal.fold import ChildView, SessionState, TaskView
 from zagent_cli.output import head, plural, say, say_part, terminal_safe
 
 if TYPE_CHECKING:

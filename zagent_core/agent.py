@@ -17,8 +17,8 @@ from typing import Any
 
 from zagent_core.config import AgentConfig
 from zagent_core.engine import Session
-from zagent_core.state import CallView
-from zagent_core.events import (
+from zagent_core.journal.fold import CallView
+from zagent_core.journal.events import (
     Media,
     ModelReplied,
     NoteReceived,
@@ -31,7 +31,7 @@ from zagent_core.events import (
     UserMessage,
     WakeRequested,
 )
-from zagent_core.journal import StoredEvent
+from zagent_core.journal.protocol import StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
 

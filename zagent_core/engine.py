@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar
 
 
 from zagent_core.config import CapabilitiesConfig, Config, load_config
-from zagent_core.events import (
+from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
     ChildSpawned,
@@ -73,7 +73,7 @@ from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, Parked
 from zagent_core.credentials import tool_environment
 from zagent_core.crashpoints import crash_point
 from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
-from zagent_core.journal import Claim, Journal, JournalError, Lease, StoredEvent
+from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.mcp_tools import McpServers
 from zagent_core.manifest import Tool, ToolSet, load_tools
@@ -84,7 +84,7 @@ from zagent_core.notes import STOPPED, read_notes
 from zagent_core.processes import ProcessIdentity, write_json
 from zagent_core.runner import ProcessOutcome, ProcessSpec, run_process
 from zagent_core.status import status_of_state
-from zagent_core.state import (
+from zagent_core.journal.fold import (
     ApprovalView,
     CallView,
     NoteView,

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath
 from typing import Any
 
-from zagent_core.events import (
+from zagent_core.journal.events import (
     Event,
     EventSchemaError,
     Media,
@@ -42,8 +42,8 @@ from zagent_core.events import (
     load_event,
 )
 from zagent_core.home import Home
-from zagent_core.journal import Journal, StoredEvent
-from zagent_core.state import InconsistentJournalError, rebuild
+from zagent_core.journal.protocol import Journal, StoredEvent
+from zagent_core.journal.fold import InconsistentJournalError, rebuild
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 

@@ -28,7 +28,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from zagent_core.journal import Journal, JournalError, Lease, LeaseHeldError, canonical_owner
+from zagent_core.journal.protocol import Journal, JournalError, Lease, LeaseHeldError, canonical_owner
 from zagent_core.processes import ProcessIdentity, boot_id
 
 

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from zagent_core.agent import Agent
 from zagent_core.config import AgentConfig, Config
 from zagent_core.engine import Engine, Session
-from zagent_core.events import (
+from zagent_core.journal.events import (
     ArtifactRecorded,
     ChildEnded,
     ChildSpawned,
@@ -55,7 +55,7 @@ from zagent_core.events import (
 )
 from zagent_core.home import Home
 from zagent_core.ids import new_session_id, new_wake_id
-from zagent_core.journal import Journal, StoredEvent
+from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.processes import ProcessIdentity, boot_id
 from zagent_core.validation import validate_arguments

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
-from zagent_core.events import Media, OutputFile
+from zagent_core.journal.events import Media, OutputFile
 from zagent_core.processes import create_fresh, file_sha256
 from zagent_core.runner import ProcessOutcome
 from zagent_core.text import storable, storable_json

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zagent_core import leases
-from zagent_core.journal import Journal, SessionSummary
+from zagent_core.journal.protocol import Journal, SessionSummary
 
 if TYPE_CHECKING:
-    from zagent_core.state import SessionState
+    from zagent_core.journal.fold import SessionState
 
 def open_state(journal: Journal, session_id: str) -> SessionState:
     """A session as its latest snapshot and the events after it tell (empty if it has none).
@@ -21,7 +21,7 @@ def open_state(journal: Journal, session_id: str) -> SessionState:
     A snapshot that cannot be read, or that another version of the projection made, is
     passed over with a warning: the events alone always give the state.
     """
-    from zagent_core.state import from_snapshot, projection_tag, rebuild
+    from zagent_core.journal.fold import from_snapshot, projection_tag, rebuild
 
     snapshot = journal.load_snapshot(session_id, projection_tag())
     state = from_snapshot(snapshot.data) if snapshot is not None else None
@@ -50,7 +50,7 @@ def status_of_state(state: SessionState) -> str:
     ``interrupted``, ``failed`` (the last turn was stopped by an error or a limit), ``wake-up
     pending`` (an idle agent has a wake-up to be woken with: what ``zagent resume`` delivers),
     ``waiting on tasks`` or ``idle``."""
-    from zagent_core.state import status_of  # the event models: only when a fold is needed
+    from zagent_core.journal.fold import status_of  # the event models: only when a fold is needed
 
     status = status_of(state)
     if status in ("idle", "waiting on tasks"):
@@ -91,7 +91,7 @@ def first_prompt(journal: Journal, session_id: str) -> str | None:
     """The session's first user message, if it has one. The journal reads every user
     message of the session to give it (a few per session; 56 ms in a session of 200,000
     events, whose rows are all looked at)."""
-    from zagent_core.events import UserMessage
+    from zagent_core.journal.events import UserMessage
 
     for stored in journal.read(session_id, types=("user_message",)):
         if isinstance(stored.event, UserMessage):

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from zagent_core.events import Coercion
+from zagent_core.journal.events import Coercion
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 from zagent_core import leases
 from zagent_core.engine import Engine, SessionEndedError, UnknownSessionError
-from zagent_core.journal import Claim, JournalError
+from zagent_core.journal.protocol import Claim, JournalError
 from zagent_core.logs import get_logger
 
 if TYPE_CHECKING:
     from zagent_core.engine import Session
     from zagent_core.models import Model
-    from zagent_core.state import SessionState
+    from zagent_core.journal.fold import SessionState
 
 log = get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """Copy a whole journal into another (``zagent journal copy``): SQLite to PostgreSQL and back.
 
-Everything goes through the :class:`~zagent_core.journal.Journal` protocol, so any two
+Everything goes through the :class:`~zagent_core.journal.protocol.Journal` protocol, so any two
 journals ``open_journal`` opens can be the source and the target.
 
 - **Order.** Sessions are copied one after another, the least recently active first
@@ -43,12 +43,12 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.journal import ConcurrencyError, Journal, JournalError, StoredEvent
+from zagent_core.journal.protocol import ConcurrencyError, Journal, JournalError, StoredEvent
 from zagent_store import clock
 from zagent_store.postgres import without_nul
 
 if TYPE_CHECKING:
-    from zagent_core.journal import SessionSummary
+    from zagent_core.journal.protocol import SessionSummary
 
 #: Events per append when writing the target.
 BATCH = 1000
@@ -293,7 +293,7 @@ def _copy_session(source: Journal, target: Journal, session_id: str, batch: int,
 
 
 def _copy_snapshot(source: Journal, target: Journal, session_id: str, version: int) -> bool:
-    from zagent_core.state import projection_tag
+    from zagent_core.journal.fold import projection_tag
 
     snapshot = source.load_snapshot(session_id, projection_tag())
     if snapshot is None or snapshot.version > version:  # newer than what was copied: of events the target lacks

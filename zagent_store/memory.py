@@ -1,4 +1,4 @@
-"""A journal in memory: the whole :class:`~zagent_core.journal.Journal` protocol, for tests
+"""A journal in memory: the whole :class:`~zagent_core.journal.protocol.Journal` protocol, for tests
 and for embedding zagent where nothing may be written to disk.
 
 It keeps the same promises as the SQLite journal within one process (appends at the
@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.journal import (
+from zagent_core.journal.protocol import (
     Claim,
     ConcurrencyError,
     Lease,
@@ -29,7 +29,7 @@ from zagent_core.journal import (
 from zagent_store import clock
 
 if TYPE_CHECKING:
-    from zagent_core.events import Event
+    from zagent_core.journal.events import Event
 
 
 #: Statuses of a session a clean stop left that want no driver (see ``claim_sessions``).

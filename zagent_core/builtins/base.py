@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zagent_core.config import Config
-from zagent_core.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolStateWritten
+from zagent_core.journal.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolStateWritten
 from zagent_core.results import ToolResult, checked_state
 
 if TYPE_CHECKING:
-    from zagent_core.events import Event
+    from zagent_core.journal.events import Event
     from zagent_core.runner import ProcessOutcome
-    from zagent_core.state import TaskView
+    from zagent_core.journal.fold import TaskView
 
 Arguments = dict[str, Any]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from zagent_core.builtins.base import BuiltinContext, PathRefused
-from zagent_core.events import ReadEntry
+from zagent_core.journal.events import ReadEntry
 from zagent_core.results import ToolResult
 
 #: Lines a read shows at most, unless the call asks for another ``limit``.

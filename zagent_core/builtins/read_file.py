@@ -15,7 +15,7 @@ from typing import Any
 
 from zagent_core.builtins import files
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
-from zagent_core.events import Media
+from zagent_core.journal.events import Media
 from zagent_core.results import ToolResult, _attachable, _guess_mime
 
 NAME = "read_file"

@@ -12,7 +12,7 @@ from typing import Any
 from zagent_core import tasks
 from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.results import ToolResult
-from zagent_core.state import MAX_ENDED_TASKS, TaskView
+from zagent_core.journal.fold import MAX_ENDED_TASKS, TaskView
 
 NAME = "terminal"
 DESCRIPTION = (

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from zagent_core.config import ModelConfig
-from zagent_core.events import Media
+from zagent_core.journal.events import Media
 
 
 class ToolSpec(BaseModel):

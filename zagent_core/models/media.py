@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zagent_core.config import CapabilitiesConfig
-from zagent_core.events import Media
+from zagent_core.journal.events import Media
 from zagent_core.models import Message
 from zagent_core.results import capability_of, media_kind
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:  # building the event models is most of a listing's start-up: only who reads events pays
-    from zagent_core.events import Event
+    from zagent_core.journal.events import Event
 
 
 @dataclass(frozen=True, slots=True)

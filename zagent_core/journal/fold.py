@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from zagent_core.events import (
+from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
     ChildEnded,
@@ -65,7 +65,7 @@ from zagent_core.events import (
     WakeAnswered,
     WakeRequested,
 )
-from zagent_core.journal import StoredEvent
+from zagent_core.journal.protocol import StoredEvent
 
 CallStatus = Literal["requested", "rejected", "running", "finished", "interrupted"]
 TaskStatus = Literal["running", "exited", "killed", "interrupted"]

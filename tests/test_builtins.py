@@ -15,12 +15,12 @@ from conftest import python_tool, write_tool
 from zagent_core import Engine, Home
 from zagent_core.agent import Agent, conversation
 from zagent_core.builtins import registry
-from zagent_core.builtins.base import Builtin, BuiltinContext, StateValueError
+from zagent_core.tools.inprocess import Builtin, BuiltinContext, StateValueError
 from zagent_core.config import AgentConfig, BuiltinsConfig, Config, ToolsConfig
 from zagent_core.journal.events import ToolCallStarted, ToolStateWritten
 from zagent_core.models import ModelReply, ToolCallRequest
 from zagent_core.models.scripted import ScriptedModel
-from zagent_core.results import ToolResult
+from zagent_core.tools.results import ToolResult
 from zagent_store import SQLiteJournal
 
 ZAGENT = [sys.executable, "-m", "zagent_cli"]
@@ -251,7 +251,7 @@ def test_a_built_in_stages_state_that_is_committed_with_its_result(engine: Engin
 
 @pytest.mark.parametrize("value", [float("nan"), {1, 2}])
 def test_a_state_value_that_is_not_json_is_refused_with_the_reason(value: Any) -> None:
-    from zagent_core.builtins.base import ToolState
+    from zagent_core.tools.inprocess import ToolState
 
     with pytest.raises(StateValueError, match='tool state "k": the value is not plain JSON'):
         ToolState({}).set("k", value)
@@ -431,7 +431,7 @@ def test_a_process_sees_the_workspace_as_pwd_links_resolved(home_dir: Path, jour
 
 
 def test_tool_state_keys_totals_and_surrogates_are_checked(home_dir: Path, engine: Engine) -> None:
-    from zagent_core.builtins.base import ToolState
+    from zagent_core.tools.inprocess import ToolState
 
     with pytest.raises(StateValueError, match="over 256"):
         ToolState({}).set("k" * 300, 1)

@@ -308,7 +308,7 @@ def test_every_path_an_event_holds_is_either_moved_on_import_or_only_describes_t
 
 
 def test_resuming_a_fork_leaves_the_parents_running_foreground_tool_alone(tmp_path: Path) -> None:
-    from zagent_core.processes import ProcessIdentity, write_json
+    from zagent_core.tools.processes import ProcessIdentity, write_json
     from zagent_core.journal.fold import rebuild as fold
 
     home = Home(tmp_path / "home")

@@ -39,7 +39,7 @@ from zagent_core.config import Config, load_config
 from zagent_core.journal.events import SessionStarted, ToolCallFinished, ToolCallInterrupted, ToolCallRejected, \
     ToolCallStarted
 from zagent_core.journal.protocol import Journal
-from zagent_core.mcp_tools import MAX_TOOL_NAME, closed, offered_name, schema_hash
+from zagent_core.tools.mcp import MAX_TOOL_NAME, closed, offered_name, schema_hash
 from zagent_core.models.scripted import ScriptedModel
 from zagent_store import SQLiteJournal
 

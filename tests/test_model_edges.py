@@ -17,7 +17,7 @@ from test_anthropic import message
 from test_openai import FakeServer as ChatServer
 from test_openai import chunk, completion
 
-from zagent_core import credentials
+from zagent_core.tools import credentials
 from zagent_core.config import CapabilitiesConfig, ModelConfig
 from zagent_core.journal.events import Media
 from zagent_core.models import Message, ModelError, ToolCallRequest

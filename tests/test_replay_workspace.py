@@ -21,7 +21,7 @@ from zagent_core.agent import Agent
 from zagent_core.models import ModelReply, ToolCallRequest
 from zagent_core.models.scripted import ScriptedModel
 from zagent_core.replay import MAX_WORKSPACE_BYTES, ReplayReport, replay, replay_folder
-from zagent_core.processes import ProcessIdentity
+from zagent_core.tools.processes import ProcessIdentity
 from zagent_store import SQLiteJournal
 
 #: Lists the workspace without following links: each entry's kind, and a file's content.

@@ -15,7 +15,7 @@ from pathlib import Path
 from conftest import PYTHON, python_tool
 from test_openai import FakeServer, completion, server  # noqa: F401 - the fixture
 
-from zagent_core import credentials
+from zagent_core.tools import credentials
 from zagent_store import SQLiteJournal
 
 KEY = "sk-model-key-3141592653"

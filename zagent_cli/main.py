@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
     from zagent_core.journal.protocol import Journal
     from zagent_core.journal.fold import ApprovalView
-    from zagent_core.builtins.base import Builtin
+    from zagent_core.tools.inprocess import Builtin
     from zagent_core.config import ModelConfig
     from zagent_core.engine import Session
     from zagent_core.models import Model
@@ -40,7 +40,7 @@ class StorableText(click.ParamType):
     name = "text"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from zagent_core.text import storable
+        from zagent_core.tools.text import storable
 
         return storable(str(value))
 
@@ -138,7 +138,7 @@ class Context:
         command = click.get_current_context().command_path.partition(" ")[2]
         engine = Engine(self.home, journal, workspace=workspace, command=command)
         click.get_current_context().call_on_close(engine.close)  # the MCP servers it started stop with the command
-        from zagent_core.credentials import withhold_model_keys
+        from zagent_core.tools.credentials import withhold_model_keys
 
         withhold_model_keys(engine.config.model)
         return engine
@@ -323,7 +323,7 @@ def _home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> t
     the built-ins the config turns on, and what is wrong with ``builtins.enabled``: what a
     session of this home offers."""
     from zagent_core.builtins import registry
-    from zagent_core.manifest import load_tools
+    from zagent_core.tools.manifest import load_tools
 
     builtins, problems = registry.enabled(config)
     return load_tools(home, config, reserved=registry.names() | set(reserved)), builtins, problems
@@ -334,7 +334,7 @@ def _mcp_tools(obj: Context, config: Config) -> tuple[dict[str, Builtin], list[P
     wrong with them, and each tool's server: what a session offers besides the home's own."""
     if not config.mcp.servers:
         return {}, [], {}
-    from zagent_core.mcp_tools import McpServers
+    from zagent_core.tools.mcp import McpServers
 
     servers = McpServers(config, Path(obj.workspace or Path.cwd()).resolve())
     try:
@@ -396,7 +396,7 @@ def _arguments_text(args_text: str | None) -> tuple[str, str]:
 
 def _arguments_object(args_text: str | None) -> dict[str, Any]:
     """The call's arguments (see :func:`_arguments_text`): one JSON object, its strings storable."""
-    from zagent_core.text import storable_json
+    from zagent_core.tools.text import storable_json
 
     text, source = _arguments_text(args_text)
     try:
@@ -583,7 +583,7 @@ def _settle_only(session: Session) -> str:
 def _ask_on_terminal(question: str, choices: list[str] | None) -> str:
     """Ask on the terminal ``zagent run`` runs in (the question and its numbered choices are
     printed with the conversation); a choice may be answered by its number."""
-    from zagent_core.builtins.base import Parked
+    from zagent_core.tools.inprocess import Parked
 
     while True:
         try:
@@ -599,7 +599,7 @@ def _ask_on_terminal(question: str, choices: list[str] | None) -> str:
 def _approve_on_terminal(approval: ApprovalView) -> tuple[bool, str]:
     """Ask y/n on the terminal ``zagent run`` runs in (the call was printed with the
     conversation); a no may say why, for the model."""
-    from zagent_core.builtins.base import Parked
+    from zagent_core.tools.inprocess import Parked
 
     while True:
         try:
@@ -981,7 +981,7 @@ def doctor(obj: Context, as_json: bool) -> None:
     from zagent_core.builtins.grep import find_rg
     from zagent_core.config import load_config
     from zagent_core.engine import zagent_version
-    from zagent_core.manifest import start_problem
+    from zagent_core.tools.manifest import start_problem
     from zagent_core.problems import Problem
 
     home = obj.locate_home()
@@ -1097,7 +1097,7 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
         raise click.UsageError(f"workspace {obj.workspace} is not a folder (--workspace: the folder a rerun copies)")
     config, _ = load_config(obj.home.config_path)
     if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
-        from zagent_core.credentials import withhold_model_keys
+        from zagent_core.tools.credentials import withhold_model_keys
 
         withhold_model_keys(config.model)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)

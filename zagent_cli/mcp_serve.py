@@ -48,7 +48,7 @@ from zagent_core.journal.events import NoteReceived, WakeRequested
 from zagent_core.ids import new_call_id
 from zagent_core.journal.protocol import JournalError, StoredEvent
 from zagent_core.logs import get_logger
-from zagent_core.results import ToolResult
+from zagent_core.tools.results import ToolResult
 from zagent_cli.output import say
 
 if TYPE_CHECKING:
@@ -560,7 +560,7 @@ def serve(obj: Context, http: str | None, allow_remote: bool) -> None:
             # The folder tools' problems are shown now; the MCP servers config.json names start with
             # the first connection's session, not here: one of them may be a `zagent mcp serve`
             # that would then start its own before it reads its stdin, and never see its client leave.
-            from zagent_core.manifest import load_tools
+            from zagent_core.tools.manifest import load_tools
 
             for problem in engine.config_problems + load_tools(engine.home, engine.config).problems:
                 say(f"{problem.severity}: {problem}", err=True)

@@ -34,9 +34,9 @@ if TYPE_CHECKING:
         ConcurrencyError as ConcurrencyError, Journal as Journal, SessionSummary as SessionSummary,
         StoredEvent as StoredEvent,
     )
-    from zagent_core.manifest import Manifest as Manifest, Tool as Tool, ToolSet as ToolSet, load_tools as load_tools
+    from zagent_core.tools.manifest import Manifest as Manifest, Tool as Tool, ToolSet as ToolSet, load_tools as load_tools
     from zagent_core.problems import Problem as Problem
-    from zagent_core.results import ToolResult as ToolResult
+    from zagent_core.tools.results import ToolResult as ToolResult
 
 __all__ = [
     "CallView", "ConcurrencyError", "Config", "Engine", "Home", "Journal", "Manifest", "Problem", "Session",
@@ -52,10 +52,10 @@ _EXPORTS = {
     "Home": "zagent_core.home",
     "ConcurrencyError": "zagent_core.journal.protocol", "Journal": "zagent_core.journal.protocol",
     "SessionSummary": "zagent_core.journal.protocol", "StoredEvent": "zagent_core.journal.protocol",
-    "Manifest": "zagent_core.manifest", "Tool": "zagent_core.manifest", "ToolSet": "zagent_core.manifest",
-    "load_tools": "zagent_core.manifest",
+    "Manifest": "zagent_core.tools.manifest", "Tool": "zagent_core.tools.manifest", "ToolSet": "zagent_core.tools.manifest",
+    "load_tools": "zagent_core.tools.manifest",
     "Problem": "zagent_core.problems",
-    "ToolResult": "zagent_core.results",
+    "ToolResult": "zagent_core.tools.results",
     "CallView": "zagent_core.journal.fold", "SessionState": "zagent_core.journal.fold",
     "apply": "zagent_core.journal.fold", "rebuild": "zagent_core.journal.fold",
 }

@@ -67,22 +67,23 @@ from zagent_core.journal.events import (
 )
 from zagent_core.home import Home
 from zagent_core.ids import new_call_id, new_session_id, new_wake_id
-from zagent_core import leases, tasks
+from zagent_core import leases
+from zagent_core.tools import tasks
 from zagent_core.builtins import registry
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, Parked, ToolState
-from zagent_core.credentials import tool_environment
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, Parked, ToolState
+from zagent_core.tools.credentials import tool_environment
 from zagent_core.crashpoints import crash_point
-from zagent_core.invocation import CallContext, Invocation, build_invocation, delivery_problems
+from zagent_core.tools.invocation import CallContext, Invocation, build_invocation, delivery_problems
 from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
 from zagent_core.logs import get_logger
-from zagent_core.mcp_tools import McpServers
-from zagent_core.manifest import Tool, ToolSet, load_tools
+from zagent_core.tools.mcp import McpServers
+from zagent_core.tools.manifest import Tool, ToolSet, load_tools
 from zagent_core.models import ModelReply
 from zagent_core.problems import Problem, did_you_mean
-from zagent_core.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
-from zagent_core.notes import STOPPED, read_notes
-from zagent_core.processes import ProcessIdentity, write_json
-from zagent_core.runner import ProcessOutcome, ProcessSpec, run_process
+from zagent_core.tools.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
+from zagent_core.tools.notes import STOPPED, read_notes
+from zagent_core.tools.processes import ProcessIdentity, write_json
+from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
 from zagent_core.status import status_of_state
 from zagent_core.journal.fold import (
     ApprovalView,
@@ -98,8 +99,8 @@ from zagent_core.journal.fold import (
     to_snapshot,
 )
 from zagent_core.status import open_state, session_status
-from zagent_core.text import storable, storable_json
-from zagent_core.validation import validate_arguments
+from zagent_core.tools.text import storable, storable_json
+from zagent_core.tools.validation import validate_arguments
 
 log = get_logger(__name__)
 
@@ -894,7 +895,7 @@ class Session:
                 "have happened")])
 
     def calls_stopped(self) -> bool:
-        """:class:`~zagent_core.builtins.base.Host`: whether the running calls are being stopped."""
+        """:class:`~zagent_core.tools.inprocess.Host`: whether the running calls are being stopped."""
         return self.interrupt_calls.is_set()
 
     def _process(self, call_id: str, call_dir: Path, spec: ProcessSpec) -> ProcessOutcome:
@@ -935,7 +936,7 @@ class Session:
 
     def run_call_process(self, context: BuiltinContext, argv: list[str], *, timeout: float | None,
                          capture_limit: int) -> ProcessOutcome:
-        """:class:`~zagent_core.builtins.base.Host`: a built-in's foreground process."""
+        """:class:`~zagent_core.tools.inprocess.Host`: a built-in's foreground process."""
         assert context.call_dir is not None, f"{context.tool} runs a process: its runs_process must say so"
         env, _ = self._call_environment(context)
         return self._process(context.call_id, context.call_dir, ProcessSpec(
@@ -945,7 +946,7 @@ class Session:
         ))
 
     def start_call_task(self, context: BuiltinContext, argv: list[str], *, timeout: float | None) -> ToolResult:
-        """:class:`~zagent_core.builtins.base.Host`: a built-in's background task."""
+        """:class:`~zagent_core.tools.inprocess.Host`: a built-in's background task."""
         assert context.call_dir is not None and context.task_id is not None, (
             f"{context.tool} starts a task: its runs_process and background must say so")
         env, names = self._call_environment(context)
@@ -958,7 +959,7 @@ class Session:
         return result
 
     def spawn(self, context: BuiltinContext, arguments: Arguments) -> ToolResult:
-        """:class:`~zagent_core.builtins.base.Host`: a sub-agent, driven to its end (see :mod:`zagent_core.subagents`)."""
+        """:class:`~zagent_core.tools.inprocess.Host`: a sub-agent, driven to its end (see :mod:`zagent_core.subagents`)."""
         # Imported here: children are driven by the agent loop, which is built on sessions.
         from zagent_core.subagents import drive_child
 
@@ -1002,7 +1003,7 @@ class Session:
         return any(child.call_id == call_id for child in self.state.children.values())
 
     def ask_user(self, context: BuiltinContext, question: str, choices: list[str] | None) -> str:
-        """:class:`~zagent_core.builtins.base.Host`: journal the question, then ask it on the
+        """:class:`~zagent_core.tools.inprocess.Host`: journal the question, then ask it on the
         terminal, or park the call (:class:`Parked`) for :meth:`answer`."""
         self._append([InputRequested(call_id=context.call_id, question=storable(question), choices=choices)])
         crash_point("after_input_requested")
@@ -1033,7 +1034,7 @@ class Session:
         return question
 
     def tasks_at_hand(self) -> tuple[list[TaskView], int]:
-        """:class:`~zagent_core.builtins.base.Host`: the tasks kept at hand, and how many were numbered."""
+        """:class:`~zagent_core.tools.inprocess.Host`: the tasks kept at hand, and how many were numbered."""
         with self._lock:
             return list(self.state.tasks.values()), self.state.tasks_numbered
 

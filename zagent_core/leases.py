@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from zagent_core.journal.protocol import Journal, JournalError, Lease, LeaseHeldError, canonical_owner
-from zagent_core.processes import ProcessIdentity, boot_id
+from zagent_core.tools.processes import ProcessIdentity, boot_id
 
 
 class SessionBusyError(RuntimeError):

@@ -57,8 +57,8 @@ from zagent_core.home import Home
 from zagent_core.ids import new_session_id, new_wake_id
 from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
-from zagent_core.processes import ProcessIdentity, boot_id
-from zagent_core.validation import validate_arguments
+from zagent_core.tools.processes import ProcessIdentity, boot_id
+from zagent_core.tools.validation import validate_arguments
 
 ToolsMode = Literal["recorded", "rerun"]
 #: What answers a call in a recording.

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 from zagent_core.agent import Agent
-from zagent_core.builtins.base import Arguments, BuiltinContext
+from zagent_core.tools.inprocess import Arguments, BuiltinContext
 from zagent_core.config import SubagentConfig
 from zagent_core.crashpoints import crash_point
 from zagent_core.engine import Session, SessionEndedError
@@ -35,7 +35,7 @@ from zagent_core.leases import SessionBusyError
 from zagent_core.logs import get_logger
 from zagent_core.models import Model, load_model, scripted
 from zagent_core.problems import did_you_mean
-from zagent_core.results import ToolResult
+from zagent_core.tools.results import ToolResult
 from zagent_core.journal.fold import SessionState
 
 log = get_logger(__name__)

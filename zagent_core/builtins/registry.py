@@ -6,7 +6,7 @@ import functools
 import importlib
 from collections.abc import Callable
 
-from zagent_core.builtins.base import Builtin
+from zagent_core.tools.inprocess import Builtin
 from zagent_core.config import Config
 from zagent_core.problems import Problem, did_you_mean
 

@@ -31,9 +31,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from zagent_core.builtins.base import BuiltinContext, PathRefused
-from zagent_core.results import ToolResult
-from zagent_core.text import storable
+from zagent_core.tools.inprocess import BuiltinContext, PathRefused
+from zagent_core.tools.results import ToolResult
+from zagent_core.tools.text import storable
 
 Item = TypeVar("Item")
 

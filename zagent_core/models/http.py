@@ -5,7 +5,7 @@ backoff on 429 and 5xx (honouring ``Retry-After``), on connection failures and o
 stream cut before its end, each one logged as a warning (the CLI prints it on stderr), so
 a wait is never silent. Requests say who sends them (``User-Agent: zagent/VERSION``).
 
-The key is taken from the environment once (:mod:`zagent_core.credentials`), and
+The key is taken from the environment once (:mod:`zagent_core.tools.credentials`), and
 everything the server sends back is cleaned before zagent keeps or shows it: a server
 that echoes the key gets ``[redacted]`` in the error text and in the reply, and text no
 UTF-8 can hold (a lone surrogate from a ``"\\ud800"`` escape) becomes U+FFFD.
@@ -26,12 +26,12 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, TypeVar
 
-from zagent_core import credentials
+from zagent_core.tools import credentials
 from zagent_core.config import ModelConfig
 from zagent_core.engine import zagent_version
 from zagent_core.logs import get_logger
 from zagent_core.models import Message, ModelError, ModelReply, ToolSpec
-from zagent_core.text import storable_json
+from zagent_core.tools.text import storable_json
 
 REDACTED = "[redacted]"
 #: How much of an HTTP error's body is read (to redact it whole) and how much is shown.

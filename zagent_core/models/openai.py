@@ -132,7 +132,7 @@ class OpenAIModel(HTTPModel):
     """``openai:MODEL``: base URL and key from the arguments, else ``model.base_url`` /
     ``OPENAI_BASE_URL`` and the first of the variables ``model.api_key_env``,
     ``OPENAI_API_KEY``, ``ZAGENT_API_KEY`` that is set (every key variable is then taken out
-    of the environment: see :mod:`zagent_core.credentials`)."""
+    of the environment: see :mod:`zagent_core.tools.credentials`)."""
 
     provider: ClassVar[str] = "openai"
     path: ClassVar[str] = "/chat/completions"

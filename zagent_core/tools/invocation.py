@@ -4,7 +4,7 @@ This is where the manifest's ``command``, ``input``, ``cwd``, ``env`` and
 ``timeout_seconds`` meet one call: per-call placeholders are expanded, arguments are
 delivered (stdin JSON, last argument, or environment), and the environment is built
 from the machine's minus every ``ZAGENT_*`` variable the engine itself holds and every
-variable the model's key was taken from (:func:`zagent_core.credentials.tool_environment`).
+variable the model's key was taken from (:func:`zagent_core.tools.credentials.tool_environment`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zagent_core.credentials import tool_environment
-from zagent_core.manifest import Tool, expand
+from zagent_core.tools.credentials import tool_environment
+from zagent_core.tools.manifest import Tool, expand
 
 #: Variables that describe the call to the tool; the seed's table.
 CALL_VARIABLES = (

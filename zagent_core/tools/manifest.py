@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from zagent_core.config import Config
 from zagent_core.problems import Problem, describe_errors, did_you_mean
-from zagent_core.processes import file_sha256, read_json, write_json
-from zagent_core.text import storable, storable_json
+from zagent_core.tools.processes import file_sha256, read_json, write_json
+from zagent_core.tools.text import storable, storable_json
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, Callable
 
 from zagent_core.logs import get_logger
-from zagent_core.processes import create_fresh, stat_fields
+from zagent_core.tools.processes import create_fresh, stat_fields
 
 
 log = get_logger(__name__)

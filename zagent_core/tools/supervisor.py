@@ -1,4 +1,4 @@
-"""The supervisor of one background task: ``python -m zagent_core.supervisor TASK_DIR``.
+"""The supervisor of one background task: ``python -m zagent_core.tools.supervisor TASK_DIR``.
 
 It runs in its own process session, so it outlives the engine. The engine records who
 it is (``supervisor.json``) before it sends what to run on stdin (a JSON object: the
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zagent_core.processes import ProcessIdentity, write_json
-from zagent_core.runner import ProcessSpec, run_process
+from zagent_core.tools.processes import ProcessIdentity, write_json
+from zagent_core.tools.runner import ProcessSpec, run_process
 
 SUPERVISOR_FILE = "supervisor.json"
 TOOL_FILE = "tool.json"

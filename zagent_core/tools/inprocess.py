@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zagent_core.config import Config
 from zagent_core.journal.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolStateWritten
-from zagent_core.results import ToolResult, checked_state
+from zagent_core.tools.results import ToolResult, checked_state
 
 if TYPE_CHECKING:
     from zagent_core.journal.events import Event
-    from zagent_core.runner import ProcessOutcome
+    from zagent_core.tools.runner import ProcessOutcome
     from zagent_core.journal.fold import TaskView
 
 Arguments = dict[str, Any]
@@ -236,7 +236,7 @@ class Builtin:
     @functools.cached_property
     def validator(self) -> Any:
         """The JSON Schema validator of its parameters (built on first use)."""
-        from zagent_core.manifest import schema_dialect
+        from zagent_core.tools.manifest import schema_dialect
 
         return schema_dialect(self.parameters)(self.parameters)
 

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.journal.events import Media, OutputFile
-from zagent_core.processes import create_fresh, file_sha256
-from zagent_core.runner import ProcessOutcome
-from zagent_core.text import storable, storable_json
+from zagent_core.tools.processes import create_fresh, file_sha256
+from zagent_core.tools.runner import ProcessOutcome
+from zagent_core.tools.text import storable, storable_json
 
 #: JSON tools may print more than the model's cap (the cap applies to their ``output``).
 JSON_STDOUT_LIMIT = 8 * 1024 * 1024

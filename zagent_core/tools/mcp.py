@@ -1,6 +1,6 @@
 """MCP servers' tools as zagent tools (``config.json``: ``"mcp": {"servers": {NAME: ...}}``).
 
-Each tool of a server is a :class:`~zagent_core.builtins.base.Builtin` named
+Each tool of a server is a :class:`~zagent_core.tools.inprocess.Builtin` named
 ``NAME__TOOL``, so the engine validates a call against the tool's ``inputSchema``,
 journals it, schedules it, settles it after a crash and serves it in a replay exactly as
 any built-in, and never knows it is MCP. Its identity is the server's name and the
@@ -43,13 +43,13 @@ from importlib.metadata import PackageNotFoundError, version as package_version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.config import Config, McpServerConfig
-from zagent_core.credentials import tool_environment, withhold_model_keys
+from zagent_core.tools.credentials import tool_environment, withhold_model_keys
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
-from zagent_core.results import CallPaths, ToolResult, build_result
-from zagent_core.runner import ProcessOutcome
+from zagent_core.tools.results import CallPaths, ToolResult, build_result
+from zagent_core.tools.runner import ProcessOutcome
 
 if TYPE_CHECKING:
     import mcp_types
@@ -638,7 +638,7 @@ class McpServers:
         return list(await asyncio.gather(*(one(s) for s in self.servers.values())))
 
     def _add_tools(self, server: Server, listed: Listed, into: dict[str, Builtin]) -> list[Problem]:
-        from zagent_core.manifest import schema_dialect
+        from zagent_core.tools.manifest import schema_dialect
 
         problems: list[Problem] = []
         for tool in listed.tools:

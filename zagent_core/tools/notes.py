@@ -21,8 +21,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from zagent_core.processes import READ_WITHOUT_BLOCKING
-from zagent_core.text import storable
+from zagent_core.tools.processes import READ_WITHOUT_BLOCKING
+from zagent_core.tools.text import storable
 
 #: A line longer than this is cut (and marked): a note is a message, not a payload.
 MAX_NOTE_BYTES = 8 * 1024

@@ -1,7 +1,7 @@
 """Background tasks, the engine's side: start a supervisor, read its records, stop it.
 
 A task's folder is its call's folder: the tool's ``output/`` folder and ``notify`` file,
-plus what the supervisor (``zagent_core.supervisor``) writes: ``supervisor.json`` and
+plus what the supervisor (``zagent_core.tools.supervisor``) writes: ``supervisor.json`` and
 ``tool.json`` (who they are), ``output.log`` (and ``stderr.log`` for JSON tools) and,
 last, ``exit.json``. Everything the engine needs to settle a task after a crash is in
 those files; the journal says which folder belongs to which task.
@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
-from zagent_core.credentials import tool_environment
-from zagent_core.invocation import Invocation
+from zagent_core.tools.credentials import tool_environment
+from zagent_core.tools.invocation import Invocation
 from zagent_core.logs import get_logger
-from zagent_core.processes import ProcessIdentity, open_regular, read_json, write_json
-from zagent_core.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
-from zagent_core.runner import ProcessOutcome
-from zagent_core.supervisor import EXIT_FILE, OUTPUT_FILE, STDERR_FILE, STOP_SIGNALS, SUPERVISOR_FILE, TOOL_FILE
-from zagent_core.text import storable
+from zagent_core.tools.processes import ProcessIdentity, open_regular, read_json, write_json
+from zagent_core.tools.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
+from zagent_core.tools.runner import ProcessOutcome
+from zagent_core.tools.supervisor import EXIT_FILE, OUTPUT_FILE, STDERR_FILE, STOP_SIGNALS, SUPERVISOR_FILE, TOOL_FILE
+from zagent_core.tools.text import storable
 
 log = get_logger(__name__)
 
@@ -59,7 +59,7 @@ def launch(task_dir: Path, invocation: Invocation, *, merge_stderr: bool, kill_g
     try:
         with (task_dir / "supervisor.log").open("ab") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "zagent_core.supervisor", str(task_dir)],
+                [sys.executable, "-m", "zagent_core.tools.supervisor", str(task_dir)],
                 stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True, cwd=task_dir,
             )

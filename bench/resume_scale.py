@@ -464,7 +464,7 @@ def main() -> None:
         n_rows = len(raw_read(conn, conversation_rows, (m_sid,)))
         all_rows = measure(ms_of(lambda: raw_read(conn, full, (m_sid,))), ms_of(lambda: None), 3)["zagent"]
         conn.close()
-        imports = measure(process([sys.executable, "-c", "import zagent_cli.main, zagent_core.engine, "
+        imports = measure(process([sys.executable, "-c", "import zagent_cli.main, zagent_core.session.engine, "
                                    "zagent_core.agent, zagent_core.models.openai, zagent_store"], tmp),
                           process([sys.executable, "-c", "pass"], tmp), runs)
         _, body_bytes, messages = server.arrived[-1]

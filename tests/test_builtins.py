@@ -462,7 +462,7 @@ def test_no_built_in_imports_the_session_engine_or_anything_above_it() -> None:
 
     import zagent_core.builtins
 
-    above = ("zagent_core.engine", "zagent_core.agent", "zagent_core.replay", "zagent_core.exports", "zagent_cli")
+    above = ("zagent_core.session.engine", "zagent_core.agent", "zagent_core.replay", "zagent_core.exports", "zagent_cli")
     folder = Path(zagent_core.builtins.__file__).parent
     found = []
     for module in sorted(folder.glob("*.py")):

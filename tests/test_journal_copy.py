@@ -245,7 +245,7 @@ def test_a_target_that_cannot_be_reached_is_an_error_that_says_which(source: SQL
 
 def test_a_session_driven_while_it_is_copied_is_named_with_the_version_copied(source: SQLiteJournal,
                                                                               tmp_path: Path) -> None:
-    from zagent_core.leases import this_process
+    from zagent_core.session.leases import this_process
 
     driven = source.sessions()[-1]
     source.acquire_lease(driven.session_id, this_process("test"))  # this live process drives it

@@ -11,7 +11,7 @@ from conftest import python_tool
 from crashcheck import crash, resume_and_check
 
 from zagent_core import Engine
-from zagent_core.engine import SessionEndedError, UnknownSessionError
+from zagent_core.session.engine import SessionEndedError, UnknownSessionError
 from zagent_core.journal.events import TaskStarted, ToolCallRequested, ToolCallStarted
 from zagent_core.tools.processes import ProcessIdentity
 from zagent_store import SQLiteJournal

@@ -20,7 +20,7 @@ import pytest
 from conftest import PYTHON, wait_for
 from test_ask_user import zagent
 
-from zagent_core.crashpoints import SPAWN_POINTS
+from zagent_core.session.crashpoints import SPAWN_POINTS
 from zagent_core.journal.events import (
     ChildEnded,
     ChildSpawned,

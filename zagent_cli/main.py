@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from zagent_core.journal.fold import ApprovalView
     from zagent_core.tools.inprocess import Builtin
     from zagent_core.config import ModelConfig
-    from zagent_core.engine import Session
+    from zagent_core.session.engine import Session
     from zagent_core.models import Model
     from zagent_store.locate import AnyJournal
     from zagent_cli.show import LiveConversation
@@ -127,7 +127,7 @@ class Context:
 
     def engine(self, journal: AnyJournal) -> Engine:
         """The engine, with its logs set up (only commands that run tools pay for them)."""
-        from zagent_core.engine import Engine
+        from zagent_core.session.engine import Engine
         from zagent_core.logs import configure
 
         configure(self.verbosity)
@@ -648,7 +648,7 @@ class _Decision:
 
     def refusal(self, journal: Journal, state: SessionState) -> str | None:
         """Why nothing waits for this decision (checked before the session is resumed), or None."""
-        from zagent_core.engine import why_no_approval, why_no_question
+        from zagent_core.session.engine import why_no_approval, why_no_question
 
         waiting, why = ((state.questions, why_no_question) if self.kind == "answer"
                         else (state.waiting_approvals, why_no_approval))
@@ -664,8 +664,8 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     import signal
 
     from zagent_core.agent import Agent
-    from zagent_core.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
-    from zagent_core.leases import SessionBusyError
+    from zagent_core.session.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
+    from zagent_core.session.leases import SessionBusyError
     from zagent_cli.show import LiveConversation
 
     with obj.journal() as journal:
@@ -789,8 +789,8 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
 
 def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None) -> None:
     """``run --detach``: the message journaled in a new (or the given) session, left to the workers."""
-    from zagent_core.engine import SessionEndedError, UnknownSessionError
-    from zagent_core.leases import SessionBusyError
+    from zagent_core.session.engine import SessionEndedError, UnknownSessionError
+    from zagent_core.session.leases import SessionBusyError
 
     if model_spec is not None:
         raise click.UsageError("--detach takes no --model: the worker drives the session with the model it "
@@ -945,7 +945,7 @@ def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
 
 def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[Problem], journal: dict[str, Any],
                   builtins: str) -> None:
-    from zagent_core.engine import zagent_version
+    from zagent_core.session.engine import zagent_version
 
     limits = config.limits
     say(f"zagent {zagent_version()}, home {home.root}")
@@ -980,7 +980,7 @@ def doctor(obj: Context, as_json: bool) -> None:
 
     from zagent_core.builtins.grep import find_rg
     from zagent_core.config import load_config
-    from zagent_core.engine import zagent_version
+    from zagent_core.session.engine import zagent_version
     from zagent_core.tools.manifest import start_problem
     from zagent_core.problems import Problem
 
@@ -1359,7 +1359,7 @@ def sessions_list(obj: Context, limit: int, show_all: bool, as_json: bool) -> No
             say("no sessions yet")
         return
     with obj.existing_journal() as journal:
-        from zagent_core.status import first_prompt, listed_status
+        from zagent_core.session.status import first_prompt, listed_status
 
         summaries = journal.sessions(limit or None, top_level=not show_all)
         statuses = {s.session_id: listed_status(journal, s) for s in summaries}
@@ -1455,7 +1455,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     """The conversation of SESSION_ID, in order (default: the most recent top-level session)."""
     from zagent_core import rebuild
     from zagent_core.journal.events import EventSchemaError
-    from zagent_core.status import session_status
+    from zagent_core.session.status import session_status
 
     if as_json and fmt != "text":
         raise click.UsageError("give --json or --format, not both")

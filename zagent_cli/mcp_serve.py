@@ -43,7 +43,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from zagent_core.engine import Engine, Session, zagent_version
+from zagent_core.session.engine import Engine, Session, zagent_version
 from zagent_core.journal.events import NoteReceived, WakeRequested
 from zagent_core.ids import new_call_id
 from zagent_core.journal.protocol import JournalError, StoredEvent

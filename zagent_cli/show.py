@@ -403,7 +403,7 @@ def print_session(state: SessionState, status: str, events: list[StoredEvent], *
     """``zagent sessions show``: the header (status, model, workspace, tools, tasks, pending
     wake-ups), then the conversation in order (``fmt``: ``text`` or ``md``), then the
     stored events if asked."""
-    from zagent_core.status import turn_failure
+    from zagent_core.session.status import turn_failure
 
     facts = _header_facts(state, status, turn_failure(state),
                           [e.event for e in events if isinstance(e.event, ArtifactRecorded)])

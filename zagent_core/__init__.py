@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from zagent_core.config import Config as Config, load_config as load_config
-    from zagent_core.engine import Engine as Engine, Session as Session
+    from zagent_core.session.engine import Engine as Engine, Session as Session
     from zagent_core.home import Home as Home
     from zagent_core.journal.fold import (
         CallView as CallView, SessionState as SessionState, apply as apply, rebuild as rebuild,
@@ -48,7 +48,7 @@ __all__ = [
 # tools does not pay for the runner, the journal or the event models.
 _EXPORTS = {
     "Config": "zagent_core.config", "load_config": "zagent_core.config",
-    "Engine": "zagent_core.engine", "Session": "zagent_core.engine",
+    "Engine": "zagent_core.session.engine", "Session": "zagent_core.session.engine",
     "Home": "zagent_core.home",
     "ConcurrencyError": "zagent_core.journal.protocol", "Journal": "zagent_core.journal.protocol",
     "SessionSummary": "zagent_core.journal.protocol", "StoredEvent": "zagent_core.journal.protocol",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zagent_core.config import AgentConfig
-from zagent_core.engine import Session
+from zagent_core.session.engine import Session
 from zagent_core.journal.fold import CallView
 from zagent_core.journal.events import (
     Media,

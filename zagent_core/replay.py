@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from zagent_core.agent import Agent
 from zagent_core.config import AgentConfig, Config
-from zagent_core.engine import Engine, Session
+from zagent_core.session.engine import Engine, Session
 from zagent_core.journal.events import (
     ArtifactRecorded,
     ChildEnded,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.status import first_prompt, open_state, session_status
+from zagent_core.session.status import first_prompt, open_state, session_status
 
 if TYPE_CHECKING:
     from zagent_core.journal.protocol import Journal

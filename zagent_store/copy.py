@@ -318,7 +318,7 @@ def copy_journal(source: Journal, target: Journal, *, progress: Callable[[CopyPr
     summaries = _ordered(source.sessions())
     ids = [summary.session_id for summary in summaries]
     _refuse_overlap(source, target, ids)
-    from zagent_core.leases import holder_alive
+    from zagent_core.session.leases import holder_alive
 
     total = sum(summary.events for summary in summaries)
     done = 0

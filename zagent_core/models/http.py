@@ -28,7 +28,7 @@ from typing import Any, ClassVar, TypeVar
 
 from zagent_core.tools import credentials
 from zagent_core.config import ModelConfig
-from zagent_core.engine import zagent_version
+from zagent_core.session.engine import zagent_version
 from zagent_core.logs import get_logger
 from zagent_core.models import Message, ModelError, ModelReply, ToolSpec
 from zagent_core.tools.text import storable_json

@@ -50,7 +50,7 @@ class Parked(Exception):  # noqa: N818 - not an error: the call waits, on purpos
 class Host(Protocol):
     """What the session does for a built-in: its background tasks and processes.
 
-    :class:`zagent_core.engine.Session` implements it; a built-in never sees the session itself.
+    :class:`zagent_core.session.engine.Session` implements it; a built-in never sees the session itself.
     """
 
     def calls_stopped(self) -> bool:

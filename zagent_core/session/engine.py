@@ -67,12 +67,12 @@ from zagent_core.journal.events import (
 )
 from zagent_core.home import Home
 from zagent_core.ids import new_call_id, new_session_id, new_wake_id
-from zagent_core import leases
+from zagent_core.session import leases
 from zagent_core.tools import tasks
 from zagent_core.builtins import registry
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, Parked, ToolState
 from zagent_core.tools.credentials import tool_environment
-from zagent_core.crashpoints import crash_point
+from zagent_core.session.crashpoints import crash_point
 from zagent_core.tools.invocation import CallContext, Invocation, build_invocation, delivery_problems
 from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
 from zagent_core.logs import get_logger
@@ -84,7 +84,7 @@ from zagent_core.tools.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallP
 from zagent_core.tools.notes import STOPPED, read_notes
 from zagent_core.tools.processes import ProcessIdentity, write_json
 from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
-from zagent_core.status import status_of_state
+from zagent_core.session.status import status_of_state
 from zagent_core.journal.fold import (
     ApprovalView,
     CallView,
@@ -98,7 +98,7 @@ from zagent_core.journal.fold import (
     rebuild,
     to_snapshot,
 )
-from zagent_core.status import open_state, session_status
+from zagent_core.session.status import open_state, session_status
 from zagent_core.tools.text import storable, storable_json
 from zagent_core.tools.validation import validate_arguments
 
@@ -385,7 +385,7 @@ class Engine:
                state: SessionState | None = None, claim: Claim | None = None) -> Session:
         """Pick up a session after the engine stopped, and settle everything it left open.
 
-        The session's lease is taken first (:class:`~zagent_core.leases.SessionBusyError`
+        The session's lease is taken first (:class:`~zagent_core.session.leases.SessionBusyError`
         if a live process drives it; a dead driver's lease is taken over, and the resume
         journals whose). Then every call cut off gets a result (run again when its tool is
         ``replay: safe``, else reported interrupted), every background task is re-attached,
@@ -422,7 +422,7 @@ class Engine:
 
     def status(self, session_id: str, state: SessionState | None = None) -> str:
         """``ended``, ``running`` (a live process drives it), ``waiting on user``, ``interrupted``
-        (cut off mid-turn or mid-call), ``waiting on tasks``, or ``idle`` (see :mod:`zagent_core.status`)."""
+        (cut off mid-turn or mid-call), ``waiting on tasks``, or ``idle`` (see :mod:`zagent_core.session.status`)."""
         return session_status(self.journal, session_id, state)
 
     def session_state(self, session_id: str) -> SessionState:

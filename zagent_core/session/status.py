@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zagent_core import leases
+from zagent_core.session import leases
 from zagent_core.journal.protocol import Journal, SessionSummary
 
 if TYPE_CHECKING:

@@ -10,11 +10,11 @@ import pytest
 from conftest import python_tool
 
 from zagent_core import Engine
-from zagent_core.agent import Agent, OrphanedCallError, conversation
+from zagent_core.agent.loop import Agent, OrphanedCallError, conversation
 from zagent_core.config import AgentConfig
 from zagent_core.journal.events import ModelReplied, RepliedCall, ToolCallRequested
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
 
 
 def script(*replies: dict) -> ScriptedModel:

@@ -24,14 +24,14 @@ from hypothesis import strategies as st
 from zagent_core import Engine, Home
 
 from zagent_core.tools import tasks
-from zagent_core.agent import Agent, conversation
+from zagent_core.agent.loop import Agent, conversation
 from zagent_core.builtins.shell import shown_output
 from zagent_core.builtins.shell_parse import explores, is_read_only
 from zagent_core.builtins.wait_task import TIMED_OUT
 from zagent_core.config import Config, LimitsConfig
 from zagent_core.journal.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted, ToolCallStarted
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
 from zagent_core.tools.runner import ProcessOutcome
 from zagent_store import SQLiteJournal
 

@@ -13,13 +13,13 @@ import pytest
 from conftest import python_tool, write_tool
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent, conversation
+from zagent_core.agent.loop import Agent, conversation
 from zagent_core.builtins import registry
 from zagent_core.tools.inprocess import Builtin, BuiltinContext, StateValueError
 from zagent_core.config import AgentConfig, BuiltinsConfig, Config, ToolsConfig
 from zagent_core.journal.events import ToolCallStarted, ToolStateWritten
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
 from zagent_core.tools.results import ToolResult
 from zagent_store import SQLiteJournal
 
@@ -462,7 +462,7 @@ def test_no_built_in_imports_the_session_engine_or_anything_above_it() -> None:
 
     import zagent_core.builtins
 
-    above = ("zagent_core.session.engine", "zagent_core.agent", "zagent_core.replay", "zagent_core.exports", "zagent_cli")
+    above = ("zagent_core.session.engine", "zagent_core.agent.loop", "zagent_core.replay", "zagent_core.exports", "zagent_cli")
     folder = Path(zagent_core.builtins.__file__).parent
     found = []
     for module in sorted(folder.glob("*.py")):

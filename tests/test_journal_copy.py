@@ -18,11 +18,11 @@ from conftest import python_tool
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import Config, LimitsConfig
 from zagent_core.journal.events import ToolCallFinished, UserMessage
 from zagent_core.journal.protocol import Journal
-from zagent_core.models import load_model
+from zagent_core.agent.models import load_model
 from zagent_store import SQLiteJournal, open_journal
 from zagent_store.copy import CopyMismatchError, CopyRefusedError, TargetHasSessionsError, copy_journal, verify
 

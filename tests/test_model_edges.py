@@ -20,10 +20,10 @@ from test_openai import chunk, completion
 from zagent_core.tools import credentials
 from zagent_core.config import CapabilitiesConfig, ModelConfig
 from zagent_core.journal.events import Media
-from zagent_core.models import Message, ModelError, ToolCallRequest
-from zagent_core.models.anthropic import AnthropicModel, default_max_tokens
-from zagent_core.models.media import MediaPolicy, prepare_all, within_capabilities
-from zagent_core.models.openai import OpenAIModel
+from zagent_core.agent.models import Message, ModelError, ToolCallRequest
+from zagent_core.agent.models.anthropic import AnthropicModel, default_max_tokens
+from zagent_core.agent.models.media import MediaPolicy, prepare_all, within_capabilities
+from zagent_core.agent.models.openai import OpenAIModel
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from conftest import python_tool
 
 from zagent_core import Engine, rebuild
 from zagent_core.session import engine as engine_module
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.journal.protocol import Journal, StoredEvent
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
 from zagent_core.journal.fold import projection_tag, to_snapshot
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.

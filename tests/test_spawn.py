@@ -14,10 +14,10 @@ import pytest
 from conftest import python_tool
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import Config, LimitsConfig, SpawnConfig, SubagentConfig
 from zagent_core.journal.events import ChildEnded, ChildSpawned, SessionStarted, ToolCallFinished, ToolCallRejected
-from zagent_core.models import load_model
+from zagent_core.agent.models import load_model
 from zagent_core.journal.fold import rebuild
 from zagent_store import SQLiteJournal
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from zagent_core.tools.inprocess import Builtin
     from zagent_core.config import ModelConfig
     from zagent_core.session.engine import Session
-    from zagent_core.models import Model
+    from zagent_core.agent.models import Model
     from zagent_store.locate import AnyJournal
     from zagent_cli.show import LiveConversation
 
@@ -541,7 +541,7 @@ def _model_for(engine: Engine, model_spec: str | None, state: SessionState | Non
                prompt: str | None) -> tuple[Model | None, str]:
     """The model to run with, and its spec as journaled for ``resume`` (a script's path made
     absolute, so it is found from anywhere); no model for a session that never had one."""
-    from zagent_core.models import load_model
+    from zagent_core.agent.models import load_model
 
     spec, base_url = _model_choice(engine, model_spec, state)
     if not spec:
@@ -663,7 +663,7 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     give it the decision it waits for), run the agent, report."""
     import signal
 
-    from zagent_core.agent import Agent
+    from zagent_core.agent.loop import Agent
     from zagent_core.session.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
     from zagent_core.session.leases import SessionBusyError
     from zagent_cli.show import LiveConversation

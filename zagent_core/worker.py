@@ -28,7 +28,7 @@ from zagent_core.logs import get_logger
 
 if TYPE_CHECKING:
     from zagent_core.session.engine import Session
-    from zagent_core.models import Model
+    from zagent_core.agent.models import Model
     from zagent_core.journal.fold import SessionState
 
 log = get_logger(__name__)
@@ -151,7 +151,7 @@ class Worker:
         return session
 
     def _run(self, session: Session) -> None:
-        from zagent_core.agent import Agent
+        from zagent_core.agent.loop import Agent
 
         try:
             model, spec = self.model_for(session.state)

@@ -78,7 +78,7 @@ from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, St
 from zagent_core.logs import get_logger
 from zagent_core.tools.mcp import McpServers
 from zagent_core.tools.manifest import Tool, ToolSet, load_tools
-from zagent_core.models import ModelReply
+from zagent_core.agent.models import ModelReply
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.tools.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.tools.notes import STOPPED, read_notes
@@ -959,9 +959,9 @@ class Session:
         return result
 
     def spawn(self, context: BuiltinContext, arguments: Arguments) -> ToolResult:
-        """:class:`~zagent_core.tools.inprocess.Host`: a sub-agent, driven to its end (see :mod:`zagent_core.subagents`)."""
+        """:class:`~zagent_core.tools.inprocess.Host`: a sub-agent, driven to its end (see :mod:`zagent_core.agent.children`)."""
         # Imported here: children are driven by the agent loop, which is built on sessions.
-        from zagent_core.subagents import drive_child
+        from zagent_core.agent.children import drive_child
 
         return drive_child(self, context, arguments)
 

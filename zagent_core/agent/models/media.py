@@ -22,7 +22,7 @@ from pathlib import Path
 
 from zagent_core.config import CapabilitiesConfig
 from zagent_core.journal.events import Media
-from zagent_core.models import Message
+from zagent_core.agent.models import Message
 from zagent_core.tools.results import capability_of, media_kind
 
 @dataclass(frozen=True)

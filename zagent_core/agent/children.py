@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal
 
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.tools.inprocess import Arguments, BuiltinContext
 from zagent_core.config import SubagentConfig
 from zagent_core.session.crashpoints import crash_point
@@ -33,7 +33,7 @@ from zagent_core.ids import new_session_id
 from zagent_core.journal.protocol import JournalError
 from zagent_core.session.leases import SessionBusyError
 from zagent_core.logs import get_logger
-from zagent_core.models import Model, load_model, scripted
+from zagent_core.agent.models import Model, load_model, scripted
 from zagent_core.problems import did_you_mean
 from zagent_core.tools.results import ToolResult
 from zagent_core.journal.fold import SessionState
@@ -203,7 +203,7 @@ def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, f
     """The child's model: a catalog id (``spawn.models``) or a spec, else its parent's.
 
     A scripted parent's children read their replies from the same script, under
-    ``children`` (``scripted:PATH#KEY``; see :mod:`zagent_core.models.scripted`).
+    ``children`` (``scripted:PATH#KEY``; see :mod:`zagent_core.agent.models.scripted`).
     """
     catalog = parent.engine.config.spawn.models
     if wanted is not None:

@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.tools.text import storable_json
 
 

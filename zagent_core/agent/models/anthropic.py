@@ -1,7 +1,7 @@
 """Anthropic's Messages API (``POST {base_url}/v1/messages``), whole or streamed.
 
 The transport (retries, ``Retry-After``, the key, cleaning what comes back) is
-:mod:`zagent_core.models.http`'s. Here: how the Messages API spells a conversation and a
+:mod:`zagent_core.agent.models.http`'s. Here: how the Messages API spells a conversation and a
 reply. Roles alternate, so a reply's tool results go in one user message of
 ``tool_result`` blocks (the notes that follow them join it, after the results), and the
 files a result attached go inside its ``tool_result``: images (JPEG, PNG, GIF, WebP, up
@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from zagent_core.config import ModelConfig
-from zagent_core.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
-from zagent_core.models.http import HTTPModel, StreamCut
-from zagent_core.models.media import NOTHING, MediaPolicy, Prepared, prepare_all
+from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.agent.models.http import HTTPModel, StreamCut
+from zagent_core.agent.models.media import NOTHING, MediaPolicy, Prepared, prepare_all
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 

@@ -1,7 +1,7 @@
 """Any OpenAI-compatible Chat Completions endpoint: OpenAI, Ollama, vLLM, llama.cpp...
 
 The transport (retries, ``Retry-After``, the key, cleaning what comes back) is
-:mod:`zagent_core.models.http`'s. Here: how Chat Completions spells a conversation and a
+:mod:`zagent_core.agent.models.http`'s. Here: how Chat Completions spells a conversation and a
 reply, whole or streamed (``stream: true``, its deltas folded into one reply, usage from
 ``stream_options.include_usage``; a stream that ends before ``[DONE]`` is asked again).
 
@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from zagent_core.config import ModelConfig
-from zagent_core.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
-from zagent_core.models.http import HTTPModel, StreamCut
-from zagent_core.models.media import NOTHING, Attachment, MediaPolicy, prepare_all
+from zagent_core.agent.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.agent.models.http import HTTPModel, StreamCut
+from zagent_core.agent.models.media import NOTHING, Attachment, MediaPolicy, prepare_all
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 

@@ -30,7 +30,7 @@ from zagent_core.tools import credentials
 from zagent_core.config import ModelConfig
 from zagent_core.session.engine import zagent_version
 from zagent_core.logs import get_logger
-from zagent_core.models import Message, ModelError, ModelReply, ToolSpec
+from zagent_core.agent.models import Message, ModelError, ModelReply, ToolSpec
 from zagent_core.tools.text import storable_json
 
 REDACTED = "[redacted]"

@@ -105,16 +105,16 @@ def load_model(spec: str, config: ModelConfig | None = None) -> Model:
     Raises ValueError saying what to write."""
     kind, _, rest = spec.partition(":")
     if kind == "scripted" and rest:
-        from zagent_core.models.scripted import ScriptedModel
+        from zagent_core.agent.models.scripted import ScriptedModel
 
         path, _, child = rest.partition("#")
         return ScriptedModel.from_file(path, child)
     if kind == "openai" and rest:
-        from zagent_core.models.openai import OpenAIModel
+        from zagent_core.agent.models.openai import OpenAIModel
 
         return OpenAIModel(rest, config=config or ModelConfig())
     if kind == "anthropic" and rest:
-        from zagent_core.models.anthropic import AnthropicModel
+        from zagent_core.agent.models.anthropic import AnthropicModel
 
         return AnthropicModel(rest, config=config or ModelConfig())
     raise ValueError(f'model "{spec}" is not one zagent knows; use scripted:PATH (replies from a JSON file), '

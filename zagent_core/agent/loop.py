@@ -33,7 +33,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.protocol import StoredEvent
 from zagent_core.logs import get_logger
-from zagent_core.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
+from zagent_core.agent.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
 
 log = get_logger(__name__)
 
@@ -164,7 +164,7 @@ class Agent:
     def _messages(self) -> list[Message]:
         """The next request's messages: the conversation so far, plus what was committed since,
         with only the media the model of this turn can take (a session may change models)."""
-        from zagent_core.models.media import within_capabilities
+        from zagent_core.agent.models.media import within_capabilities
 
         journal = self.session.engine.journal
         for stored in journal.read(self.session.session_id, after_version=self._read_to, types=Conversation.TYPES):

@@ -300,7 +300,7 @@ def test_a_replay_knows_what_the_recording_read_and_wrote(home_dir: Path, engine
                                                           tmp_path: Path, tools: str) -> None:
     """The read-state map of a replay is the recording's, moved to the replay's workspace:
     served calls bring their read_state_updated with them (an edit is replay-unsafe: served)."""
-    from zagent_core.replay import replay
+    from zagent_core.history.replay import replay
 
     session_id = _edit_session(engine, workspace)
     recorded = engine.session_state(session_id).read_state
@@ -446,7 +446,7 @@ def test_tool_state_keys_totals_and_surrogates_are_checked(home_dir: Path, engin
 
 def test_a_rerun_from_a_workspace_that_changed_since_says_which_files_differ(
         home_dir: Path, engine: Engine, workspace: Path, tmp_path: Path) -> None:
-    from zagent_core.replay import replay
+    from zagent_core.history.replay import replay
 
     session_id = _edit_session(engine, workspace)  # the session fixed notes.txt: the workspace holds the fix
     with SQLiteJournal(tmp_path / "replays.db") as into:
@@ -462,7 +462,7 @@ def test_no_built_in_imports_the_session_engine_or_anything_above_it() -> None:
 
     import zagent_core.builtins
 
-    above = ("zagent_core.session.engine", "zagent_core.agent.loop", "zagent_core.replay", "zagent_core.exports", "zagent_cli")
+    above = ("zagent_core.session.engine", "zagent_core.agent.loop", "zagent_core.history.replay", "zagent_core.history.exports", "zagent_cli")
     folder = Path(zagent_core.builtins.__file__).parent
     found = []
     for module in sorted(folder.glob("*.py")):

@@ -27,7 +27,7 @@ from zagent_core.journal.events import (
     ToolCallStarted,
     UserMessage,
 )
-from zagent_core.exports import (
+from zagent_core.history.exports import (
     SESSION_PATH_FIELDS,
     ExportError,
     ImportedSession,

@@ -214,7 +214,7 @@ def test_a_nul_that_postgresql_keeps_as_u_fffd_is_reported_not_refused(
 
 def test_a_fork_stays_a_top_level_session_when_its_first_append_is_split(source: SQLiteJournal,
                                                                         tmp_path: Path) -> None:
-    from zagent_core.exports import fork_session
+    from zagent_core.history.exports import fork_session
 
     child = next(s for s in source.sessions() if s.depth == 1)
     copied = list(source.read(child.session_id))

@@ -360,7 +360,7 @@ def test_a_child_waits_for_its_background_task_as_long_as_it_may(home_dir: Path,
 
 def test_a_fork_is_top_level_and_leaves_the_originals_children_alone(home_dir: Path, journal: SQLiteJournal,
                                                                       workspace: Path) -> None:
-    from zagent_core.exports import fork_session
+    from zagent_core.history.exports import fork_session
 
     script = {"replies": [reply("", spawn("original task")), reply("ok"),
                           reply("", spawn("follow-up", resume="child-1")), reply("done")],

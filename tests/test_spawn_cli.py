@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from zagent_core.journal.events import ChildSpawned, SessionForked, SessionStarted, ToolCallRequested, UserMessage
 from zagent_core.journal.protocol import JournalError
 from zagent_core.journal.fold import rebuild
-from zagent_core.trees import NOT_STARTED, session_tree
+from zagent_core.history.trees import NOT_STARTED, session_tree
 from zagent_store import MemoryJournal, SQLiteJournal
 from zagent_store.sqlite import MIGRATIONS
 from zagent_store.views import SUBTREE

@@ -1085,10 +1085,10 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
     rerun that ran nothing again), 2 on a usage error.
     """
     from zagent_core.config import load_config
-    from zagent_core.exports import ExportError, import_session, parse_export
+    from zagent_core.history.exports import ExportError, import_session, parse_export
     from zagent_core.home import Home
-    from zagent_core.replay import replay as replay_session
-    from zagent_core.replay import replay_folder, tree_roots
+    from zagent_core.history.replay import replay as replay_session
+    from zagent_core.history.replay import replay_folder, tree_roots
     from zagent_store import SQLiteJournal
 
     if bool(session_id) + bool(export_file) + replay_all != 1:
@@ -1385,7 +1385,7 @@ def sessions_list(obj: Context, limit: int, show_all: bool, as_json: bool) -> No
 @click.pass_obj
 def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None) -> None:
     """Write SESSION_ID's events as JSON Lines: a replay fixture, an audit record."""
-    from zagent_core.exports import export_lines
+    from zagent_core.history.exports import export_lines
 
     with obj.existing_journal() as journal:
         lines = list(export_lines(journal.read(session_id)))
@@ -1406,7 +1406,7 @@ def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None)
 @click.pass_obj
 def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
     """Add the session of an export FILE to this home's journal."""
-    from zagent_core.exports import ExportError, import_session, parse_export
+    from zagent_core.history.exports import ExportError, import_session, parse_export
     from zagent_core.journal.protocol import ConcurrencyError
 
     try:
@@ -1432,7 +1432,7 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
 @click.pass_obj
 def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
     """A new session from SESSION_ID's first events; resume it to take another path."""
-    from zagent_core.exports import fork_session
+    from zagent_core.history.exports import fork_session
     from zagent_core.ids import new_session_id
 
     with obj.existing_journal(read_only=False) as journal:
@@ -1489,7 +1489,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
 
 def _show_tree(journal: AnyJournal, session_id: str, as_json: bool) -> None:
     """``sessions show --tree``: the session and the sub-agents below it."""
-    from zagent_core.trees import session_tree
+    from zagent_core.history.trees import session_tree
 
     root = session_tree(journal, session_id)
     if root is None:

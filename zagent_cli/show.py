@@ -50,7 +50,7 @@ from zagent_core.journal.fold import ChildView, SessionState, TaskView
 from zagent_cli.output import head, plural, say, say_part, terminal_safe
 
 if TYPE_CHECKING:
-    from zagent_core.trees import TreeNode
+    from zagent_core.history.trees import TreeNode
 
 #: Event bodies up to this long are printed on the event's line by ``sessions show --events``.
 _BODY_ON_ONE_LINE = 100

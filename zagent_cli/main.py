@@ -897,7 +897,7 @@ def worker(obj: Context, concurrency: int, model_spec: str | None, poll_seconds:
     import signal
     import socket
 
-    from zagent_core.worker import Worker
+    from zagent_core.drive.worker import Worker
 
     with obj.journal() as journal:
         engine = obj.engine(journal)

@@ -81,14 +81,7 @@ class Conversation:
             case UserMessage(text=text):
                 self._messages.append(Message(role="user", content=text))
             case ModelReplied() as reply:
-                self._messages.append(Message(role="assistant", content=reply.text, tool_calls=[
-                    ToolCallRequest(id=call.id, name=call.name, arguments=call.arguments)
-                    for call in reply.tool_calls]))
-                for call in reply.tool_calls:
-                    slot = len(self._messages)
-                    self._slots[call.call_id] = slot
-                    self._unanswered[slot] = call
-                    self._messages.append(Message(role="tool", tool_call_id=call.id))
+                self._add_reply(reply)
             case ToolCallFinished(call_id=call_id, output=output, is_error=is_error, media=media):
                 self._answer(call_id, output, is_error, media)
             case ToolCallRejected(call_id=call_id, message=message) | ToolCallInterrupted(
@@ -99,17 +92,33 @@ class Conversation:
             case WakeRequested(wake_id=wake_id, reason=reason, text=text):
                 self._wakes[wake_id] = (reason, text)
             case TurnStarted() | NotesDelivered() as delivery:
-                if isinstance(delivery, TurnStarted) and delivery.system_prompt is not None:
-                    self.system_prompt = delivery.system_prompt
-                lines = [f"[info: {self._note_text.pop(v)}]" for v in delivery.notes if v in self._note_text]
-                for wake_id in delivery.wakes:
-                    wake = self._wakes.pop(wake_id, None)
-                    if wake is not None and wake[0] != "note":
-                        lines.append(f"[info: {wake[1]}]")
-                if lines:
-                    self._messages.append(Message(role="user", content="\n".join(lines)))
+                self._add_delivery(delivery)
             case _:
                 pass
+
+    def _add_reply(self, reply: ModelReplied) -> None:
+        """The assistant message, then an empty slot per call for its result to fill."""
+        self._messages.append(Message(role="assistant", content=reply.text, tool_calls=[
+            ToolCallRequest(id=call.id, name=call.name, arguments=call.arguments)
+            for call in reply.tool_calls]))
+        for call in reply.tool_calls:
+            slot = len(self._messages)
+            self._slots[call.call_id] = slot
+            self._unanswered[slot] = call
+            self._messages.append(Message(role="tool", tool_call_id=call.id))
+
+    def _add_delivery(self, delivery: TurnStarted | NotesDelivered) -> None:
+        """The notes and wake-ups a turn (or a delivery mid-turn) hands the model, as one user message."""
+        if isinstance(delivery, TurnStarted) and delivery.system_prompt is not None:
+            self.system_prompt = delivery.system_prompt
+        lines = [f"[info: {self._note_text.pop(v)}]" for v in delivery.notes if v in self._note_text]
+        for wake_id in delivery.wakes:
+            wake = self._wakes.pop(wake_id, None)
+            # A wake-up a note asked for is that note's line already.
+            if wake is not None and wake[0] != "note":
+                lines.append(f"[info: {wake[1]}]")
+        if lines:
+            self._messages.append(Message(role="user", content="\n".join(lines)))
 
     def _answer(self, call_id: str, content: str, is_error: bool, media: list[Media] | None = None) -> None:
         slot = self._slots.get(call_id)
@@ -243,14 +252,9 @@ class Agent:
         calls_this_turn = 0
         specs = self.tool_specs()
         while True:
-            if session.interrupt_calls.is_set():
-                raise KeyboardInterrupt  # the tree is being stopped (Ctrl-C reached another thread)
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                return self._end("timeout")
-            if self.requests >= self.config.max_turns:
-                return self._end("max_turns")
-            if max_requests is not None and max_requests <= 0:
-                return self._end(stop_reason)
+            limit = self._limit_reached(max_requests, stop_reason)
+            if limit is not None:
+                return self._end(limit)
             if max_requests is not None:
                 max_requests -= 1
             messages = self._messages()
@@ -271,11 +275,30 @@ class Agent:
                 return self._end("max_tool_calls")
             calls_this_turn += len(calls)
             self._run_calls(calls)
-            if session.state.questions:  # a call has no result until a person answers
-                return self._end("waiting_on_user")
-            if session.state.waiting_approvals:
-                return self._end("waiting_on_approval")
+            parked = self._parked()
+            if parked is not None:
+                return self._end(parked)
             session.deliver()  # notes that came in while the tools ran
+
+    def _limit_reached(self, max_requests: int | None, stop_reason: str) -> str | None:
+        """Why the turn ends before its next model request, if a limit says so."""
+        if self.session.interrupt_calls.is_set():
+            raise KeyboardInterrupt  # the tree is being stopped (Ctrl-C reached another thread)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "timeout"
+        if self.requests >= self.config.max_turns:
+            return "max_turns"
+        if max_requests is not None and max_requests <= 0:
+            return stop_reason
+        return None
+
+    def _parked(self) -> str | None:
+        """Why nothing can go to the model until a person acts, if that is so."""
+        if self.session.state.questions:  # a call has no result until a person answers
+            return "waiting_on_user"
+        if self.session.state.waiting_approvals:
+            return "waiting_on_approval"
+        return None
 
     def _end(self, reason: str) -> str:
         self.session.end_turn(reason)
@@ -302,25 +325,14 @@ class Agent:
             raise
 
     def _run(self, prompt: str | None, wait: float, on_idle: Callable[[], None] | None) -> RunResult:
-        state = self.session.state
         # Calls a crash or Ctrl-C cut off that go on where they were (a spawn's child) get
         # their real results first: the model must not see them before, and a question
         # waiting beside them does not hold them back.
         self._run_calls(self.session.continuing_calls(), self.session.go_on)
-        if state.questions:  # parked: nothing can go to the model before the answer
-            return RunResult(reason="waiting_on_user", requests=0)
-        if state.waiting_approvals:
-            return RunResult(reason="waiting_on_approval", requests=0)
-        # A turn a crash cut off (resume ended it as "interrupted"), one the model failed
-        # (its endpoint was down), or one a question parked (now answered) goes on: the
-        # model has not seen its last results. So does a message the run stopped before
-        # its turn began.
-        cut_off = prompt is None and (state.unanswered_message or (state.last_turn_end or "").startswith(
-            ("interrupted", "model_error", "waiting_on_user", "waiting_on_approval")))
-        if prompt is not None or cut_off or state.pending_wakes:
-            reason = self.turn(prompt, resumed=cut_off)
-        else:
-            reason = "idle"
+        parked = self._parked()  # nothing can go to the model before a person acts
+        if parked is not None:
+            return RunResult(reason=parked, requests=0)
+        reason = self._first_turn(prompt)
         deadline = time.monotonic() + wait * 60
         if self.deadline is not None:
             deadline = min(deadline, self.deadline)
@@ -343,3 +355,16 @@ class Agent:
                 self.session.poll_task(task.task_id)
             time.sleep(WAKE_POLL_SECONDS)
         return RunResult(reason=reason, requests=self.requests)
+
+    def _first_turn(self, prompt: str | None) -> str:
+        """How the run's first turn ended, when something calls for one; ``idle`` when nothing does."""
+        state = self.session.state
+        # A turn a crash cut off (resume ended it as "interrupted"), one the model failed
+        # (its endpoint was down), or one a question parked (now answered) goes on: the
+        # model has not seen its last results. So does a message the run stopped before
+        # its turn began.
+        cut_off = prompt is None and (state.unanswered_message or (state.last_turn_end or "").startswith(
+            ("interrupted", "model_error", "waiting_on_user", "waiting_on_approval")))
+        if prompt is not None or cut_off or state.pending_wakes:
+            return self.turn(prompt, resumed=cut_off)
+        return "idle"

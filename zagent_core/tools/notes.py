@@ -146,34 +146,7 @@ def read_notes(path: Path, offset: int, *, until: int | None = None, max_bytes: 
                     max_bytes if max_bytes is not None else found.st_size)
         key = (str(path), found.st_dev, found.st_ino, offset)
         line_start, scanned = _positions.take(key)
-        notes: list[Note] = []
-        budget = SCAN_BYTES
-        while scanned < limit and budget > 0 and len(notes) < max_notes:
-            data = os.pread(fd, min(READ_BYTES, limit - scanned), scanned)
-            if not data:
-                break
-            budget -= len(data)
-            last = data.rfind(b"\n")
-            if last == -1:
-                scanned += len(data)  # the line goes on past this read
-                continue
-            position = 0
-            if line_start < scanned:  # the line began in an earlier read: its start, from the file
-                position = data.find(b"\n") + 1
-                parsed = parse_line(os.pread(fd, min(scanned + position - 1 - line_start, READ_BYTES), line_start))
-                line_start = scanned + position
-                if parsed is not None:
-                    notes.append(Note(text=parsed[0], wake=parsed[1], offset=line_start))
-            else:
-                position = line_start - scanned
-            for line in data[position:last].split(b"\n") if position <= last else ():
-                if len(notes) >= max_notes:
-                    break
-                line_start += len(line) + 1
-                parsed = parse_line(line)
-                if parsed is not None:
-                    notes.append(Note(text=parsed[0], wake=parsed[1], offset=line_start))
-            scanned = line_start if len(notes) >= max_notes else scanned + len(data)
+        notes, line_start, scanned = _scan_notes(fd, limit, line_start, scanned, max_notes)
     except OSError:
         return NotesRead([], until or 0)
     finally:
@@ -184,3 +157,40 @@ def read_notes(path: Path, offset: int, *, until: int | None = None, max_bytes: 
         return NotesRead(notes, limit, stop=(f"the notify file {path} passed {max_bytes} bytes (limits.notify_max_bytes): "
                                              "the notes after that are not read"))
     return NotesRead(notes, limit, more=scanned < limit)
+
+
+def _scan_notes(fd: int, limit: int, line_start: int, scanned: int, max_notes: int) -> tuple[list[Note], int, int]:
+    """The notes of the whole lines from ``line_start`` (searched for ends from ``scanned``) to ``limit``.
+
+    Returns them with the new ``(line_start, scanned)``: where the next unfinished line
+    starts, and how far it was searched.
+    """
+    notes: list[Note] = []
+    budget = SCAN_BYTES
+    while scanned < limit and budget > 0 and len(notes) < max_notes:
+        data = os.pread(fd, min(READ_BYTES, limit - scanned), scanned)
+        if not data:
+            break
+        budget -= len(data)
+        last = data.rfind(b"\n")
+        if last == -1:
+            scanned += len(data)  # the line goes on past this read
+            continue
+        position = 0
+        if line_start < scanned:  # the line began in an earlier read: its start, from the file
+            position = data.find(b"\n") + 1
+            parsed = parse_line(os.pread(fd, min(scanned + position - 1 - line_start, READ_BYTES), line_start))
+            line_start = scanned + position
+            if parsed is not None:
+                notes.append(Note(text=parsed[0], wake=parsed[1], offset=line_start))
+        else:
+            position = line_start - scanned
+        for line in data[position:last].split(b"\n") if position <= last else ():
+            if len(notes) >= max_notes:
+                break
+            line_start += len(line) + 1
+            parsed = parse_line(line)
+            if parsed is not None:
+                notes.append(Note(text=parsed[0], wake=parsed[1], offset=line_start))
+        scanned = line_start if len(notes) >= max_notes else scanned + len(data)
+    return notes, line_start, scanned

@@ -356,11 +356,7 @@ class _Run:
         deadline = self.started + self.spec.timeout if self.spec.timeout is not None else None
         while True:
             now = time.monotonic()
-            if self.on_tick is not None and now >= self.next_tick:
-                self.next_tick = now + TICK_SECONDS
-                if self.on_tick() and not self.stopped and self.exited_at is None:
-                    self.stopped = True
-                    log.info("tool_stop_requested", pid=self.proc.pid)
+            self._tick(now)
             if self.exited_at is None:
                 if deadline is not None and now >= deadline and not self.timed_out:
                     self.timed_out = True
@@ -370,18 +366,31 @@ class _Run:
             elif self._finished(now):
                 break
 
-            polling = self.stopping or (self.pidfd is None and self.exited_at is None)
-            waits = [_POLL_SECONDS if polling else (TICK_SECONDS if self.on_tick else 1.0)]
-            if deadline is not None and not self.timed_out:
-                waits.append(deadline - now)
-            if self.kill_at is not None:
-                waits.append(self.kill_at - now)
-            if self.exited_at is not None:
-                waits.append(self.exited_at + DRAIN_SECONDS - now)
-            for key, _ in self.selector.select(max(0.0, min(waits))):
+            for key, _ in self.selector.select(self._wait_seconds(deadline, now)):
                 self._on_ready(key)
             if self.pidfd is None or self.stopping:
                 self._reap()
+
+    def _tick(self, now: float) -> None:
+        """Call ``on_tick`` when it is due, and stop the process if it asks to."""
+        if self.on_tick is None or now < self.next_tick:
+            return
+        self.next_tick = now + TICK_SECONDS
+        if self.on_tick() and not self.stopped and self.exited_at is None:
+            self.stopped = True
+            log.info("tool_stop_requested", pid=self.proc.pid)
+
+    def _wait_seconds(self, deadline: float | None, now: float) -> float:
+        """How long the loop may wait for the pipes before something else is due."""
+        polling = self.stopping or (self.pidfd is None and self.exited_at is None)
+        waits = [_POLL_SECONDS if polling else (TICK_SECONDS if self.on_tick else 1.0)]
+        if deadline is not None and not self.timed_out:
+            waits.append(deadline - now)
+        if self.kill_at is not None:
+            waits.append(self.kill_at - now)
+        if self.exited_at is not None:
+            waits.append(self.exited_at + DRAIN_SECONDS - now)
+        return max(0.0, min(waits))
 
 
 def _start_error(spec: ProcessSpec, exc: OSError) -> str:

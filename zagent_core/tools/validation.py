@@ -123,7 +123,7 @@ def _describe(error: ValidationError) -> list[str]:
     subject = f"argument {_json(where)}" if where else "the arguments"
     prefix = f"{where}." if where else ""
     # jsonschema types these as possibly unset; a raised error always has them.
-    kind, expected, instance = error.validator, cast(Any, error.validator_value), error.instance
+    kind, expected, instance = cast(str, error.validator), cast(Any, error.validator_value), error.instance
     schema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
 
     if kind == "additionalProperties" and isinstance(instance, dict):
@@ -140,30 +140,35 @@ def _describe(error: ValidationError) -> list[str]:
         if not where:
             return [f"the arguments must be a JSON object, got {json_type(instance)}"]
         return [f"{subject}: expected {wanted}, got {json_type(instance)}"]
+    problem = _value_problem(kind, expected, instance)
+    return [f"{subject}: {problem if problem is not None else error.message}"]
+
+
+def _value_problem(kind: str, expected: Any, instance: Any) -> str | None:
+    """What is wrong with a value that breaks the constraint ``kind``; None for a kind without a sentence here."""
     comparisons = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
     if kind in comparisons:
-        return [f"{subject}: must be {comparisons[kind]} {expected} (got {instance})"]
+        return f"must be {comparisons[kind]} {expected} (got {instance})"
     if kind == "enum":
-        return [f"{subject}: must be one of {_join(_json(v) for v in expected)} (got {_json(instance)})"]
+        return f"must be one of {_join(_json(v) for v in expected)} (got {_json(instance)})"
     if kind == "const":
-        return [f"{subject}: must be {_json(expected)} (got {_json(instance)})"]
+        return f"must be {_json(expected)} (got {_json(instance)})"
     sizes = {
         "minLength": "at least {} characters", "maxLength": "at most {} characters",
         "minItems": "at least {} items", "maxItems": "at most {} items",
         "minProperties": "at least {} fields", "maxProperties": "at most {} fields",
     }
     if kind in sizes:
-        return [f"{subject}: must have {sizes[kind].format(expected)}"]
+        return f"must have {sizes[kind].format(expected)}"
     if kind == "pattern":
-        return [f"{subject}: must match the pattern {expected} (got {_json(instance)})"]
+        return f"must match the pattern {expected} (got {_json(instance)})"
     if kind == "multipleOf":
-        return [f"{subject}: must be a multiple of {expected} (got {instance})"]
+        return f"must be a multiple of {expected} (got {instance})"
     if kind == "uniqueItems":
-        return [f"{subject}: items must be unique"]
+        return "items must be unique"
     if kind in ("anyOf", "oneOf"):
-        return [f"{subject}: {_json(instance)} matches {'none' if kind == 'anyOf' else 'not exactly one'} of the "
-                "allowed forms"]
-    return [f"{subject}: {error.message}"]
+        return f"{_json(instance)} matches {'none' if kind == 'anyOf' else 'not exactly one'} of the allowed forms"
+    return None
 
 
 def _json(value: Any) -> str:

@@ -16,20 +16,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
+from zagent_cli.context import Context, home_problem
 from zagent_cli.output import ERROR, JSON_ESCAPES, OK, WARNING, emit_json, head, plural, say, terminal_safe, utc_ms
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
-    from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
-    from zagent_core.journal.protocol import Journal
-    from zagent_core.journal.fold import ApprovalView
-    from zagent_core.tools.inprocess import Builtin
-    from zagent_core.config import ModelConfig
-    from zagent_core.session.engine import Session
-    from zagent_core.agent.models import Model
-    from zagent_store.locate import AnyJournal
     from zagent_cli.show import LiveConversation
+    from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
+    from zagent_core.agent.models import Model
+    from zagent_core.journal.fold import ApprovalView
+    from zagent_core.journal.protocol import Journal
+    from zagent_core.session.engine import Session
+    from zagent_core.tools.inprocess import Builtin
+    from zagent_store.locate import AnyJournal
 
 
 class StorableText(click.ParamType):
@@ -46,102 +46,6 @@ class StorableText(click.ParamType):
 
 
 TEXT = StorableText()
-
-
-def home_problem(root: Path) -> str | None:
-    """Why ``root`` cannot be an agent home (a file, or under one), if it cannot."""
-    for path in (root, *root.parents):
-        if path.exists():
-            if path.is_dir():
-                return None
-            where = "is a file" if path == root else f"cannot be made: {path} is a file"
-            return f"the home {root} {where}, not a folder; give a folder with --home or $ZAGENT_HOME"
-    return None
-
-
-class Context:
-    """What the global options chose; the home, journal and engine are made on demand."""
-
-    def __init__(self, home_arg: str | None, workspace: str | None, verbosity: int,
-                 journal_arg: str | None = None) -> None:
-        self.home_arg = home_arg
-        self.journal_arg = journal_arg
-        self.workspace = workspace
-        self.verbosity = verbosity
-
-    def locate_home(self) -> Home:
-        """The home, even one that cannot be used (doctor reports why)."""
-        from zagent_core.home import Home
-
-        return Home.locate(self.home_arg)
-
-    @property
-    def home(self) -> Home:
-        home = self.locate_home()
-        problem = home_problem(home.root)
-        if problem:
-            raise click.UsageError(problem)
-        return home
-
-    @property
-    def journal_location(self) -> str:
-        """Where the journal is (``--journal``, ``$ZAGENT_JOURNAL``, config.json, the home's file)."""
-        return self.home.journal_location(self.journal_arg)
-
-    def journal_exists(self) -> bool:
-        """Whether there is a journal to read: a SQLite file is made by the first session; a
-        PostgreSQL database is there once its URL is given."""
-        from zagent_core.journal.protocol import JournalError
-        from zagent_store.locate import is_postgres, sqlite_path
-
-        location = self.journal_location
-        try:
-            return is_postgres(location) or sqlite_path(location).exists()
-        except JournalError as exc:
-            raise click.UsageError(str(exc)) from None
-
-    def existing_journal(self, *, read_only: bool = True) -> AnyJournal:
-        """The journal, never created by a mistyped --home; read-only unless told (so reading
-        commands work in a home nobody may write to)."""
-        if not self.journal_exists():
-            from zagent_store.locate import describe
-
-            raise click.UsageError(f"no journal at {describe(self.journal_location)} (no session has run in this "
-                                   "home yet; check --home or $ZAGENT_HOME, --journal or $ZAGENT_JOURNAL)")
-        return self.journal(read_only=read_only)
-
-    def journal(self, *, read_only: bool = False) -> AnyJournal:
-        from zagent_core.journal.protocol import JournalError
-        from zagent_store.locate import is_postgres, open_journal
-
-        location = self.journal_location
-        try:
-            if read_only or is_postgres(location):  # no durability setting to read from config.json
-                return open_journal(location, read_only=read_only)
-            from zagent_core.config import load_config
-
-            config, _ = load_config(self.home.config_path)
-            return open_journal(location, synchronous=config.journal.synchronous)
-        except (JournalError, OSError) as exc:
-            raise click.ClickException(str(exc)) from None
-
-    def engine(self, journal: AnyJournal) -> Engine:
-        """The engine, with its logs set up (only commands that run tools pay for them)."""
-        from zagent_core.session.engine import Engine
-        from zagent_core.logs import configure
-
-        configure(self.verbosity)
-        _engine_logs_shown(self.verbosity)
-        workspace = Path(self.workspace) if self.workspace else Path.cwd()
-        if not workspace.is_dir():
-            raise click.UsageError(f"workspace {workspace} is not a folder")
-        command = click.get_current_context().command_path.partition(" ")[2]
-        engine = Engine(self.home, journal, workspace=workspace, command=command)
-        click.get_current_context().call_on_close(engine.close)  # the MCP servers it started stop with the command
-        from zagent_core.tools.credentials import withhold_model_keys
-
-        withhold_model_keys(engine.config.model)
-        return engine
 
 
 def _completion_home(ctx: click.Context) -> Home:
@@ -192,25 +96,6 @@ def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: st
 _COMPLETED_SESSIONS = 200
 
 
-def _engine_logs_shown(verbosity: int) -> None:
-    """Engine log lines as the terminal gets them: control characters shown (a log may quote
-    what a tool wrote), and at the default verbosity an error is one line, what failed and
-    why; -v adds the traceback (a full disk would otherwise print several before the error)."""
-    import logging
-
-    def shown(record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        event, sep, trace = text.partition("\nTraceback (most recent call last):")
-        if sep and verbosity == 0:
-            lines = [line for line in trace.splitlines() if line.strip()]
-            text = f"{event.rstrip()}: {lines[-1] if lines else '?'} (-v shows the traceback)"
-        record.msg, record.args = terminal_safe(text), ()
-        return True
-
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(shown)
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (use a number or null)")
 
@@ -239,8 +124,8 @@ class ZagentGroup(click.Group):
         except Exception as exc:
             # Imported only now: --help and tools list do not pay for the journal's modules.
             from zagent_core.journal.events import EventSchemaError
-            from zagent_core.journal.protocol import JournalError
             from zagent_core.journal.fold import InconsistentJournalError
+            from zagent_core.journal.protocol import JournalError
 
             if not isinstance(exc, (JournalError, EventSchemaError, InconsistentJournalError)):
                 raise
@@ -663,10 +548,10 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     give it the decision it waits for), run the agent, report."""
     import signal
 
+    from zagent_cli.show import LiveConversation
     from zagent_core.agent.loop import Agent
     from zagent_core.session.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
     from zagent_core.session.leases import SessionBusyError
-    from zagent_cli.show import LiveConversation
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
@@ -945,7 +830,7 @@ def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
 
 def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[Problem], journal: dict[str, Any],
                   builtins: str) -> None:
-    from zagent_core.session.engine import zagent_version
+    from zagent_core.version import zagent_version
 
     limits = config.limits
     say(f"zagent {zagent_version()}, home {home.root}")
@@ -980,9 +865,9 @@ def doctor(obj: Context, as_json: bool) -> None:
 
     from zagent_core.builtins.grep import find_rg
     from zagent_core.config import load_config
-    from zagent_core.session.engine import zagent_version
-    from zagent_core.tools.manifest import start_problem
     from zagent_core.problems import Problem
+    from zagent_core.tools.manifest import start_problem
+    from zagent_core.version import zagent_version
 
     home = obj.locate_home()
     unusable = home_problem(home.root)
@@ -1086,9 +971,9 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
     """
     from zagent_core.config import load_config
     from zagent_core.history.exports import ExportError, import_session, parse_export
-    from zagent_core.home import Home
     from zagent_core.history.replay import replay as replay_session
     from zagent_core.history.replay import replay_folder, tree_roots
+    from zagent_core.home import Home
     from zagent_store import SQLiteJournal
 
     if bool(session_id) + bool(export_file) + replay_all != 1:
@@ -1297,6 +1182,7 @@ def journal_copy(source: str, target: str, as_json: bool) -> None:
     Sessions keep their ids, versions and times. DST must not hold any of SRC's sessions
     (nothing is written then); a DST file that does not exist is made.
     """
+    from zagent_core.session import leases
     from zagent_store.copy import CopyProgress, CopyRefusedError, copy_journal
 
     progress: Callable[[CopyProgress], None] | None = None
@@ -1314,7 +1200,7 @@ def journal_copy(source: str, target: str, as_json: bool) -> None:
 
     with _open_for_copy(source, "SRC", read_only=True) as src, _open_for_copy(target, "DST", read_only=False) as dst:
         try:
-            report = copy_journal(src, dst, progress=progress)
+            report = copy_journal(src, dst, progress=progress, is_driven=leases.is_driven)
         except CopyRefusedError as exc:  # other CopyErrors are JournalErrors: exit 1, as a failed check
             raise click.UsageError(str(exc)) from None
         finally:

@@ -43,18 +43,20 @@ from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from zagent_core.session.engine import Engine, Session, zagent_version
-from zagent_core.journal.events import NoteReceived, WakeRequested
+from zagent_cli.output import say
+from zagent_core.agent.engine import Engine
 from zagent_core.ids import new_call_id
+from zagent_core.journal.events import NoteReceived, WakeRequested
 from zagent_core.journal.protocol import JournalError, StoredEvent
 from zagent_core.logs import get_logger
+from zagent_core.session.engine import Session
 from zagent_core.tools.results import ToolResult
-from zagent_cli.output import say
+from zagent_core.version import zagent_version
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from zagent_cli.main import Context
+    from zagent_cli.context import Context
 
 log = get_logger(__name__)
 

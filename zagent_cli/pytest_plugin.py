@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from zagent_core.home import Home
 from zagent_core.history.replay import ReplayReport
+from zagent_core.home import Home
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from zagent_cli.output import head, plural, say, say_part, terminal_safe
 from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -45,9 +46,8 @@ from zagent_core.journal.events import (
     WakeRequested,
     dump_event,
 )
-from zagent_core.journal.protocol import SessionSummary, StoredEvent
 from zagent_core.journal.fold import ChildView, SessionState, TaskView
-from zagent_cli.output import head, plural, say, say_part, terminal_safe
+from zagent_core.journal.protocol import SessionSummary, StoredEvent
 
 if TYPE_CHECKING:
     from zagent_core.history.trees import TreeNode

@@ -24,18 +24,40 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from zagent_core.config import Config as Config, load_config as load_config
-    from zagent_core.session.engine import Engine as Engine, Session as Session
+    from zagent_core.agent.engine import Engine as Engine
+    from zagent_core.config import Config as Config
+    from zagent_core.config import load_config as load_config
     from zagent_core.home import Home as Home
     from zagent_core.journal.fold import (
-        CallView as CallView, SessionState as SessionState, apply as apply, rebuild as rebuild,
+        CallView as CallView,
+    )
+    from zagent_core.journal.fold import (
+        SessionState as SessionState,
+    )
+    from zagent_core.journal.fold import (
+        apply as apply,
+    )
+    from zagent_core.journal.fold import (
+        rebuild as rebuild,
     )
     from zagent_core.journal.protocol import (
-        ConcurrencyError as ConcurrencyError, Journal as Journal, SessionSummary as SessionSummary,
+        ConcurrencyError as ConcurrencyError,
+    )
+    from zagent_core.journal.protocol import (
+        Journal as Journal,
+    )
+    from zagent_core.journal.protocol import (
+        SessionSummary as SessionSummary,
+    )
+    from zagent_core.journal.protocol import (
         StoredEvent as StoredEvent,
     )
-    from zagent_core.tools.manifest import Manifest as Manifest, Tool as Tool, ToolSet as ToolSet, load_tools as load_tools
     from zagent_core.problems import Problem as Problem
+    from zagent_core.session.engine import Session as Session
+    from zagent_core.tools.manifest import Manifest as Manifest
+    from zagent_core.tools.manifest import Tool as Tool
+    from zagent_core.tools.manifest import ToolSet as ToolSet
+    from zagent_core.tools.manifest import load_tools as load_tools
     from zagent_core.tools.results import ToolResult as ToolResult
 
 __all__ = [
@@ -48,7 +70,7 @@ __all__ = [
 # tools does not pay for the runner, the journal or the event models.
 _EXPORTS = {
     "Config": "zagent_core.config", "load_config": "zagent_core.config",
-    "Engine": "zagent_core.session.engine", "Session": "zagent_core.session.engine",
+    "Engine": "zagent_core.agent.engine", "Session": "zagent_core.session.engine",
     "Home": "zagent_core.home",
     "ConcurrencyError": "zagent_core.journal.protocol", "Journal": "zagent_core.journal.protocol",
     "SessionSummary": "zagent_core.journal.protocol", "StoredEvent": "zagent_core.journal.protocol",

@@ -9,19 +9,19 @@ loses everything when the process ends.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zagent_core.journal.protocol import (
+    WORK_EVENTS,
     Claim,
     ConcurrencyError,
     Lease,
     LeaseHeldError,
     SessionSummary,
     Snapshot,
-    WORK_EVENTS,
     StoredEvent,
     canonical_owner,
     parent_columns,

@@ -45,10 +45,27 @@ from zagent_core.journal.protocol import (
     parent_columns,
 )
 from zagent_store import clock
-from zagent_store.sqlite import JournalVersionError, _format_time, _json_column, _parse_time, _running_owners, \
-    stored_events
-from zagent_store.views import ARTIFACTS, DECISIONS, INDEXES_3, INDEXES_4, INDEXES_6, NOTES, SESSIONS_7, TASKS_4, \
-    TOOL_CALLS_4, WANTS_DRIVER, audit_query
+from zagent_store.sqlite import (
+    JournalVersionError,
+    _format_time,
+    _json_column,
+    _parse_time,
+    _running_owners,
+    stored_events,
+)
+from zagent_store.views import (
+    ARTIFACTS,
+    DECISIONS,
+    INDEXES_3,
+    INDEXES_4,
+    INDEXES_6,
+    NOTES,
+    SESSIONS_7,
+    TASKS_4,
+    TOOL_CALLS_4,
+    WANTS_DRIVER,
+    audit_query,
+)
 
 if TYPE_CHECKING:
     import psycopg

@@ -44,9 +44,9 @@ from zagent_core.journal.protocol import (
 )
 from zagent_store import clock
 from zagent_store.views import (
-    WANTS_DRIVER,
     CALLS_AND_TASKS,
     SESSIONS_7,
+    WANTS_DRIVER,
     artifacts_view,
     audit_query,
     create_audit_views,

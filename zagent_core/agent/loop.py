@@ -15,9 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from zagent_core.agent.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
 from zagent_core.config import AgentConfig
-from zagent_core.session.engine import Session
-from zagent_core.journal.fold import CallView
 from zagent_core.journal.events import (
     Media,
     ModelReplied,
@@ -31,9 +30,10 @@ from zagent_core.journal.events import (
     UserMessage,
     WakeRequested,
 )
+from zagent_core.journal.fold import CallView
 from zagent_core.journal.protocol import StoredEvent
 from zagent_core.logs import get_logger
-from zagent_core.agent.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
+from zagent_core.session.engine import Session
 
 log = get_logger(__name__)
 
@@ -265,7 +265,7 @@ class Agent:
             except ModelError as exc:
                 return self._end(f"model_error: {exc}")
             self.requests += 1
-            calls = session.record_reply(reply, round((time.monotonic() - started) * 1000))
+            calls = session.record_reply(reply.journaled(round((time.monotonic() - started) * 1000)))
             if not calls:
                 return self._end("idle")
             if calls_this_turn + len(calls) > self.config.max_tool_calls_per_turn:

@@ -13,8 +13,8 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, PathRefused
 from zagent_core.journal.events import ArtifactRecorded
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, PathRefused
 from zagent_core.tools.results import ToolResult
 
 KINDS = ("pull_request", "branch", "commit", "file", "custom")

@@ -21,15 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from zagent_core.session import leases
-from zagent_core.session.engine import Engine, SessionEndedError, UnknownSessionError
 from zagent_core.journal.protocol import Claim, JournalError
 from zagent_core.logs import get_logger
+from zagent_core.session import leases
+from zagent_core.session.engine import Engine, SessionEndedError, UnknownSessionError
 
 if TYPE_CHECKING:
-    from zagent_core.session.engine import Session
     from zagent_core.agent.models import Model
     from zagent_core.journal.fold import SessionState
+    from zagent_core.session.engine import Session
 
 log = get_logger(__name__)
 

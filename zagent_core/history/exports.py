@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath
 from typing import Any
 
+from zagent_core.home import Home
 from zagent_core.journal.events import (
     Event,
     EventSchemaError,
@@ -41,9 +42,8 @@ from zagent_core.journal.events import (
     dump_event,
     load_event,
 )
-from zagent_core.home import Home
-from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.journal.fold import InconsistentJournalError, rebuild
+from zagent_core.journal.protocol import Journal, StoredEvent
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 

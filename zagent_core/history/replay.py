@@ -29,9 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from zagent_core.agent.engine import Engine
 from zagent_core.agent.loop import Agent
+from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.config import AgentConfig, Config
-from zagent_core.session.engine import Engine, Session
+from zagent_core.home import Home
+from zagent_core.ids import new_session_id, new_wake_id
 from zagent_core.journal.events import (
     ArtifactRecorded,
     ChildEnded,
@@ -53,10 +56,8 @@ from zagent_core.journal.events import (
     UserMessage,
     WakeRequested,
 )
-from zagent_core.home import Home
-from zagent_core.ids import new_session_id, new_wake_id
 from zagent_core.journal.protocol import Journal, StoredEvent
-from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.session.engine import Session
 from zagent_core.tools.processes import ProcessIdentity, boot_id
 from zagent_core.tools.validation import validate_arguments
 

@@ -24,12 +24,13 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
-
+from zagent_core.builtins import registry
 from zagent_core.config import CapabilitiesConfig, Config, load_config
+from zagent_core.home import Home
+from zagent_core.ids import new_call_id, new_session_id, new_wake_id
 from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -65,26 +66,6 @@ from zagent_core.journal.events import (
     WakeRequested,
     dump_event,
 )
-from zagent_core.home import Home
-from zagent_core.ids import new_call_id, new_session_id, new_wake_id
-from zagent_core.session import leases
-from zagent_core.tools import tasks
-from zagent_core.builtins import registry
-from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, Parked, ToolState
-from zagent_core.tools.credentials import tool_environment
-from zagent_core.session.crashpoints import crash_point
-from zagent_core.tools.invocation import CallContext, Invocation, build_invocation, delivery_problems
-from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
-from zagent_core.logs import get_logger
-from zagent_core.tools.mcp import McpServers
-from zagent_core.tools.manifest import Tool, ToolSet, load_tools
-from zagent_core.agent.models import ModelReply
-from zagent_core.problems import Problem, did_you_mean
-from zagent_core.tools.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
-from zagent_core.tools.notes import STOPPED, read_notes
-from zagent_core.tools.processes import ProcessIdentity, write_json
-from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
-from zagent_core.session.status import status_of_state
 from zagent_core.journal.fold import (
     ApprovalView,
     CallView,
@@ -98,11 +79,29 @@ from zagent_core.journal.fold import (
     rebuild,
     to_snapshot,
 )
-from zagent_core.session.status import open_state, session_status
+from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
+from zagent_core.logs import get_logger
+from zagent_core.problems import Problem, did_you_mean
+from zagent_core.session import leases
+from zagent_core.session.crashpoints import crash_point
+from zagent_core.session.status import open_state, session_status, status_of_state
+from zagent_core.tools import tasks
+from zagent_core.tools.credentials import tool_environment
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, Parked, ToolState
+from zagent_core.tools.invocation import CallContext, Invocation, build_invocation, delivery_problems
+from zagent_core.tools.manifest import Tool, ToolSet, load_tools
+from zagent_core.tools.mcp import McpServers
+from zagent_core.tools.notes import STOPPED, read_notes
+from zagent_core.tools.processes import ProcessIdentity, write_json
+from zagent_core.tools.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
+from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
 from zagent_core.tools.text import storable, storable_json
 from zagent_core.tools.validation import validate_arguments
+from zagent_core.version import zagent_version
 
 log = get_logger(__name__)
+
+_EngineT = TypeVar("_EngineT", bound="Engine")
 
 #: A snapshot at least every this many events, besides one at the end of each turn.
 SNAPSHOT_EVERY = 1000
@@ -121,12 +120,10 @@ def offers(tools: ToolSet, builtins: dict[str, Builtin]) -> list[ToolOffer]:
         for b in builtins.values() if b.name not in tools.disabled]
 
 
-@functools.cache
-def zagent_version() -> str:
-    try:
-        return version("zagent")
-    except PackageNotFoundError:
-        return "0+unknown"
+class ChildDriver(Protocol):
+    """Runs (or goes on with) the child session of a spawn call; its outcome is the call's result."""
+
+    def __call__(self, parent: Session, context: BuiltinContext, arguments: Arguments) -> ToolResult: ...
 
 
 @dataclass(frozen=True)
@@ -305,8 +302,12 @@ class Engine:
         workspace: str | Path | None = None,
         config: Config | None = None,
         command: str = "",
+        children: ChildDriver | None = None,
     ) -> None:
         self.home = home
+        #: Drives the sub-agents of spawn calls; given by the wing that has an agent loop
+        #: (:class:`zagent_core.agent.engine.Engine`), so sessions never import the agent.
+        self.children = children
         #: What drives sessions through this engine (``run``, ``tools run``...), as leases name it.
         self.command = command
         self.journal = journal
@@ -347,7 +348,7 @@ class Engine:
         if self.mcp is not None:
             self.mcp.close()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self: _EngineT) -> _EngineT:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -959,11 +960,12 @@ class Session:
         return result
 
     def spawn(self, context: BuiltinContext, arguments: Arguments) -> ToolResult:
-        """:class:`~zagent_core.tools.inprocess.Host`: a sub-agent, driven to its end (see :mod:`zagent_core.agent.children`)."""
-        # Imported here: children are driven by the agent loop, which is built on sessions.
-        from zagent_core.agent.children import drive_child
-
-        return drive_child(self, context, arguments)
+        """:class:`~zagent_core.tools.inprocess.Host`: a sub-agent, driven to its end by the engine's
+        child driver (see :mod:`zagent_core.agent.children`)."""
+        if self.engine.children is None:
+            return ToolResult(output="spawn refused: this engine was made without a driver of sub-agents "
+                                     "(use zagent_core.Engine, or give Engine(children=...))", is_error=True)
+        return self.engine.children(self, context, arguments)
 
     def await_turn(self, call_id: str, tool: str) -> None:
         """Wait until each call of ``tool`` before ``call_id`` in the model's latest reply has
@@ -1118,20 +1120,19 @@ class Session:
     def record_user_message(self, text: str) -> None:
         self._append([UserMessage(text=text)])
 
-    def record_reply(self, reply: ModelReply, duration_ms: int) -> list[RepliedCall]:
-        """Journal a model reply before any of its calls runs; returns its calls with journal ids."""
+    def record_reply(self, reply: ModelReplied) -> list[RepliedCall]:
+        """Journal a model reply before any of its calls runs; returns its calls with journal ids.
+
+        Each call's ``call_id`` becomes one no call of this session has yet (a model may reuse ids).
+        """
         with self._lock:
             taken = set(self.state.unrequested)
             calls = []
             for call in reply.tool_calls:
                 call_id = _journal_call_id(call.id, lambda c: c in taken or self.has_call(c))
                 taken.add(call_id)
-                calls.append(RepliedCall(id=call.id, call_id=call_id, name=call.name, arguments=call.arguments))
-            self._append([ModelReplied(
-                model=reply.model, text=reply.text, tool_calls=calls, stop_reason=reply.stop_reason,
-                input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,
-                cache_read_tokens=reply.usage.cache_read_tokens,
-                cache_creation_tokens=reply.usage.cache_creation_tokens, duration_ms=duration_ms)])
+                calls.append(call.model_copy(update={"call_id": call_id}))
+            self._append([reply.model_copy(update={"tool_calls": calls})])
             self._reply = calls
         return calls
 

@@ -125,6 +125,11 @@ def holder_alive(journal: Journal, session_id: str) -> Lease | None:
     return lease
 
 
+def is_driven(journal: Journal, session_id: str) -> bool:
+    """Whether a live driver holds the session's lease (what ``zagent journal copy`` asks)."""
+    return holder_alive(journal, session_id) is not None
+
+
 class LeaseLostError(JournalError):
     """This process's lease on a session expired and another driver took the session over."""
 

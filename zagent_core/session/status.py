@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zagent_core.session import leases
 from zagent_core.journal.protocol import Journal, SessionSummary
+from zagent_core.session import leases
 
 if TYPE_CHECKING:
     from zagent_core.journal.fold import SessionState

@@ -39,17 +39,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version as package_version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.config import Config, McpServerConfig
-from zagent_core.tools.credentials import tool_environment, withhold_model_keys
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
+from zagent_core.tools.credentials import tool_environment, withhold_model_keys
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
 from zagent_core.tools.runner import ProcessOutcome
+from zagent_core.version import zagent_version
 
 if TYPE_CHECKING:
     import mcp_types
@@ -120,13 +120,6 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return text or "timed out"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _zagent_version() -> str:
-    try:
-        return package_version("zagent")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 # -- the event loop -------------------------------------------------------------------------
@@ -335,7 +328,7 @@ class Server:
                 async with AsyncExitStack() as stack:
                     transport = await stack.enter_async_context(self._transport(attempt))
                     client = Client(_Given(transport), cache=None,
-                                    client_info=Implementation(name="zagent", version=_zagent_version()))
+                                    client_info=Implementation(name="zagent", version=zagent_version()))
                     await stack.enter_async_context(client)
                     attempt.client = client
                     ready.set_result(client)
@@ -522,8 +515,7 @@ def _save(output_dir: Path, name: str, data: str) -> str | None:
 
 def _part_text(index: int, part: Any, output_dir: Path) -> str | None:
     """What one content part adds to the result's text (a file part: saved, and listed below the text)."""
-    from mcp_types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent, \
-        TextResourceContents
+    from mcp_types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent, TextResourceContents
 
     if isinstance(part, TextContent):
         return part.text

@@ -25,7 +25,6 @@ from typing import IO, Any, BinaryIO, Callable
 from zagent_core.logs import get_logger
 from zagent_core.tools.processes import create_fresh, stat_fields
 
-
 log = get_logger(__name__)
 
 #: After the process exits, how long to wait for its pipes to close before treating

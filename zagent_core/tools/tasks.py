@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
+from zagent_core.logs import get_logger
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.invocation import Invocation
-from zagent_core.logs import get_logger
 from zagent_core.tools.processes import ProcessIdentity, open_regular, read_json, write_json
 from zagent_core.tools.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.tools.runner import ProcessOutcome

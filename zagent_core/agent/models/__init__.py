@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from zagent_core.config import ModelConfig
-from zagent_core.journal.events import Media
+from zagent_core.journal.events import Media, ModelReplied, RepliedCall
 
 
 class ToolSpec(BaseModel):
@@ -62,6 +62,17 @@ class ModelReply(BaseModel):
     stop_reason: str = "end_turn"
     usage: Usage = Usage()
     model: str = ""
+
+    def journaled(self, duration_ms: int) -> ModelReplied:
+        """This reply as the journal keeps it (each call's journal id its own until the session
+        gives it a unique one: :meth:`~zagent_core.session.engine.Session.record_reply`)."""
+        return ModelReplied(
+            model=self.model, text=self.text, stop_reason=self.stop_reason,
+            tool_calls=[RepliedCall(id=call.id, call_id=call.id, name=call.name, arguments=call.arguments)
+                        for call in self.tool_calls],
+            input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
+            cache_read_tokens=self.usage.cache_read_tokens, cache_creation_tokens=self.usage.cache_creation_tokens,
+            duration_ms=duration_ms)
 
 
 class Message(BaseModel):

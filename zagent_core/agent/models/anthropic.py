@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from zagent_core.config import ModelConfig
 from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.agent.models.http import HTTPModel, StreamCut
 from zagent_core.agent.models.media import NOTHING, MediaPolicy, Prepared, prepare_all
+from zagent_core.config import ModelConfig
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 

@@ -26,12 +26,12 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, TypeVar
 
-from zagent_core.tools import credentials
-from zagent_core.config import ModelConfig
-from zagent_core.session.engine import zagent_version
-from zagent_core.logs import get_logger
 from zagent_core.agent.models import Message, ModelError, ModelReply, ToolSpec
+from zagent_core.config import ModelConfig
+from zagent_core.logs import get_logger
+from zagent_core.tools import credentials
 from zagent_core.tools.text import storable_json
+from zagent_core.version import zagent_version
 
 REDACTED = "[redacted]"
 #: How much of an HTTP error's body is read (to redact it whole) and how much is shown.

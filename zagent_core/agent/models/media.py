@@ -20,10 +20,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from zagent_core.agent.models import Message
 from zagent_core.config import CapabilitiesConfig
 from zagent_core.journal.events import Media
-from zagent_core.agent.models import Message
 from zagent_core.tools.results import capability_of, media_kind
+
 
 @dataclass(frozen=True)
 class Attachment:

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from zagent_core.config import ModelConfig
 from zagent_core.agent.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.agent.models.http import HTTPModel, StreamCut
 from zagent_core.agent.models.media import NOTHING, Attachment, MediaPolicy, prepare_all
+from zagent_core.config import ModelConfig
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 

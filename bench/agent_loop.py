@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import AgentConfig
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
 from zagent_store import SQLiteJournal
 
 TOOL = "import json, sys\nprint(json.load(sys.stdin)['name'])\n"

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from collections.abc import Callable
 
-from zagent_core.events import (
+from zagent_core.journal.events import (
     Event,
     ModelReplied,
     NoteReceived,
@@ -216,7 +216,7 @@ def python_side_costs(tmp: Path, events: list) -> dict[str, float]:
     """Per-event cost of append's pure-Python work, outside any transaction (µs, best of 5)."""
     from datetime import datetime
 
-    from zagent_core.journal import StoredEvent
+    from zagent_core.journal.protocol import StoredEvent
 
     def _parse_time(text: str) -> datetime:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))

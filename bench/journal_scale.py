@@ -74,7 +74,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from zagent_core.events import (
+from zagent_core.journal.events import (
     ModelReplied,
     NoteReceived,
     NotesDelivered,
@@ -512,7 +512,7 @@ def snapshot_version(versions_and_types: Iterable[tuple[int, str]]) -> int:
     ``Session`` snapshots every ``SNAPSHOT_EVERY`` events, at the end of each turn, and
     when the session ends (0: none yet).
     """
-    from zagent_core.engine import SNAPSHOT_EVERY
+    from zagent_core.session.engine import SNAPSHOT_EVERY
 
     last = 0
     for version, type_ in versions_and_types:
@@ -523,7 +523,7 @@ def snapshot_version(versions_and_types: Iterable[tuple[int, str]]) -> int:
 
 def snapshot_at(journal: SQLiteJournal, session_id: str, version: int) -> int:
     """Save the session's state at ``version`` as its snapshot, as ``Session.snapshot`` does; its size."""
-    from zagent_core.state import projection_tag, rebuild, status_of, to_snapshot
+    from zagent_core.journal.fold import projection_tag, rebuild, status_of, to_snapshot
 
     state = rebuild(itertools.islice(journal.read(session_id), version))
     data = to_snapshot(state)
@@ -555,7 +555,7 @@ def snapshot_sessions(path: Path, session_ids: Iterable[str], *, open_only: bool
 
 def verify(path: Path, session_ids: list[str], sample: int, seed: int) -> tuple[int, int]:
     """Read a sample of sessions back through zagent: rebuild, and exact body round-trip."""
-    from zagent_core.state import rebuild
+    from zagent_core.journal.fold import rebuild
 
     r = random.Random(seed + 1)
     picked = r.sample(session_ids, min(sample, len(session_ids)))
@@ -889,7 +889,7 @@ def main() -> None:
 
         # -- where sessions list's time goes -----------------------------------------------------
         from zagent_core import Engine, Home
-        from zagent_core.state import rebuild
+        from zagent_core.journal.fold import rebuild
 
         print(f"\nwhere `sessions list` spends its time, in-process (best of 3): sessions({list_limit}), then "
               "Engine.status() for each session listed (read() + rebuild() of all its events):")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config
-from zagent_core.notes import read_notes
+from zagent_core.tools.notes import read_notes
 from zagent_store import SQLiteJournal
 
 

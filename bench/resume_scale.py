@@ -79,14 +79,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import journal_scale  # noqa: E402  (the generator: bench/journal_scale.py)
 
 from zagent_core import Engine, Home  # noqa: E402
-from zagent_core.state import rebuild  # noqa: E402
+from zagent_core.journal.fold import rebuild  # noqa: E402
 from zagent_store import SQLiteJournal  # noqa: E402
 
 ZAGENT = journal_scale.ZAGENT
 TAIL = 100  # events after the snapshot of the S, M and L sessions
 SLOW_MS = 5_000  # a measure slower than this gets no warm-up and 3 rounds at most
 READ = "SELECT seq, version, type, at, data FROM events WHERE session_id = ?"
-#: The event types ``Conversation`` builds a request from (see zagent_core/agent.py).
+#: The event types ``Conversation`` builds a request from (see zagent_core/agent/loop.py).
 CONVERSATION_TYPES = ("user_message", "model_replied", "tool_call_finished", "tool_call_rejected",
                       "tool_call_interrupted", "note_received", "wake_requested", "turn_started", "notes_delivered")
 PYCACHE = ""  # set by main(): a folder in the temp dir
@@ -464,8 +464,8 @@ def main() -> None:
         n_rows = len(raw_read(conn, conversation_rows, (m_sid,)))
         all_rows = measure(ms_of(lambda: raw_read(conn, full, (m_sid,))), ms_of(lambda: None), 3)["zagent"]
         conn.close()
-        imports = measure(process([sys.executable, "-c", "import zagent_cli.main, zagent_core.engine, "
-                                   "zagent_core.agent, zagent_core.models.openai, zagent_store"], tmp),
+        imports = measure(process([sys.executable, "-c", "import zagent_cli.main, zagent_core.session.engine, "
+                                   "zagent_core.agent.loop, zagent_core.agent.models.openai, zagent_store"], tmp),
                           process([sys.executable, "-c", "pass"], tmp), runs)
         _, body_bytes, messages = server.arrived[-1]
         add(f"zagent resume, {m_size:,} events, to 1st request", res, "<= 1.2x raw", res["zagent"] <= 1.2 * res["raw"],

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zagent_core.events import ChildEnded, ChildSpawned, ParentLink, SessionStarted, SpawnStats, UserMessage
-from zagent_core.trees import session_tree
+from zagent_core.journal.events import ChildEnded, ChildSpawned, ParentLink, SessionStarted, SpawnStats, UserMessage
+from zagent_core.history.trees import session_tree
 from zagent_store import SQLiteJournal
 from zagent_store.views import SUBTREE
 

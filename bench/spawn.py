@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import Config, SpawnConfig
-from zagent_core.models import load_model
+from zagent_core.agent.models import load_model
 from zagent_store import SQLiteJournal
 
 

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import zagent_core.engine as engine_module
-import zagent_core.runner as runner_module
+import zagent_core.session.engine as engine_module
+import zagent_core.tools.runner as runner_module
 from zagent_core import Engine, Home
 from zagent_store import SQLiteJournal
 

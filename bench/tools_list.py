@@ -261,13 +261,13 @@ import click
 t1 = time.perf_counter()
 import zagent_cli.main
 t2 = time.perf_counter()
-import zagent_core, zagent_core.config, zagent_core.manifest, zagent_core.home  # what `tools list` imports
+import zagent_core, zagent_core.config, zagent_core.tools.manifest, zagent_core.home  # what `tools list` imports
 t3 = time.perf_counter()
 home = zagent_core.home.Home(sys.argv[1])
 config, _ = zagent_core.config.load_config(home.config_path)
-first = zagent_core.manifest.load_tools(home, config)
+first = zagent_core.tools.manifest.load_tools(home, config)
 t4 = time.perf_counter()
-again = zagent_core.manifest.load_tools(home, config)
+again = zagent_core.tools.manifest.load_tools(home, config)
 t5 = time.perf_counter()
 from jsonschema.validators import validator_for
 for tool in again.tools.values():

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_worker import prepare, submit  # noqa: E402
 
 from zagent_core import Engine, Home  # noqa: E402
-from zagent_core.agent import Agent  # noqa: E402
-from zagent_core.models import load_model  # noqa: E402
+from zagent_core.agent.loop import Agent  # noqa: E402
+from zagent_core.agent.models import load_model  # noqa: E402
 from zagent_store import open_journal  # noqa: E402
 
 PYTHON = sys.executable

@@ -20,7 +20,7 @@ import pytest
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.journal import Journal
+from zagent_core.journal.protocol import Journal
 from zagent_store import SQLiteJournal
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "home"

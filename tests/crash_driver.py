@@ -16,7 +16,7 @@ from pathlib import Path
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.journal import Journal
+from zagent_core.journal.protocol import Journal
 from zagent_store import open_journal
 
 NOTE = textwrap.dedent(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from crash_driver import engine_for, install_tools, journal_of
 
-from zagent_core.notes import parse_line
+from zagent_core.tools.notes import parse_line
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 

@@ -10,11 +10,11 @@ import pytest
 from conftest import python_tool
 
 from zagent_core import Engine
-from zagent_core.agent import Agent, OrphanedCallError, conversation
+from zagent_core.agent.loop import Agent, OrphanedCallError, conversation
 from zagent_core.config import AgentConfig
-from zagent_core.events import ModelReplied, RepliedCall, ToolCallRequested
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.journal.events import ModelReplied, RepliedCall, ToolCallRequested
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
 
 
 def script(*replies: dict) -> ScriptedModel:
@@ -195,8 +195,8 @@ def test_an_idle_agent_never_sees_a_task_gone_without_its_wake_up(home_dir: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A task's end and its wake-up are one step: folded between the two, a session must
     not look idle with nothing to wait for (the run ended and the wake-up was lost)."""
-    from zagent_core import engine as engine_module
-    from zagent_core.events import TaskExited
+    from zagent_core.session import engine as engine_module
+    from zagent_core.journal.events import TaskExited
 
     folded = engine_module.fold
 

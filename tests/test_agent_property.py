@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import AgentConfig, Config, LimitsConfig
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
 from zagent_store import SQLiteJournal
 
 CALLS = {

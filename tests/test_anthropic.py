@@ -20,11 +20,11 @@ from conftest import EXAMPLES, PYTHON, python_tool
 from test_calls import PNG_WRITER, tiny_png
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import ModelConfig
-from zagent_core.events import Media, ModelReplied, ToolCallFinished
-from zagent_core.models import Message, ModelError, ToolCallRequest, ToolSpec, load_model
-from zagent_core.models.anthropic import AnthropicModel
+from zagent_core.journal.events import Media, ModelReplied, ToolCallFinished
+from zagent_core.agent.models import Message, ModelError, ToolCallRequest, ToolSpec, load_model
+from zagent_core.agent.models.anthropic import AnthropicModel
 from zagent_store import SQLiteJournal
 
 KEY = "sk-ant-test-0123456789"

@@ -19,12 +19,12 @@ from conftest import PYTHON, python_tool, run_on_terminal
 from test_ask_user import events, only_session, status, zagent
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import ApprovalsConfig, Config
-from zagent_core.engine import NoApprovalError
-from zagent_core.events import ApprovalDecided, ApprovalRequested, ToolCallRejected, ToolCallStarted
-from zagent_core.models import Message, ModelReply, ToolSpec
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.session.engine import NoApprovalError
+from zagent_core.journal.events import ApprovalDecided, ApprovalRequested, ToolCallRejected, ToolCallStarted
+from zagent_core.agent.models import Message, ModelReply, ToolSpec
+from zagent_core.agent.models.scripted import ScriptedModel
 from zagent_store import SQLiteJournal
 
 DEPLOY = """

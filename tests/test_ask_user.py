@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import PYTHON, run_on_terminal
 
-from zagent_core.events import InputAnswered, InputRequested, ToolCallFinished
+from zagent_core.journal.events import InputAnswered, InputRequested, ToolCallFinished
 from zagent_store import SQLiteJournal
 
 QUESTION = {"question": "Which colour should the button be?", "choices": ["red", "blue"]}

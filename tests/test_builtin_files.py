@@ -26,7 +26,7 @@ from test_calls import tiny_png
 from zagent_core import Engine, Home
 from zagent_core.builtins import files, registry
 from zagent_core.config import BuiltinsConfig, CapabilitiesConfig, Config, LimitsConfig
-from zagent_core.engine import Session
+from zagent_core.session.engine import Session
 from zagent_store import SQLiteJournal
 
 

@@ -15,8 +15,8 @@ from zagent_core.builtins import grep, registry
 from zagent_core.builtins.glob import split_pattern
 from zagent_core.builtins.search import compile_glob, parse_rule
 from zagent_core.config import BuiltinsConfig, Config, LimitsConfig
-from zagent_core.events import ToolCallFinished
-from zagent_core.results import ToolResult
+from zagent_core.journal.events import ToolCallFinished
+from zagent_core.tools.results import ToolResult
 from zagent_store import SQLiteJournal
 
 RG = Path(sys.executable).parent / "rg"

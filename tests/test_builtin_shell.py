@@ -21,16 +21,18 @@ from conftest import PYTHON, running, wait_for
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from zagent_core import Engine, Home, tasks
-from zagent_core.agent import Agent, conversation
+from zagent_core import Engine, Home
+
+from zagent_core.tools import tasks
+from zagent_core.agent.loop import Agent, conversation
 from zagent_core.builtins.shell import shown_output
 from zagent_core.builtins.shell_parse import explores, is_read_only
 from zagent_core.builtins.wait_task import TIMED_OUT
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted, ToolCallStarted
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
-from zagent_core.runner import ProcessOutcome
+from zagent_core.journal.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted, ToolCallStarted
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
+from zagent_core.tools.runner import ProcessOutcome
 from zagent_store import SQLiteJournal
 
 
@@ -323,7 +325,7 @@ def test_a_background_shell_is_killed_at_its_timeout_only_when_one_is_given(engi
 
 
 def _notes(engine: Engine, session_id: str) -> list[Any]:
-    from zagent_core.events import NoteReceived
+    from zagent_core.journal.events import NoteReceived
 
     return [n for n in events(engine, session_id, NoteReceived) if n.offset >= 0]
 

@@ -13,14 +13,14 @@ import pytest
 from conftest import python_tool, write_tool
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent, conversation
+from zagent_core.agent.loop import Agent, conversation
 from zagent_core.builtins import registry
-from zagent_core.builtins.base import Builtin, BuiltinContext, StateValueError
+from zagent_core.tools.inprocess import Builtin, BuiltinContext, StateValueError
 from zagent_core.config import AgentConfig, BuiltinsConfig, Config, ToolsConfig
-from zagent_core.events import ToolCallStarted, ToolStateWritten
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
-from zagent_core.results import ToolResult
+from zagent_core.journal.events import ToolCallStarted, ToolStateWritten
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
+from zagent_core.tools.results import ToolResult
 from zagent_store import SQLiteJournal
 
 ZAGENT = [sys.executable, "-m", "zagent_cli"]
@@ -251,7 +251,7 @@ def test_a_built_in_stages_state_that_is_committed_with_its_result(engine: Engin
 
 @pytest.mark.parametrize("value", [float("nan"), {1, 2}])
 def test_a_state_value_that_is_not_json_is_refused_with_the_reason(value: Any) -> None:
-    from zagent_core.builtins.base import ToolState
+    from zagent_core.tools.inprocess import ToolState
 
     with pytest.raises(StateValueError, match='tool state "k": the value is not plain JSON'):
         ToolState({}).set("k", value)
@@ -300,7 +300,7 @@ def test_a_replay_knows_what_the_recording_read_and_wrote(home_dir: Path, engine
                                                           tmp_path: Path, tools: str) -> None:
     """The read-state map of a replay is the recording's, moved to the replay's workspace:
     served calls bring their read_state_updated with them (an edit is replay-unsafe: served)."""
-    from zagent_core.replay import replay
+    from zagent_core.history.replay import replay
 
     session_id = _edit_session(engine, workspace)
     recorded = engine.session_state(session_id).read_state
@@ -344,7 +344,7 @@ def test_a_built_in_output_that_is_not_valid_unicode_is_journaled_with_replaceme
 
 def test_a_built_in_that_stages_what_cannot_be_journaled_gets_an_error_result_and_the_session_goes_on(
         engine: Engine) -> None:
-    from zagent_core.events import ArtifactRecorded
+    from zagent_core.journal.events import ArtifactRecorded
 
     def stage_bad(context: BuiltinContext, arguments: dict[str, Any]) -> ToolResult:
         context.record_artifact(ArtifactRecorded(call_id=context.call_id, kind="custom", title="\udce9"))
@@ -365,7 +365,7 @@ def test_arguments_with_a_lone_surrogate_are_refused_saying_so(engine: Engine) -
 
 
 def test_a_replay_safe_call_is_run_again_once_after_a_crash_never_a_third_time(home_dir: Path, engine: Engine) -> None:
-    from zagent_core.events import SessionStarted, ToolCallInterrupted, ToolCallRequested
+    from zagent_core.journal.events import SessionStarted, ToolCallInterrupted, ToolCallRequested
 
     python_tool(home_dir, "look", "print('looked')", replay="safe")
     session_id = "20261201-000000-abcdef"
@@ -431,7 +431,7 @@ def test_a_process_sees_the_workspace_as_pwd_links_resolved(home_dir: Path, jour
 
 
 def test_tool_state_keys_totals_and_surrogates_are_checked(home_dir: Path, engine: Engine) -> None:
-    from zagent_core.builtins.base import ToolState
+    from zagent_core.tools.inprocess import ToolState
 
     with pytest.raises(StateValueError, match="over 256"):
         ToolState({}).set("k" * 300, 1)
@@ -446,7 +446,7 @@ def test_tool_state_keys_totals_and_surrogates_are_checked(home_dir: Path, engin
 
 def test_a_rerun_from_a_workspace_that_changed_since_says_which_files_differ(
         home_dir: Path, engine: Engine, workspace: Path, tmp_path: Path) -> None:
-    from zagent_core.replay import replay
+    from zagent_core.history.replay import replay
 
     session_id = _edit_session(engine, workspace)  # the session fixed notes.txt: the workspace holds the fix
     with SQLiteJournal(tmp_path / "replays.db") as into:
@@ -462,7 +462,7 @@ def test_no_built_in_imports_the_session_engine_or_anything_above_it() -> None:
 
     import zagent_core.builtins
 
-    above = ("zagent_core.engine", "zagent_core.agent", "zagent_core.replay", "zagent_core.exports", "zagent_cli")
+    above = ("zagent_core.session.engine", "zagent_core.agent.loop", "zagent_core.history.replay", "zagent_core.history.exports", "zagent_cli")
     folder = Path(zagent_core.builtins.__file__).parent
     found = []
     for module in sorted(folder.glob("*.py")):

@@ -20,7 +20,7 @@ from conftest import PYTHON, python_tool, sql, write_tool
 
 from zagent_core import Engine, Home
 from zagent_core.config import CapabilitiesConfig, Config, LimitsConfig, ToolsConfig
-from zagent_core.events import Coercion
+from zagent_core.journal.events import Coercion
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
 pytestmark = pytest.mark.stores

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from zagent_cli.main import cli
-from zagent_core.events import UserMessage
+from zagent_core.journal.events import UserMessage
 from zagent_store import SQLiteJournal
 
 

@@ -19,8 +19,8 @@ from conftest import PYTHON, read_terminal
 from test_openai import USAGE, FakeServer, _echo_tool, call_delta, chunk, completion, text_stream
 
 from zagent_cli.show import LiveConversation
-from zagent_core.events import Event, ModelReplied, NoteReceived, TurnEnded
-from zagent_core.journal import StoredEvent
+from zagent_core.journal.events import Event, ModelReplied, NoteReceived, TurnEnded
+from zagent_core.journal.protocol import StoredEvent
 from zagent_store import SQLiteJournal
 
 

@@ -16,7 +16,7 @@ from crashcheck import crash, parse_output, resume_and_check
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zagent_core.crashpoints import POINTS
+from zagent_core.session.crashpoints import POINTS
 
 # The killed engine and the one that resumes write to the store under test: SQLite, PostgreSQL.
 STORES = ["sqlite", "postgres"]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from zagent_core import events
-from zagent_core.events import (
+from zagent_core.journal import events
+from zagent_core.journal.events import (
     EventSchemaError,
     SessionStarted,
     ToolCallFinished,

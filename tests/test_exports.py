@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.events import (
+from zagent_core.journal.events import (
     ModelReplied,
     NoteReceived,
     RepliedCall,
@@ -27,7 +27,7 @@ from zagent_core.events import (
     ToolCallStarted,
     UserMessage,
 )
-from zagent_core.exports import (
+from zagent_core.history.exports import (
     SESSION_PATH_FIELDS,
     ExportError,
     ImportedSession,
@@ -37,7 +37,7 @@ from zagent_core.exports import (
     parse_export,
     relocate,
 )
-from zagent_core.state import rebuild
+from zagent_core.journal.fold import rebuild
 from zagent_store import SQLiteJournal
 
 text = st.text(max_size=20)
@@ -175,7 +175,7 @@ def test_import_refuses_a_session_id_that_could_leave_the_home(tmp_path: Path) -
 
 
 def test_a_fork_of_an_ended_session_can_go_on_and_leaves_the_parents_tasks_alone(tmp_path: Path) -> None:
-    from zagent_core.events import SessionEnded, TaskStarted, ToolCallStarted
+    from zagent_core.journal.events import SessionEnded, TaskStarted, ToolCallStarted
 
     with SQLiteJournal(tmp_path / "journal.db") as journal:
         stored = journal.append("parent", [
@@ -296,7 +296,7 @@ def test_a_real_session_and_its_fork_move_into_the_importing_home(tmp_path: Path
 
 
 def test_every_path_an_event_holds_is_either_moved_on_import_or_only_describes_the_recording() -> None:
-    from zagent_core.events import EVENT_TYPES
+    from zagent_core.journal.events import EVENT_TYPES
 
     # Where things were on the recording machine; nothing is read from them for a recorded call.
     descriptive = {("session_started", "workspace"), ("tool_call_started", "cwd"), ("tool_call_started", "argv"),
@@ -308,8 +308,8 @@ def test_every_path_an_event_holds_is_either_moved_on_import_or_only_describes_t
 
 
 def test_resuming_a_fork_leaves_the_parents_running_foreground_tool_alone(tmp_path: Path) -> None:
-    from zagent_core.processes import ProcessIdentity, write_json
-    from zagent_core.state import rebuild as fold
+    from zagent_core.tools.processes import ProcessIdentity, write_json
+    from zagent_core.journal.fold import rebuild as fold
 
     home = Home(tmp_path / "home")
     call_dir = home.call_dir("parent", "c1")

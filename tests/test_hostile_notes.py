@@ -13,7 +13,7 @@ from conftest import python_tool
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.notes import BATCH_NOTES, STOPPED, read_notes
+from zagent_core.tools.notes import BATCH_NOTES, STOPPED, read_notes
 
 NOTIFY = "import os\nNOTIFY = os.environ['ZAGENT_NOTIFY_FILE']\n"
 

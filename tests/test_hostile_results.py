@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zagent_core import Engine, Home
-from zagent_core.state import status_of
+from zagent_core.journal.fold import status_of
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.results import MAX_RECORDED_FILES
+from zagent_core.tools.results import MAX_RECORDED_FILES
 
 
 def finished(engine: Engine, session_id: str) -> list[Any]:

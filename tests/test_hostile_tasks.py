@@ -12,10 +12,12 @@ from pathlib import Path
 
 from conftest import python_tool, running
 
-from zagent_core import Engine, tasks
-from zagent_core.invocation import Invocation
-from zagent_core.processes import read_json
-from zagent_core.supervisor import EXIT_FILE, SUPERVISOR_FILE
+from zagent_core import Engine
+
+from zagent_core.tools import tasks
+from zagent_core.tools.invocation import Invocation
+from zagent_core.tools.processes import read_json
+from zagent_core.tools.supervisor import EXIT_FILE, SUPERVISOR_FILE
 
 RECORD = "import os, time\nopen(os.path.join(os.environ['ZAGENT_WORKSPACE'], 'pid'), 'w').write(str(os.getpid()))\n"
 
@@ -45,7 +47,7 @@ def test_the_supervisor_is_known_as_soon_as_launch_returns(tmp_path: Path, works
 
 
 def test_a_supervisor_whose_engine_died_before_sending_the_request_runs_nothing(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "zagent_core.supervisor", str(tmp_path)], stdin=subprocess.DEVNULL,
+    proc = subprocess.run([sys.executable, "-m", "zagent_core.tools.supervisor", str(tmp_path)], stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=30)
     assert proc.returncode == 1 and b"nothing was run" in proc.stderr
     assert sorted(os.listdir(tmp_path)) == []

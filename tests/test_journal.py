@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from zagent_core.events import SessionEnded, SessionStarted, ToolCallRequested, dump_event
-from zagent_core.journal import ConcurrencyError, Journal
+from zagent_core.journal.events import SessionEnded, SessionStarted, ToolCallRequested, dump_event
+from zagent_core.journal.protocol import ConcurrencyError, Journal
 from zagent_store import SQLiteJournal
 from zagent_store.sqlite import MIGRATIONS, JournalVersionError
 
@@ -172,7 +172,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from zagent_store import SQLiteJournal
-    from zagent_core.events import SessionStarted, ToolCallRequested
+    from zagent_core.journal.events import SessionStarted, ToolCallRequested
     journal = SQLiteJournal(sys.argv[1])
     session, version = sys.argv[2], 0
     journal.append(session, [SessionStarted(origin="crash", workspace="/", zagent_version="0")], 0)
@@ -212,7 +212,7 @@ def test_sigkill_loses_no_acknowledged_event_and_leaves_the_journal_readable(hom
 def test_the_audit_index_range_holds_exactly_the_call_and_task_types() -> None:
     # events_calls is a partial index on a range of type names: a new event type whose
     # name falls in it would be indexed (and cost every append) without anyone asking.
-    from zagent_core.events import EVENT_TYPES
+    from zagent_core.journal.events import EVENT_TYPES
 
     in_range = sorted(name for name in EVENT_TYPES if "task_exited" <= name <= "tool_call_started")
     assert in_range == sorted(name for name in EVENT_TYPES if name.startswith(("task_", "tool_call_")))
@@ -236,7 +236,7 @@ CONTENDER = textwrap.dedent(
     import sys
     from pathlib import Path
     from zagent_store import SQLiteJournal
-    from zagent_core.events import SessionStarted, ToolCallRequested
+    from zagent_core.journal.events import SessionStarted, ToolCallRequested
     journal = SQLiteJournal(sys.argv[1], synchronous="NORMAL", busy_timeout_ms=50)
     go = Path(sys.argv[3])
     print("ready", flush=True)

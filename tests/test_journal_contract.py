@@ -1,4 +1,4 @@
-"""One contract, every journal: the promises of ``zagent_core.journal.Journal``, run
+"""One contract, every journal: the promises of ``zagent_core.journal.protocol.Journal``, run
 against each implementation (as eventsourcing runs its recorder tests per database)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from conftest import wait_for
 
 from zagent_core import Engine, Home, Journal, rebuild
-from zagent_core.events import (
+from zagent_core.journal.events import (
     ParentLink,
     SessionEnded,
     SessionForked,
@@ -21,7 +21,7 @@ from zagent_core.events import (
     ToolCallRequested,
     UserMessage,
 )
-from zagent_core.journal import ConcurrencyError, LeaseHeldError
+from zagent_core.journal.protocol import ConcurrencyError, LeaseHeldError
 from zagent_store import MemoryJournal, SQLiteJournal, open_journal
 
 

@@ -18,11 +18,11 @@ from conftest import python_tool
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.events import ToolCallFinished, UserMessage
-from zagent_core.journal import Journal
-from zagent_core.models import load_model
+from zagent_core.journal.events import ToolCallFinished, UserMessage
+from zagent_core.journal.protocol import Journal
+from zagent_core.agent.models import load_model
 from zagent_store import SQLiteJournal, open_journal
 from zagent_store.copy import CopyMismatchError, CopyRefusedError, TargetHasSessionsError, copy_journal, verify
 
@@ -214,7 +214,7 @@ def test_a_nul_that_postgresql_keeps_as_u_fffd_is_reported_not_refused(
 
 def test_a_fork_stays_a_top_level_session_when_its_first_append_is_split(source: SQLiteJournal,
                                                                         tmp_path: Path) -> None:
-    from zagent_core.exports import fork_session
+    from zagent_core.history.exports import fork_session
 
     child = next(s for s in source.sessions() if s.depth == 1)
     copied = list(source.read(child.session_id))
@@ -245,7 +245,7 @@ def test_a_target_that_cannot_be_reached_is_an_error_that_says_which(source: SQL
 
 def test_a_session_driven_while_it_is_copied_is_named_with_the_version_copied(source: SQLiteJournal,
                                                                               tmp_path: Path) -> None:
-    from zagent_core.leases import this_process
+    from zagent_core.session.leases import this_process
 
     driven = source.sessions()[-1]
     source.acquire_lease(driven.session_id, this_process("test"))  # this live process drives it

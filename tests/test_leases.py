@@ -16,8 +16,8 @@ from conftest import PYTHON, python_tool, wait_for
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, JournalConfig
-from zagent_core.events import ToolCallRequested, ToolCallStarted
-from zagent_core.leases import SessionBusyError, running_here, this_process
+from zagent_core.journal.events import ToolCallRequested, ToolCallStarted
+from zagent_core.session.leases import SessionBusyError, running_here, this_process
 from zagent_store import SQLiteJournal
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from zagent_core import Home, ToolSet, load_tools
 from zagent_core.builtins import registry
 from zagent_core.config import Config, ToolsConfig
-from zagent_core.manifest import current_platform
+from zagent_core.tools.manifest import current_platform
 
 HERE = current_platform()
 OTHER = "windows" if HERE != "windows" else "linux"
@@ -312,7 +312,7 @@ def test_a_non_string_schema_dialect_is_reported_not_raised(home_dir: Path) -> N
 
 
 def test_a_dangling_ref_in_parameters_never_makes_loading_or_a_call_raise(home_dir: Path) -> None:
-    from zagent_core.validation import validate_arguments
+    from zagent_core.tools.validation import validate_arguments
 
     schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
     toolset = load_one(home_dir, minimal(parameters=schema))

@@ -25,7 +25,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from zagent_cli.main import cli
-from zagent_core.events import (
+from zagent_core.journal.events import (
     Event,
     SessionEnded,
     SessionStarted,

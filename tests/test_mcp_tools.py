@@ -34,13 +34,13 @@ from conftest import running, wait_for
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent, Conversation
+from zagent_core.agent.loop import Agent, Conversation
 from zagent_core.config import Config, load_config
-from zagent_core.events import SessionStarted, ToolCallFinished, ToolCallInterrupted, ToolCallRejected, \
+from zagent_core.journal.events import SessionStarted, ToolCallFinished, ToolCallInterrupted, ToolCallRejected, \
     ToolCallStarted
-from zagent_core.journal import Journal
-from zagent_core.mcp_tools import MAX_TOOL_NAME, closed, offered_name, schema_hash
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.journal.protocol import Journal
+from zagent_core.tools.mcp import MAX_TOOL_NAME, closed, offered_name, schema_hash
+from zagent_core.agent.models.scripted import ScriptedModel
 from zagent_store import SQLiteJournal
 
 pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install -e '.[test]'")

@@ -17,13 +17,13 @@ from test_anthropic import message
 from test_openai import FakeServer as ChatServer
 from test_openai import chunk, completion
 
-from zagent_core import credentials
+from zagent_core.tools import credentials
 from zagent_core.config import CapabilitiesConfig, ModelConfig
-from zagent_core.events import Media
-from zagent_core.models import Message, ModelError, ToolCallRequest
-from zagent_core.models.anthropic import AnthropicModel, default_max_tokens
-from zagent_core.models.media import MediaPolicy, prepare_all, within_capabilities
-from zagent_core.models.openai import OpenAIModel
+from zagent_core.journal.events import Media
+from zagent_core.agent.models import Message, ModelError, ToolCallRequest
+from zagent_core.agent.models.anthropic import AnthropicModel, default_max_tokens
+from zagent_core.agent.models.media import MediaPolicy, prepare_all, within_capabilities
+from zagent_core.agent.models.openai import OpenAIModel
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
 """What a streaming provider hands ``on_text``: the text as the journal keeps it, never the
-key a server echoes, however the stream splits it (zagent_core.models.http.TextRelay)."""
+key a server echoes, however the stream splits it (zagent_core.agent.models.http.TextRelay)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zagent_core.models.http import TextRelay
+from zagent_core.agent.models.http import TextRelay
 
 KEY = "sk-abab"
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import python_tool
 
 from zagent_core import Engine
-from zagent_core.notes import MAX_NOTE_BYTES, parse_line, read_notes
+from zagent_core.tools.notes import MAX_NOTE_BYTES, parse_line, read_notes
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
 pytestmark = pytest.mark.stores

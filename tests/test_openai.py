@@ -21,11 +21,11 @@ from conftest import EXAMPLES, PYTHON, python_tool
 from test_calls import PNG_WRITER, tiny_png
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import CapabilitiesConfig, Config, ModelConfig
-from zagent_core.events import ModelReplied, ToolCallFinished, dump_event
-from zagent_core.models import Message, ModelError, ToolSpec, load_model
-from zagent_core.models.openai import OpenAIModel
+from zagent_core.journal.events import ModelReplied, ToolCallFinished, dump_event
+from zagent_core.agent.models import Message, ModelError, ToolSpec, load_model
+from zagent_core.agent.models.openai import OpenAIModel
 from zagent_store import SQLiteJournal
 
 

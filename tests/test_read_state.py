@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from zagent_core import Engine, Home
 from zagent_core.builtins import files
-from zagent_core.engine import Session
-from zagent_core.state import rebuild
+from zagent_core.session.engine import Session
+from zagent_core.journal.fold import rebuild
 from zagent_store import SQLiteJournal
 
 DRIVER = Path(__file__).resolve().parent / "files_driver.py"

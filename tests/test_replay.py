@@ -14,9 +14,9 @@ from conftest import EXAMPLES, PYTHON
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
-from zagent_core.models import load_model
-from zagent_core.replay import output_diff, replay
+from zagent_core.agent.loop import Agent
+from zagent_core.agent.models import load_model
+from zagent_core.history.replay import output_diff, replay
 from zagent_store import SQLiteJournal
 
 
@@ -133,8 +133,8 @@ def test_an_unknown_tools_mode_is_refused(recorded, tmp_path: Path) -> None:
 
 
 def test_a_session_whose_turn_failed_and_was_resumed_replays_the_same(tmp_path: Path) -> None:
-    from zagent_core.models import ModelReply
-    from zagent_core.models.scripted import ScriptedModel
+    from zagent_core.agent.models import ModelReply
+    from zagent_core.agent.models.scripted import ScriptedModel
 
     home = tmp_path / "home"
     (home / "tools").mkdir(parents=True)

@@ -13,10 +13,10 @@ from conftest import python_tool
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
-from zagent_core.replay import replay
+from zagent_core.agent.loop import Agent
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
+from zagent_core.history.replay import replay
 from zagent_store import SQLiteJournal
 
 pytest_plugins = ["pytester"]
@@ -94,7 +94,7 @@ def test_the_pytest_ini_names_the_workspace(moved: tuple[Path, Path, Path], pyte
 
 def test_replay_takes_the_workspace_from_python(moved: tuple[Path, Path, Path], tmp_path: Path) -> None:
     home, export, workspace = moved
-    from zagent_core.exports import import_session, parse_export
+    from zagent_core.history.exports import import_session, parse_export
 
     with SQLiteJournal(tmp_path / "rec.db") as recorded, SQLiteJournal(tmp_path / "into.db") as into:
         session_id = import_session(recorded, parse_export(export.read_text().splitlines()), home=Home(home))

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import Config, LimitsConfig, SpawnConfig
-from zagent_core.events import ChildSpawned, SessionStarted, UserMessage
-from zagent_core.models import load_model
-from zagent_core.replay import ReplayReport, replay, tree_roots
-from zagent_core.state import rebuild
+from zagent_core.journal.events import ChildSpawned, SessionStarted, UserMessage
+from zagent_core.agent.models import load_model
+from zagent_core.history.replay import ReplayReport, replay, tree_roots
+from zagent_core.journal.fold import rebuild
 from zagent_store import SQLiteJournal
 
 

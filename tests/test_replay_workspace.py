@@ -17,11 +17,11 @@ from pathlib import Path
 from conftest import PYTHON, python_tool
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
-from zagent_core.replay import MAX_WORKSPACE_BYTES, ReplayReport, replay, replay_folder
-from zagent_core.processes import ProcessIdentity
+from zagent_core.agent.loop import Agent
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
+from zagent_core.history.replay import MAX_WORKSPACE_BYTES, ReplayReport, replay, replay_folder
+from zagent_core.tools.processes import ProcessIdentity
 from zagent_store import SQLiteJournal
 
 #: Lists the workspace without following links: each entry's kind, and a file's content.

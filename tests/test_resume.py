@@ -11,9 +11,9 @@ from conftest import python_tool
 from crashcheck import crash, resume_and_check
 
 from zagent_core import Engine
-from zagent_core.engine import SessionEndedError, UnknownSessionError
-from zagent_core.events import TaskStarted, ToolCallRequested, ToolCallStarted
-from zagent_core.processes import ProcessIdentity
+from zagent_core.session.engine import SessionEndedError, UnknownSessionError
+from zagent_core.journal.events import TaskStarted, ToolCallRequested, ToolCallStarted
+from zagent_core.tools.processes import ProcessIdentity
 from zagent_store import SQLiteJournal
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.

@@ -324,7 +324,7 @@ os.write(1, b"END OF FLOOD\\n")
 
 
 def test_json_tool_printing_more_than_its_stdout_limit(home_dir: Path, engine: Engine) -> None:
-    from zagent_core.results import JSON_STDOUT_LIMIT
+    from zagent_core.tools.results import JSON_STDOUT_LIMIT
 
     code = f"import os\nblock = b'q' * (1 << 20)\nfor _ in range({JSON_STDOUT_LIMIT // (1 << 20) + 1}):\n" \
            "    os.write(1, block)"
@@ -471,7 +471,7 @@ def test_scripts_cwd_and_args_survive_a_json_roundtrip(home_dir: Path, engine: E
 
 def test_the_timeout_holds_while_on_tick_is_busy(tmp_path: Path) -> None:
     # on_tick journals notes; a tool flooding them must not hold off its own timeout.
-    from zagent_core.runner import ProcessSpec, run_process
+    from zagent_core.tools.runner import ProcessSpec, run_process
 
     started: list[int] = []
     died_during_tick: list[bool] = []

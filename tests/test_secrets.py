@@ -15,7 +15,7 @@ from pathlib import Path
 from conftest import PYTHON, python_tool
 from test_openai import FakeServer, completion, server  # noqa: F401 - the fixture
 
-from zagent_core import credentials
+from zagent_core.tools import credentials
 from zagent_store import SQLiteJournal
 
 KEY = "sk-model-key-3141592653"
@@ -107,8 +107,8 @@ def test_once_the_provider_is_built_no_child_finds_the_key_in_its_parent(server:
     # its memory is one the provider kept (not this program's own text).
     program = f"""
 import subprocess, sys
-from zagent_core.models import Message
-from zagent_core.models.openai import OpenAIModel
+from zagent_core.agent.models import Message
+from zagent_core.agent.models.openai import OpenAIModel
 model = OpenAIModel("m", base_url={server.url!r}, api_key_env="MY_MODEL_KEY")
 model.reply([Message(role="user", content="hi")], [])
 own = open("/proc/self/environ", "rb").read().split(b"\\0")

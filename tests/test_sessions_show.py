@@ -14,9 +14,9 @@ from conftest import python_tool
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
+from zagent_core.agent.loop import Agent
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
 from zagent_store import SQLiteJournal
 
 

@@ -12,12 +12,12 @@ import pytest
 from conftest import python_tool
 
 from zagent_core import Engine, rebuild
-from zagent_core import engine as engine_module
-from zagent_core.agent import Agent
-from zagent_core.journal import Journal, StoredEvent
-from zagent_core.models import ModelReply, ToolCallRequest
-from zagent_core.models.scripted import ScriptedModel
-from zagent_core.state import projection_tag, to_snapshot
+from zagent_core.session import engine as engine_module
+from zagent_core.agent.loop import Agent
+from zagent_core.journal.protocol import Journal, StoredEvent
+from zagent_core.agent.models import ModelReply, ToolCallRequest
+from zagent_core.agent.models.scripted import ScriptedModel
+from zagent_core.journal.fold import projection_tag, to_snapshot
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
 pytestmark = pytest.mark.stores
@@ -108,8 +108,8 @@ def test_each_turn_ends_with_a_snapshot_that_sessions_list_reads_its_status_from
 
 def test_the_state_keeps_the_latest_ended_tasks_so_snapshots_stay_small(tmp_path: Path) -> None:
     from zagent_core import Home
-    from zagent_core.events import TaskExited, TaskStarted, ToolCallFinished, ToolCallRequested, ToolCallStarted
-    from zagent_core.state import MAX_ENDED_TASKS
+    from zagent_core.journal.events import TaskExited, TaskStarted, ToolCallFinished, ToolCallRequested, ToolCallStarted
+    from zagent_core.journal.fold import MAX_ENDED_TASKS
     from zagent_store import MemoryJournal
 
     (tmp_path / "tools").mkdir()

@@ -14,11 +14,11 @@ import pytest
 from conftest import python_tool
 
 from zagent_core import Engine, Home
-from zagent_core.agent import Agent
+from zagent_core.agent.loop import Agent
 from zagent_core.config import Config, LimitsConfig, SpawnConfig, SubagentConfig
-from zagent_core.events import ChildEnded, ChildSpawned, SessionStarted, ToolCallFinished, ToolCallRejected
-from zagent_core.models import load_model
-from zagent_core.state import rebuild
+from zagent_core.journal.events import ChildEnded, ChildSpawned, SessionStarted, ToolCallFinished, ToolCallRejected
+from zagent_core.agent.models import load_model
+from zagent_core.journal.fold import rebuild
 from zagent_store import SQLiteJournal
 
 
@@ -360,7 +360,7 @@ def test_a_child_waits_for_its_background_task_as_long_as_it_may(home_dir: Path,
 
 def test_a_fork_is_top_level_and_leaves_the_originals_children_alone(home_dir: Path, journal: SQLiteJournal,
                                                                       workspace: Path) -> None:
-    from zagent_core.exports import fork_session
+    from zagent_core.history.exports import fork_session
 
     script = {"replies": [reply("", spawn("original task")), reply("ok"),
                           reply("", spawn("follow-up", resume="child-1")), reply("done")],

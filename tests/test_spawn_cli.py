@@ -20,10 +20,10 @@ from conftest import PYTHON, python_tool, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zagent_core.events import ChildSpawned, SessionForked, SessionStarted, ToolCallRequested, UserMessage
-from zagent_core.journal import JournalError
-from zagent_core.state import rebuild
-from zagent_core.trees import NOT_STARTED, session_tree
+from zagent_core.journal.events import ChildSpawned, SessionForked, SessionStarted, ToolCallRequested, UserMessage
+from zagent_core.journal.protocol import JournalError
+from zagent_core.journal.fold import rebuild
+from zagent_core.history.trees import NOT_STARTED, session_tree
 from zagent_store import MemoryJournal, SQLiteJournal
 from zagent_store.sqlite import MIGRATIONS
 from zagent_store.views import SUBTREE
@@ -256,7 +256,7 @@ def test_the_tree_of_a_running_run_and_of_one_killed_says_where_each_session_is(
 
 
 def started(parent: str | None = None, label: str = "child-1", depth: int = 1) -> SessionStarted:
-    from zagent_core.events import ParentLink
+    from zagent_core.journal.events import ParentLink
 
     link = ParentLink(session_id=parent, call_id="call_1", label=label, depth=depth) if parent else None
     return SessionStarted(origin="spawn" if parent else "test", workspace="/w", zagent_version="0", parent=link)
@@ -265,7 +265,7 @@ def started(parent: str | None = None, label: str = "child-1", depth: int = 1) -
 def test_a_journal_of_schema_5_gets_its_sessions_parents_from_their_events(home_dir: Path) -> None:
     import sqlite_utils
 
-    from zagent_core.events import Event, dump_event
+    from zagent_core.journal.events import Event, dump_event
 
     path = home_dir / "journal.db"
     db = sqlite_utils.Database(path)
@@ -293,7 +293,7 @@ def test_a_journal_of_schema_5_gets_its_sessions_parents_from_their_events(home_
 
 
 def test_heads_rebuilt_or_repaired_keep_the_parent(journal: SQLiteJournal) -> None:
-    from zagent_core.events import dump_event
+    from zagent_core.journal.events import dump_event
 
     journal.append("p", [started()], 0)
     # A child written around zagent (a raw INSERT: no head row), then appended to: its head is repaired.

@@ -20,8 +20,8 @@ import pytest
 from conftest import PYTHON, wait_for
 from test_ask_user import zagent
 
-from zagent_core.crashpoints import SPAWN_POINTS
-from zagent_core.events import (
+from zagent_core.session.crashpoints import SPAWN_POINTS
+from zagent_core.journal.events import (
     ChildEnded,
     ChildSpawned,
     SessionStarted,
@@ -31,7 +31,7 @@ from zagent_core.events import (
     ToolCallRequested,
     ToolCallStarted,
 )
-from zagent_core.state import SessionState, rebuild
+from zagent_core.journal.fold import SessionState, rebuild
 from zagent_store import SQLiteJournal
 
 

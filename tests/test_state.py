@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from zagent_core import SessionState, apply, rebuild
-from zagent_core.state import from_snapshot, to_snapshot
-from zagent_core.events import (
+from zagent_core.journal.fold import from_snapshot, to_snapshot
+from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
     NoteReceived,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from zagent_core.events import SessionEnded, SessionStarted, ToolCallRequested
+from zagent_core.journal.events import SessionEnded, SessionStarted, ToolCallRequested
 from zagent_store import SQLiteJournal
 from zagent_store.recover import RecoverError, recover_journal
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zagent_core.events import (
+from zagent_core.journal.events import (
     EventSchemaError,
     NoteReceived,
     SessionEnded,
@@ -21,7 +21,7 @@ from zagent_core.events import (
     load_event,
     load_event_json,
 )
-from zagent_core.journal import ConcurrencyError, Journal, LeaseHeldError, Snapshot
+from zagent_core.journal.protocol import ConcurrencyError, Journal, LeaseHeldError, Snapshot
 from zagent_store import SQLiteJournal
 
 
@@ -72,8 +72,7 @@ def test_a_bad_body_gets_the_same_answer_as_the_old_load(body: str) -> None:
 
 
 def test_a_body_of_an_older_schema_version_is_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
-    from zagent_core import events
-
+    from zagent_core.journal import events
     monkeypatch.setattr(events.SessionEnded, "SCHEMA_VERSION", 2)
     monkeypatch.setattr(events, "_FAST", events._fast_paths())
     monkeypatch.setitem(events.UPCASTERS, ("session_ended", 1), lambda d: {**d, "reason": d["reason"].upper()})

@@ -12,7 +12,7 @@ import pytest
 from conftest import python_tool, running, wait_for
 
 from zagent_core import Engine
-from zagent_core.processes import read_json
+from zagent_core.tools.processes import read_json
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
 pytestmark = pytest.mark.stores

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jsonschema.validators import validator_for
 
-from zagent_core.validation import Validated, validate_arguments
+from zagent_core.tools.validation import Validated, validate_arguments
 
 WORD_COUNT = {
     "type": "object",

@@ -23,9 +23,9 @@ from crashcheck import check_invariants
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, JournalConfig
-from zagent_core.journal import Journal
-from zagent_core.leases import holder_alive
-from zagent_core.status import open_state, status_of_state
+from zagent_core.journal.protocol import Journal
+from zagent_core.session.leases import holder_alive
+from zagent_core.session.status import open_state, status_of_state
 
 pytestmark = pytest.mark.stores
 
@@ -185,8 +185,8 @@ def test_a_task_of_another_host_is_interrupted_only_once_that_hosts_lease_expire
         home_dir: Path, workspace: Path, engine: Engine) -> None:
     """Tasks belong to the host that started them: while its driver's lease lives, no other host
     resumes the session; once it expired, the task (another boot's process) is interrupted."""
-    from zagent_core.events import TaskStarted, ToolCallFinished, ToolCallRequested, ToolCallStarted
-    from zagent_core.leases import SessionBusyError, this_process
+    from zagent_core.journal.events import TaskStarted, ToolCallFinished, ToolCallRequested, ToolCallStarted
+    from zagent_core.session.leases import SessionBusyError, this_process
 
     session = engine.start_session("test")
     call_dir = home_dir / "sessions" / session.session_id / "calls" / "call_1"

@@ -16,20 +16,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
+from zagent_cli.context import Context, home_problem
 from zagent_cli.output import ERROR, JSON_ESCAPES, OK, WARNING, emit_json, head, plural, say, terminal_safe, utc_ms
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
-    from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
-    from zagent_core.journal import Journal
-    from zagent_core.state import ApprovalView
-    from zagent_core.builtins.base import Builtin
-    from zagent_core.config import ModelConfig
-    from zagent_core.engine import Session
-    from zagent_core.models import Model
-    from zagent_store.locate import AnyJournal
     from zagent_cli.show import LiveConversation
+    from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
+    from zagent_core.agent.models import Model
+    from zagent_core.journal.fold import ApprovalView
+    from zagent_core.journal.protocol import Journal
+    from zagent_core.session.engine import Session
+    from zagent_core.tools.inprocess import Builtin
+    from zagent_store.locate import AnyJournal
 
 
 class StorableText(click.ParamType):
@@ -40,108 +40,12 @@ class StorableText(click.ParamType):
     name = "text"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from zagent_core.text import storable
+        from zagent_core.tools.text import storable
 
         return storable(str(value))
 
 
 TEXT = StorableText()
-
-
-def home_problem(root: Path) -> str | None:
-    """Why ``root`` cannot be an agent home (a file, or under one), if it cannot."""
-    for path in (root, *root.parents):
-        if path.exists():
-            if path.is_dir():
-                return None
-            where = "is a file" if path == root else f"cannot be made: {path} is a file"
-            return f"the home {root} {where}, not a folder; give a folder with --home or $ZAGENT_HOME"
-    return None
-
-
-class Context:
-    """What the global options chose; the home, journal and engine are made on demand."""
-
-    def __init__(self, home_arg: str | None, workspace: str | None, verbosity: int,
-                 journal_arg: str | None = None) -> None:
-        self.home_arg = home_arg
-        self.journal_arg = journal_arg
-        self.workspace = workspace
-        self.verbosity = verbosity
-
-    def locate_home(self) -> Home:
-        """The home, even one that cannot be used (doctor reports why)."""
-        from zagent_core.home import Home
-
-        return Home.locate(self.home_arg)
-
-    @property
-    def home(self) -> Home:
-        home = self.locate_home()
-        problem = home_problem(home.root)
-        if problem:
-            raise click.UsageError(problem)
-        return home
-
-    @property
-    def journal_location(self) -> str:
-        """Where the journal is (``--journal``, ``$ZAGENT_JOURNAL``, config.json, the home's file)."""
-        return self.home.journal_location(self.journal_arg)
-
-    def journal_exists(self) -> bool:
-        """Whether there is a journal to read: a SQLite file is made by the first session; a
-        PostgreSQL database is there once its URL is given."""
-        from zagent_core.journal import JournalError
-        from zagent_store.locate import is_postgres, sqlite_path
-
-        location = self.journal_location
-        try:
-            return is_postgres(location) or sqlite_path(location).exists()
-        except JournalError as exc:
-            raise click.UsageError(str(exc)) from None
-
-    def existing_journal(self, *, read_only: bool = True) -> AnyJournal:
-        """The journal, never created by a mistyped --home; read-only unless told (so reading
-        commands work in a home nobody may write to)."""
-        if not self.journal_exists():
-            from zagent_store.locate import describe
-
-            raise click.UsageError(f"no journal at {describe(self.journal_location)} (no session has run in this "
-                                   "home yet; check --home or $ZAGENT_HOME, --journal or $ZAGENT_JOURNAL)")
-        return self.journal(read_only=read_only)
-
-    def journal(self, *, read_only: bool = False) -> AnyJournal:
-        from zagent_core.journal import JournalError
-        from zagent_store.locate import is_postgres, open_journal
-
-        location = self.journal_location
-        try:
-            if read_only or is_postgres(location):  # no durability setting to read from config.json
-                return open_journal(location, read_only=read_only)
-            from zagent_core.config import load_config
-
-            config, _ = load_config(self.home.config_path)
-            return open_journal(location, synchronous=config.journal.synchronous)
-        except (JournalError, OSError) as exc:
-            raise click.ClickException(str(exc)) from None
-
-    def engine(self, journal: AnyJournal) -> Engine:
-        """The engine, with its logs set up (only commands that run tools pay for them)."""
-        from zagent_core.engine import Engine
-        from zagent_core.logs import configure
-
-        configure(self.verbosity)
-        _engine_logs_shown(self.verbosity)
-        workspace = Path(self.workspace) if self.workspace else Path.cwd()
-        if not workspace.is_dir():
-            raise click.UsageError(f"workspace {workspace} is not a folder")
-        command = click.get_current_context().command_path.partition(" ")[2]
-        engine = Engine(self.home, journal, workspace=workspace, command=command)
-        click.get_current_context().call_on_close(engine.close)  # the MCP servers it started stop with the command
-        from zagent_core.credentials import withhold_model_keys
-
-        withhold_model_keys(engine.config.model)
-        return engine
 
 
 def _completion_home(ctx: click.Context) -> Home:
@@ -192,25 +96,6 @@ def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: st
 _COMPLETED_SESSIONS = 200
 
 
-def _engine_logs_shown(verbosity: int) -> None:
-    """Engine log lines as the terminal gets them: control characters shown (a log may quote
-    what a tool wrote), and at the default verbosity an error is one line, what failed and
-    why; -v adds the traceback (a full disk would otherwise print several before the error)."""
-    import logging
-
-    def shown(record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        event, sep, trace = text.partition("\nTraceback (most recent call last):")
-        if sep and verbosity == 0:
-            lines = [line for line in trace.splitlines() if line.strip()]
-            text = f"{event.rstrip()}: {lines[-1] if lines else '?'} (-v shows the traceback)"
-        record.msg, record.args = terminal_safe(text), ()
-        return True
-
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(shown)
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (use a number or null)")
 
@@ -238,9 +123,9 @@ class ZagentGroup(click.Group):
             raise
         except Exception as exc:
             # Imported only now: --help and tools list do not pay for the journal's modules.
-            from zagent_core.events import EventSchemaError
-            from zagent_core.journal import JournalError
-            from zagent_core.state import InconsistentJournalError
+            from zagent_core.journal.events import EventSchemaError
+            from zagent_core.journal.fold import InconsistentJournalError
+            from zagent_core.journal.protocol import JournalError
 
             if not isinstance(exc, (JournalError, EventSchemaError, InconsistentJournalError)):
                 raise
@@ -323,7 +208,7 @@ def _home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> t
     the built-ins the config turns on, and what is wrong with ``builtins.enabled``: what a
     session of this home offers."""
     from zagent_core.builtins import registry
-    from zagent_core.manifest import load_tools
+    from zagent_core.tools.manifest import load_tools
 
     builtins, problems = registry.enabled(config)
     return load_tools(home, config, reserved=registry.names() | set(reserved)), builtins, problems
@@ -334,7 +219,7 @@ def _mcp_tools(obj: Context, config: Config) -> tuple[dict[str, Builtin], list[P
     wrong with them, and each tool's server: what a session offers besides the home's own."""
     if not config.mcp.servers:
         return {}, [], {}
-    from zagent_core.mcp_tools import McpServers
+    from zagent_core.tools.mcp import McpServers
 
     servers = McpServers(config, Path(obj.workspace or Path.cwd()).resolve())
     try:
@@ -396,7 +281,7 @@ def _arguments_text(args_text: str | None) -> tuple[str, str]:
 
 def _arguments_object(args_text: str | None) -> dict[str, Any]:
     """The call's arguments (see :func:`_arguments_text`): one JSON object, its strings storable."""
-    from zagent_core.text import storable_json
+    from zagent_core.tools.text import storable_json
 
     text, source = _arguments_text(args_text)
     try:
@@ -494,7 +379,7 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
     arguments = _arguments_object(args_text)
     notes: list[str] = []
 
-    from zagent_core.events import NoteReceived
+    from zagent_core.journal.events import NoteReceived
 
     def show_note(stored: StoredEvent) -> None:
         # Printed as they arrive, the way the agent's next request would carry them.
@@ -541,7 +426,7 @@ def _model_for(engine: Engine, model_spec: str | None, state: SessionState | Non
                prompt: str | None) -> tuple[Model | None, str]:
     """The model to run with, and its spec as journaled for ``resume`` (a script's path made
     absolute, so it is found from anywhere); no model for a session that never had one."""
-    from zagent_core.models import load_model
+    from zagent_core.agent.models import load_model
 
     spec, base_url = _model_choice(engine, model_spec, state)
     if not spec:
@@ -583,7 +468,7 @@ def _settle_only(session: Session) -> str:
 def _ask_on_terminal(question: str, choices: list[str] | None) -> str:
     """Ask on the terminal ``zagent run`` runs in (the question and its numbered choices are
     printed with the conversation); a choice may be answered by its number."""
-    from zagent_core.builtins.base import Parked
+    from zagent_core.tools.inprocess import Parked
 
     while True:
         try:
@@ -599,7 +484,7 @@ def _ask_on_terminal(question: str, choices: list[str] | None) -> str:
 def _approve_on_terminal(approval: ApprovalView) -> tuple[bool, str]:
     """Ask y/n on the terminal ``zagent run`` runs in (the call was printed with the
     conversation); a no may say why, for the model."""
-    from zagent_core.builtins.base import Parked
+    from zagent_core.tools.inprocess import Parked
 
     while True:
         try:
@@ -648,7 +533,7 @@ class _Decision:
 
     def refusal(self, journal: Journal, state: SessionState) -> str | None:
         """Why nothing waits for this decision (checked before the session is resumed), or None."""
-        from zagent_core.engine import why_no_approval, why_no_question
+        from zagent_core.session.engine import why_no_approval, why_no_question
 
         waiting, why = ((state.questions, why_no_question) if self.kind == "answer"
                         else (state.waiting_approvals, why_no_approval))
@@ -663,10 +548,10 @@ def _drive(obj: Context, model_spec: str | None, session_id: str | None, prompt:
     give it the decision it waits for), run the agent, report."""
     import signal
 
-    from zagent_core.agent import Agent
-    from zagent_core.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
-    from zagent_core.leases import SessionBusyError
     from zagent_cli.show import LiveConversation
+    from zagent_core.agent.loop import Agent
+    from zagent_core.session.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
+    from zagent_core.session.leases import SessionBusyError
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
@@ -789,8 +674,8 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
 
 def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None) -> None:
     """``run --detach``: the message journaled in a new (or the given) session, left to the workers."""
-    from zagent_core.engine import SessionEndedError, UnknownSessionError
-    from zagent_core.leases import SessionBusyError
+    from zagent_core.session.engine import SessionEndedError, UnknownSessionError
+    from zagent_core.session.leases import SessionBusyError
 
     if model_spec is not None:
         raise click.UsageError("--detach takes no --model: the worker drives the session with the model it "
@@ -897,7 +782,7 @@ def worker(obj: Context, concurrency: int, model_spec: str | None, poll_seconds:
     import signal
     import socket
 
-    from zagent_core.worker import Worker
+    from zagent_core.drive.worker import Worker
 
     with obj.journal() as journal:
         engine = obj.engine(journal)
@@ -945,7 +830,7 @@ def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
 
 def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[Problem], journal: dict[str, Any],
                   builtins: str) -> None:
-    from zagent_core.engine import zagent_version
+    from zagent_core.version import zagent_version
 
     limits = config.limits
     say(f"zagent {zagent_version()}, home {home.root}")
@@ -980,9 +865,9 @@ def doctor(obj: Context, as_json: bool) -> None:
 
     from zagent_core.builtins.grep import find_rg
     from zagent_core.config import load_config
-    from zagent_core.engine import zagent_version
-    from zagent_core.manifest import start_problem
     from zagent_core.problems import Problem
+    from zagent_core.tools.manifest import start_problem
+    from zagent_core.version import zagent_version
 
     home = obj.locate_home()
     unusable = home_problem(home.root)
@@ -1085,10 +970,10 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
     rerun that ran nothing again), 2 on a usage error.
     """
     from zagent_core.config import load_config
-    from zagent_core.exports import ExportError, import_session, parse_export
+    from zagent_core.history.exports import ExportError, import_session, parse_export
+    from zagent_core.history.replay import replay as replay_session
+    from zagent_core.history.replay import replay_folder, tree_roots
     from zagent_core.home import Home
-    from zagent_core.replay import replay as replay_session
-    from zagent_core.replay import replay_folder, tree_roots
     from zagent_store import SQLiteJournal
 
     if bool(session_id) + bool(export_file) + replay_all != 1:
@@ -1097,7 +982,7 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
         raise click.UsageError(f"workspace {obj.workspace} is not a folder (--workspace: the folder a rerun copies)")
     config, _ = load_config(obj.home.config_path)
     if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
-        from zagent_core.credentials import withhold_model_keys
+        from zagent_core.tools.credentials import withhold_model_keys
 
         withhold_model_keys(config.model)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
@@ -1266,7 +1151,7 @@ def journal_recover(source: Path, target: Path) -> None:
 
 def _open_for_copy(location: str, role: str, *, read_only: bool) -> AnyJournal:
     """The journal at ``location`` for ``journal copy``: a missing SQLite source is a usage error, never made."""
-    from zagent_core.journal import JournalError
+    from zagent_core.journal.protocol import JournalError
     from zagent_store.locate import is_postgres, open_journal, sqlite_path
 
     if not is_postgres(location):
@@ -1297,6 +1182,7 @@ def journal_copy(source: str, target: str, as_json: bool) -> None:
     Sessions keep their ids, versions and times. DST must not hold any of SRC's sessions
     (nothing is written then); a DST file that does not exist is made.
     """
+    from zagent_core.session import leases
     from zagent_store.copy import CopyProgress, CopyRefusedError, copy_journal
 
     progress: Callable[[CopyProgress], None] | None = None
@@ -1314,7 +1200,7 @@ def journal_copy(source: str, target: str, as_json: bool) -> None:
 
     with _open_for_copy(source, "SRC", read_only=True) as src, _open_for_copy(target, "DST", read_only=False) as dst:
         try:
-            report = copy_journal(src, dst, progress=progress)
+            report = copy_journal(src, dst, progress=progress, is_driven=leases.is_driven)
         except CopyRefusedError as exc:  # other CopyErrors are JournalErrors: exit 1, as a failed check
             raise click.UsageError(str(exc)) from None
         finally:
@@ -1359,7 +1245,7 @@ def sessions_list(obj: Context, limit: int, show_all: bool, as_json: bool) -> No
             say("no sessions yet")
         return
     with obj.existing_journal() as journal:
-        from zagent_core.status import first_prompt, listed_status
+        from zagent_core.session.status import first_prompt, listed_status
 
         summaries = journal.sessions(limit or None, top_level=not show_all)
         statuses = {s.session_id: listed_status(journal, s) for s in summaries}
@@ -1385,7 +1271,7 @@ def sessions_list(obj: Context, limit: int, show_all: bool, as_json: bool) -> No
 @click.pass_obj
 def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None) -> None:
     """Write SESSION_ID's events as JSON Lines: a replay fixture, an audit record."""
-    from zagent_core.exports import export_lines
+    from zagent_core.history.exports import export_lines
 
     with obj.existing_journal() as journal:
         lines = list(export_lines(journal.read(session_id)))
@@ -1406,8 +1292,8 @@ def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None)
 @click.pass_obj
 def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
     """Add the session of an export FILE to this home's journal."""
-    from zagent_core.exports import ExportError, import_session, parse_export
-    from zagent_core.journal import ConcurrencyError
+    from zagent_core.history.exports import ExportError, import_session, parse_export
+    from zagent_core.journal.protocol import ConcurrencyError
 
     try:
         with open(file, encoding="utf-8") as handle:
@@ -1432,7 +1318,7 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
 @click.pass_obj
 def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
     """A new session from SESSION_ID's first events; resume it to take another path."""
-    from zagent_core.exports import fork_session
+    from zagent_core.history.exports import fork_session
     from zagent_core.ids import new_session_id
 
     with obj.existing_journal(read_only=False) as journal:
@@ -1454,8 +1340,8 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
                   tree: bool) -> None:
     """The conversation of SESSION_ID, in order (default: the most recent top-level session)."""
     from zagent_core import rebuild
-    from zagent_core.events import EventSchemaError
-    from zagent_core.status import session_status
+    from zagent_core.journal.events import EventSchemaError
+    from zagent_core.session.status import session_status
 
     if as_json and fmt != "text":
         raise click.UsageError("give --json or --format, not both")
@@ -1489,7 +1375,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
 
 def _show_tree(journal: AnyJournal, session_id: str, as_json: bool) -> None:
     """``sessions show --tree``: the session and the sub-agents below it."""
-    from zagent_core.trees import session_tree
+    from zagent_core.history.trees import session_tree
 
     root = session_tree(journal, session_id)
     if root is None:

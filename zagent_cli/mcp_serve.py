@@ -43,18 +43,20 @@ from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from zagent_core.engine import Engine, Session, zagent_version
-from zagent_core.events import NoteReceived, WakeRequested
-from zagent_core.ids import new_call_id
-from zagent_core.journal import JournalError, StoredEvent
-from zagent_core.logs import get_logger
-from zagent_core.results import ToolResult
 from zagent_cli.output import say
+from zagent_core.agent.engine import Engine
+from zagent_core.ids import new_call_id
+from zagent_core.journal.events import NoteReceived, WakeRequested
+from zagent_core.journal.protocol import JournalError, StoredEvent
+from zagent_core.logs import get_logger
+from zagent_core.session.engine import Session
+from zagent_core.tools.results import ToolResult
+from zagent_core.version import zagent_version
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from zagent_cli.main import Context
+    from zagent_cli.context import Context
 
 log = get_logger(__name__)
 
@@ -560,7 +562,7 @@ def serve(obj: Context, http: str | None, allow_remote: bool) -> None:
             # The folder tools' problems are shown now; the MCP servers config.json names start with
             # the first connection's session, not here: one of them may be a `zagent mcp serve`
             # that would then start its own before it reads its stdin, and never see its client leave.
-            from zagent_core.manifest import load_tools
+            from zagent_core.tools.manifest import load_tools
 
             for problem in engine.config_problems + load_tools(engine.home, engine.config).problems:
                 say(f"{problem.severity}: {problem}", err=True)

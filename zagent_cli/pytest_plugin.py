@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from zagent_core.history.replay import ReplayReport
 from zagent_core.home import Home
-from zagent_core.replay import ReplayReport
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,8 +56,8 @@ def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_u
     """Replay the session of an export file against ``home``'s tools (in a copy of
     ``workspace`` when given, else of the recorded workspace)."""
     from zagent_core.config import load_config
-    from zagent_core.exports import import_session, parse_export
-    from zagent_core.replay import replay, replay_folder
+    from zagent_core.history.exports import import_session, parse_export
+    from zagent_core.history.replay import replay, replay_folder
     from zagent_store import SQLiteJournal
 
     config, _ = load_config(home.config_path)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.events import (
+from zagent_cli.output import head, plural, say, say_part, terminal_safe
+from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
     ArtifactRecorded,
@@ -45,12 +46,11 @@ from zagent_core.events import (
     WakeRequested,
     dump_event,
 )
-from zagent_core.journal import SessionSummary, StoredEvent
-from zagent_core.state import ChildView, SessionState, TaskView
-from zagent_cli.output import head, plural, say, say_part, terminal_safe
+from zagent_core.journal.fold import ChildView, SessionState, TaskView
+from zagent_core.journal.protocol import SessionSummary, StoredEvent
 
 if TYPE_CHECKING:
-    from zagent_core.trees import TreeNode
+    from zagent_core.history.trees import TreeNode
 
 #: Event bodies up to this long are printed on the event's line by ``sessions show --events``.
 _BODY_ON_ONE_LINE = 100
@@ -64,45 +64,72 @@ def _arguments(arguments: Any, width: int) -> str:
 
 def event_line(stored: StoredEvent) -> str | None:
     """The line ``zagent run`` prints for an event as it happens, if it prints one."""
-    match stored.event:
+    for line_of in (_message_line, _call_line, _task_or_child_line, _turn_line):
+        line = line_of(stored.event)
+        if line is not None:
+            return line
+    return None
+
+
+def _message_line(event: Event) -> str | None:
+    """What the user, the model, a note or a question said."""
+    match event:
         case UserMessage(text=text):
             return f"user: {text}"
         case ModelReplied(text=text) if text:
             return f"assistant: {text}"
+        case NoteReceived(text=text):
+            return f"  [info: {text}]"
+        case InputRequested(question=question, choices=choices):
+            return f"  ? {question}" + "".join(f"\n    {n}. {choice}" for n, choice in enumerate(choices or [], 1))
+        case InputAnswered(answer=answer, via=via):
+            return f"  answered ({via}): {head(answer, 100)}"
+    return None
+
+
+def _call_line(event: Event) -> str | None:
+    """A tool call asked for, approved or denied, and its result."""
+    match event:
         case ToolCallRequested(tool=tool, arguments=arguments):
             return f"  -> {tool} {_arguments(arguments, 100)}"
         case ToolCallFinished(is_error=is_error, output=output):
             return f"  <- {'error' if is_error else 'ok'}: {head(output, 100)}"
         case ToolCallRejected(message=message) | ToolCallInterrupted(message=message):
             return f"  <- error: {head(message, 100)}"
-        case NoteReceived(text=text):
-            return f"  [info: {text}]"
+        case ApprovalRequested(tool=tool, why=why):
+            return f"  ? run {tool}? it needs approval ({why})"
+        case ApprovalDecided(approved=approved, via=via, reason=reason):
+            return f"  {'approved' if approved else 'denied'} ({via}){': ' + head(reason, 100) if reason else ''}"
+    return None
+
+
+def _task_or_child_line(event: Event) -> str | None:
+    """How a background task ended, and how a sub-agent began or ended."""
+    match event:
         case TaskExited(task_id=task_id, output=output):
             return f"  task #{task_id} exited: {head(output, 100)}"
         case TaskKilled(task_id=task_id, output=output):
             return f"  task #{task_id} killed: {head(output, 100)}"
         case TaskInterrupted(task_id=task_id, message=message):
             return f"  task #{task_id} interrupted: {head(message, 100)}"
-        case TurnStarted(reason="wake"):
-            return "(woken)"
-        case InputRequested(question=question, choices=choices):
-            return f"  ? {question}" + "".join(f"\n    {n}. {choice}" for n, choice in enumerate(choices or [], 1))
-        case InputAnswered(answer=answer, via=via):
-            return f"  answered ({via}): {head(answer, 100)}"
-        case TurnEnded(reason="waiting_on_user"):
-            return "(waiting on user)"
-        case ApprovalRequested(tool=tool, why=why):
-            return f"  ? run {tool}? it needs approval ({why})"
-        case ApprovalDecided(approved=approved, via=via, reason=reason):
-            return f"  {'approved' if approved else 'denied'} ({via}){': ' + head(reason, 100) if reason else ''}"
-        case TurnEnded(reason="waiting_on_approval"):
-            return "(waiting on approval)"
-        case TurnEnded(reason=reason) if reason != "idle":
-            return f"(turn stopped: {reason})"
         case ChildSpawned(label=label, task=task, resumed=resumed):
             return f"  [{label} {'resumed' if resumed else 'started'}: {head(task, 100)}]"
         case ChildEnded(label=label, status=status, stats=s):
             return f"  [{label} {status}: {spawn_numbers(s.turns, s.input_tokens, s.output_tokens, s.duration_ms)}]"
+    return None
+
+
+def _turn_line(event: Event) -> str | None:
+    """A turn a wake-up began, or one that ended other than idle."""
+    match event:
+        case TurnStarted(reason="wake"):
+            return "(woken)"
+        case TurnEnded(reason="waiting_on_user"):
+            return "(waiting on user)"
+        case TurnEnded(reason="waiting_on_approval"):
+            return "(waiting on approval)"
+        case TurnEnded(reason=reason) if reason != "idle":
+            return f"(turn stopped: {reason})"
     return None
 
 
@@ -403,7 +430,7 @@ def print_session(state: SessionState, status: str, events: list[StoredEvent], *
     """``zagent sessions show``: the header (status, model, workspace, tools, tasks, pending
     wake-ups), then the conversation in order (``fmt``: ``text`` or ``md``), then the
     stored events if asked."""
-    from zagent_core.status import turn_failure
+    from zagent_core.session.status import turn_failure
 
     facts = _header_facts(state, status, turn_failure(state),
                           [e.event for e in events if isinstance(e.event, ArtifactRecorded)])

@@ -1,4 +1,4 @@
-"""zagent's domain: tool manifests, validation, the runner, events, projections and the engine.
+"""zagent's domain, in wings: the journal, tools, built-ins, sessions, the agent, history, drivers.
 
 Typical use (the CLI does the same)::
 
@@ -16,38 +16,100 @@ Typical use (the CLI does the same)::
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from zagent_core.config import Config, load_config
-    from zagent_core.engine import Engine, Session
-    from zagent_core.home import Home
-    from zagent_core.journal import ConcurrencyError, Journal, SessionSummary, StoredEvent
-    from zagent_core.manifest import Manifest, Tool, ToolSet, load_tools
-    from zagent_core.problems import Problem
-    from zagent_core.results import ToolResult
-    from zagent_core.state import CallView, SessionState, apply, rebuild
+    from zagent_core.agent.engine import Engine as Engine
+    from zagent_core.config import Config as Config
+    from zagent_core.config import load_config as load_config
+    from zagent_core.home import Home as Home
+    from zagent_core.journal.fold import (
+        CallView as CallView,
+    )
+    from zagent_core.journal.fold import (
+        SessionState as SessionState,
+    )
+    from zagent_core.journal.fold import (
+        apply as apply,
+    )
+    from zagent_core.journal.fold import (
+        rebuild as rebuild,
+    )
+    from zagent_core.journal.protocol import (
+        ConcurrencyError as ConcurrencyError,
+    )
+    from zagent_core.journal.protocol import (
+        Journal as Journal,
+    )
+    from zagent_core.journal.protocol import (
+        SessionSummary as SessionSummary,
+    )
+    from zagent_core.journal.protocol import (
+        StoredEvent as StoredEvent,
+    )
+    from zagent_core.problems import Problem as Problem
+    from zagent_core.session.engine import Session as Session
+    from zagent_core.tools.manifest import Manifest as Manifest
+    from zagent_core.tools.manifest import Tool as Tool
+    from zagent_core.tools.manifest import ToolSet as ToolSet
+    from zagent_core.tools.manifest import load_tools as load_tools
+    from zagent_core.tools.results import ToolResult as ToolResult
+
+__all__ = [
+    "CallView", "ConcurrencyError", "Config", "Engine", "Home", "Journal", "Manifest", "Problem", "Session",
+    "SessionState", "SessionSummary", "StoredEvent", "Tool", "ToolResult", "ToolSet", "apply", "load_config",
+    "load_tools", "rebuild",
+]
 
 # Where each public name lives. Imported on first use, so a command that only lists
 # tools does not pay for the runner, the journal or the event models.
 _EXPORTS = {
-    "Config": "config", "load_config": "config",
-    "Engine": "engine", "Session": "engine",
-    "Home": "home",
-    "ConcurrencyError": "journal", "Journal": "journal", "SessionSummary": "journal", "StoredEvent": "journal",
-    "Manifest": "manifest", "Tool": "manifest", "ToolSet": "manifest", "load_tools": "manifest",
-    "Problem": "problems",
-    "ToolResult": "results",
-    "CallView": "state", "SessionState": "state", "apply": "state", "rebuild": "state",
+    "Config": "zagent_core.config", "load_config": "zagent_core.config",
+    "Engine": "zagent_core.agent.engine", "Session": "zagent_core.session.engine",
+    "Home": "zagent_core.home",
+    "ConcurrencyError": "zagent_core.journal.protocol", "Journal": "zagent_core.journal.protocol",
+    "SessionSummary": "zagent_core.journal.protocol", "StoredEvent": "zagent_core.journal.protocol",
+    "Manifest": "zagent_core.tools.manifest", "Tool": "zagent_core.tools.manifest", "ToolSet": "zagent_core.tools.manifest",
+    "load_tools": "zagent_core.tools.manifest",
+    "Problem": "zagent_core.problems",
+    "ToolResult": "zagent_core.tools.results",
+    "CallView": "zagent_core.journal.fold", "SessionState": "zagent_core.journal.fold",
+    "apply": "zagent_core.journal.fold", "rebuild": "zagent_core.journal.fold",
 }
 
-__all__ = sorted(_EXPORTS)
+#: Module paths that code outside the project imports (benchmarks, users' scripts), kept
+#: where they were before the wings: each names the module's home now, imported on first use.
+MODULE_PATHS = {"zagent_core.events": "zagent_core.journal.events"}
 
 
 def __getattr__(name: str) -> Any:
+    if f"{__name__}.{name}" in MODULE_PATHS:
+        return importlib.import_module(MODULE_PATHS[f"{__name__}.{name}"])
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'zagent_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"zagent_core.{module}"), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+class _KeptPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports a kept path (``import zagent_core.events``) as the very module it names now."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: ModuleType | None = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        return importlib.util.spec_from_loader(fullname, self) if fullname in MODULE_PATHS else None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module(MODULE_PATHS[spec.name])
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the module was imported under its own name."""
+
+
+sys.meta_path.append(_KeptPaths())

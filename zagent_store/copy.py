@@ -1,6 +1,6 @@
 """Copy a whole journal into another (``zagent journal copy``): SQLite to PostgreSQL and back.
 
-Everything goes through the :class:`~zagent_core.journal.Journal` protocol, so any two
+Everything goes through the :class:`~zagent_core.journal.protocol.Journal` protocol, so any two
 journals ``open_journal`` opens can be the source and the target.
 
 - **Order.** Sessions are copied one after another, the least recently active first
@@ -43,12 +43,12 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.journal import ConcurrencyError, Journal, JournalError, StoredEvent
+from zagent_core.journal.protocol import ConcurrencyError, Journal, JournalError, StoredEvent
 from zagent_store import clock
 from zagent_store.postgres import without_nul
 
 if TYPE_CHECKING:
-    from zagent_core.journal import SessionSummary
+    from zagent_core.journal.protocol import SessionSummary
 
 #: Events per append when writing the target.
 BATCH = 1000
@@ -293,7 +293,7 @@ def _copy_session(source: Journal, target: Journal, session_id: str, batch: int,
 
 
 def _copy_snapshot(source: Journal, target: Journal, session_id: str, version: int) -> bool:
-    from zagent_core.state import projection_tag
+    from zagent_core.journal.fold import projection_tag
 
     snapshot = source.load_snapshot(session_id, projection_tag())
     if snapshot is None or snapshot.version > version:  # newer than what was copied: of events the target lacks
@@ -302,14 +302,22 @@ def _copy_snapshot(source: Journal, target: Journal, session_id: str, version: i
     return True
 
 
+def leased(journal: Journal, session_id: str) -> bool:
+    """Whether a lease on the session has not expired: a driver may still append to it."""
+    lease = journal.lease(session_id)
+    return lease is not None and not lease.expired
+
+
 def copy_journal(source: Journal, target: Journal, *, progress: Callable[[CopyProgress], None] | None = None,
-                 batch: int = BATCH) -> CopyReport:
+                 batch: int = BATCH, is_driven: Callable[[Journal, str], bool] = leased) -> CopyReport:
     """Copy every session of ``source`` into ``target``, then check the target event by event.
 
     Raises :class:`CopyRefusedError` (nothing written) when ``target`` is ``source`` or
     holds any of its sessions, :class:`CopyMismatchError` when the check finds a session
     that differs (naming it), and :class:`CopyError` when another process writes one of
     the sessions into ``target`` while it is copied. ``progress`` is called after each append.
+    ``is_driven`` tells a session that a process drives while it is copied; the store knows
+    leases, not processes, so a driver that can tell a dead holder (the core's leases) is given.
     """
     if same_journal(source, target):
         raise CopyRefusedError(f"{location_of(source)} is both the source and the target: "
@@ -318,15 +326,13 @@ def copy_journal(source: Journal, target: Journal, *, progress: Callable[[CopyPr
     summaries = _ordered(source.sessions())
     ids = [summary.session_id for summary in summaries]
     _refuse_overlap(source, target, ids)
-    from zagent_core.leases import holder_alive
-
     total = sum(summary.events for summary in summaries)
     done = 0
     digests: list[SessionDigest] = []
     driven: dict[str, int] = {}
     snapshots = 0
     for number, session_id in enumerate(ids, start=1):
-        live = holder_alive(source, session_id) is not None
+        live = is_driven(source, session_id)
 
         def appended(count: int, session_id: str = session_id, number: int = number) -> None:
             nonlocal done

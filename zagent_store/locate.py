@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-from zagent_core.journal import JournalError
+from zagent_core.journal.protocol import JournalError
 
 if TYPE_CHECKING:
     from zagent_store.postgres import PostgresJournal

@@ -1,4 +1,4 @@
-"""A journal in memory: the whole :class:`~zagent_core.journal.Journal` protocol, for tests
+"""A journal in memory: the whole :class:`~zagent_core.journal.protocol.Journal` protocol, for tests
 and for embedding zagent where nothing may be written to disk.
 
 It keeps the same promises as the SQLite journal within one process (appends at the
@@ -9,19 +9,19 @@ loses everything when the process ends.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.journal import (
+from zagent_core.journal.protocol import (
+    WORK_EVENTS,
     Claim,
     ConcurrencyError,
     Lease,
     LeaseHeldError,
     SessionSummary,
     Snapshot,
-    WORK_EVENTS,
     StoredEvent,
     canonical_owner,
     parent_columns,
@@ -29,7 +29,7 @@ from zagent_core.journal import (
 from zagent_store import clock
 
 if TYPE_CHECKING:
-    from zagent_core.events import Event
+    from zagent_core.journal.events import Event
 
 
 #: Statuses of a session a clean stop left that want no driver (see ``claim_sessions``).

@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.journal import (
+from zagent_core.journal.protocol import (
     WORK_EVENTS,
     Claim,
     ConcurrencyError,
@@ -45,15 +45,32 @@ from zagent_core.journal import (
     parent_columns,
 )
 from zagent_store import clock
-from zagent_store.sqlite import JournalVersionError, _format_time, _json_column, _parse_time, _running_owners, \
-    stored_events
-from zagent_store.views import ARTIFACTS, DECISIONS, INDEXES_3, INDEXES_4, INDEXES_6, NOTES, SESSIONS_7, TASKS_4, \
-    TOOL_CALLS_4, WANTS_DRIVER, audit_query
+from zagent_store.sqlite import (
+    JournalVersionError,
+    _format_time,
+    _json_column,
+    _parse_time,
+    _running_owners,
+    stored_events,
+)
+from zagent_store.views import (
+    ARTIFACTS,
+    DECISIONS,
+    INDEXES_3,
+    INDEXES_4,
+    INDEXES_6,
+    NOTES,
+    SESSIONS_7,
+    TASKS_4,
+    TOOL_CALLS_4,
+    WANTS_DRIVER,
+    audit_query,
+)
 
 if TYPE_CHECKING:
     import psycopg
 
-    from zagent_core.events import Event
+    from zagent_core.journal.events import Event
 
 #: How the JSON fields the views read are typed in PostgreSQL (``->>`` gives text; SQLite's
 #: ``json_extract`` gives numbers and 0/1 for booleans, and the views must answer alike).
@@ -232,7 +249,7 @@ def without_nul(value: Any) -> Any:
 
 def _body(event: Event) -> str:
     """The event's JSON as ``jsonb`` takes it: U+0000, which PostgreSQL's text cannot hold, as U+FFFD."""
-    from zagent_core.events import dump_event
+    from zagent_core.journal.events import dump_event
 
     text = dump_event(event)
     if _NUL in text:  # rare: only then is the body parsed again (an escaped backslash may be all it is)
@@ -533,7 +550,7 @@ class PostgresJournal:
 
     def check(self) -> list[str]:
         """Gaps in versions, heads behind their events, and bodies that do not load."""
-        from zagent_core.events import EventSchemaError, load_event_json
+        from zagent_core.journal.events import EventSchemaError, load_event_json
 
         try:
             with self._reported("check") as conn:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from zagent_core.events import Event, EventSchemaError, load_event_json
-from zagent_core.journal import JournalError
+from zagent_core.journal.events import Event, EventSchemaError, load_event_json
+from zagent_core.journal.protocol import JournalError
 
 #: Events appended per transaction when writing the new journal.
 _CHUNK = 1000

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from zagent_core.journal import (
+from zagent_core.journal.protocol import (
     Claim,
     ConcurrencyError,
     JournalError,
@@ -44,9 +44,9 @@ from zagent_core.journal import (
 )
 from zagent_store import clock
 from zagent_store.views import (
-    WANTS_DRIVER,
     CALLS_AND_TASKS,
     SESSIONS_7,
+    WANTS_DRIVER,
     artifacts_view,
     audit_query,
     create_audit_views,
@@ -58,7 +58,7 @@ from zagent_store.views import (
 if TYPE_CHECKING:
     import sqlite_utils
 
-    from zagent_core.events import Event
+    from zagent_core.journal.events import Event
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -234,7 +234,7 @@ def _running_owners(rows: Sequence[tuple[str]], running: Callable[[dict[str, Any
 def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]]) -> Iterator[StoredEvent]:
     """``(seq, version, type, at, data)`` rows of a session as :class:`StoredEvent` s, parsed lazily
     (what both stores read; a body that does not load is named by its seq and version)."""
-    from zagent_core.events import EventSchemaError, load_event_json
+    from zagent_core.journal.events import EventSchemaError, load_event_json
 
     times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
     for seq, version, type_, at, data in rows:
@@ -440,7 +440,7 @@ class SQLiteJournal:
                snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
         if not events:
             return []
-        from zagent_core.events import dump_event  # imported by who writes events, not by who lists sessions
+        from zagent_core.journal.events import dump_event  # imported by who writes events, not by who lists sessions
 
         if at is None:
             moment = clock.now()
@@ -715,7 +715,7 @@ class SQLiteJournal:
     def _unreadable_bodies(self, most: int = 20) -> list[str]:
         """Events whose body is not JSON, or does not load as its type, by seq."""
         found: list[str] = []
-        from zagent_core.events import EventSchemaError, load_event_json
+        from zagent_core.journal.events import EventSchemaError, load_event_json
 
         with self._lock:
             # Bytes, not text: a body that is not UTF-8 must be named, not stop the check.

@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zagent_core.builtins.base import BuiltinContext, PathRefused
-from zagent_core.events import ReadEntry
-from zagent_core.results import ToolResult
+from zagent_core.journal.events import ReadEntry
+from zagent_core.tools.inprocess import BuiltinContext, PathRefused
+from zagent_core.tools.results import ToolResult
 
 #: Lines a read shows at most, unless the call asks for another ``limit``.
 DEFAULT_LINE_LIMIT = 2000

@@ -11,10 +11,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
-from zagent_core.builtins.search import GlobError, compile_glob, describe_missing, has_glob_chars, iso_time, \
-    listing, pattern_parameters, shown_path, walk
-from zagent_core.results import ToolResult
+from zagent_core.builtins.search import (
+    GlobError,
+    compile_glob,
+    describe_missing,
+    has_glob_chars,
+    iso_time,
+    listing,
+    pattern_parameters,
+    shown_path,
+    walk,
+)
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, PathRefused
+from zagent_core.tools.results import ToolResult
 
 NAME = "glob"
 MAX_FILES = 1000

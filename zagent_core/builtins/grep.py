@@ -27,11 +27,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zagent_core.builtins import files
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
-from zagent_core.builtins.search import (FILE_TYPES, Filters, GlobError, compile_glob, existing_path,
-                                         pattern_parameters, shown_path, sort_key, walk)
-from zagent_core.results import ToolResult
-from zagent_core.text import storable
+from zagent_core.builtins.search import (
+    FILE_TYPES,
+    Filters,
+    GlobError,
+    compile_glob,
+    existing_path,
+    pattern_parameters,
+    shown_path,
+    sort_key,
+    walk,
+)
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.results import ToolResult
+from zagent_core.tools.text import storable
 
 Mode = Literal["files_with_matches", "content", "count"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.builtins.search import existing_path, listing
-from zagent_core.results import ToolResult
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.results import ToolResult
 
 NAME = "list_files"
 MAX_ENTRIES = 1000

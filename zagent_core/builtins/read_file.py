@@ -8,15 +8,15 @@ answered with a short stub instead of the same text again.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 from zagent_core.builtins import files
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
-from zagent_core.events import Media
-from zagent_core.results import ToolResult, _attachable, _guess_mime
+from zagent_core.journal.events import Media
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.results import ToolResult, _attachable, _guess_mime
 
 NAME = "read_file"
 DESCRIPTION = (

@@ -13,9 +13,9 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext, PathRefused
-from zagent_core.events import ArtifactRecorded
-from zagent_core.results import ToolResult
+from zagent_core.journal.events import ArtifactRecorded
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, PathRefused
+from zagent_core.tools.results import ToolResult
 
 KINDS = ("pull_request", "branch", "commit", "file", "custom")
 #: What each kind must name, besides its title.

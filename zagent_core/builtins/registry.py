@@ -6,9 +6,9 @@ import functools
 import importlib
 from collections.abc import Callable
 
-from zagent_core.builtins.base import Builtin
 from zagent_core.config import Config
 from zagent_core.problems import Problem, did_you_mean
+from zagent_core.tools.inprocess import Builtin
 
 #: One module per built-in, each with a ``TOOL``; the order is the order they are offered in.
 _MODULES = (

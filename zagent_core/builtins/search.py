@@ -31,9 +31,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from zagent_core.builtins.base import BuiltinContext, PathRefused
-from zagent_core.results import ToolResult
-from zagent_core.text import storable
+from zagent_core.tools.inprocess import BuiltinContext, PathRefused
+from zagent_core.tools.results import ToolResult
+from zagent_core.tools.text import storable
 
 Item = TypeVar("Item")
 
@@ -92,35 +92,14 @@ def glob_regex(pattern: str) -> str:
     while i < n:
         char = pattern[i]
         if char == "*":
-            if pattern.startswith("**", i):
-                at_start = i == 0 or pattern[i - 1] == "/"
-                end = i + 2
-                if at_start and (end == n or pattern[end] == "/"):
-                    if end == n:
-                        # ``a/**`` matches everything under a (not a itself); ``**`` alone matches all.
-                        out.append(".*")
-                        i = end
-                    else:
-                        out.append("(?:[^/]*/)*")
-                        i = end + 1
-                    continue
-                i = end
-            else:
-                i += 1
-            out.append("[^/]*")
+            regex, i = _glob_star(pattern, i)
+            out.append(regex)
         elif char == "?":
             out.append("[^/]")
             i += 1
         elif char == "[":
-            close = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "^") else i + 1)
-            if close < 0:
-                raise GlobError(f"unclosed [ at position {i} in glob {pattern!r}")
-            body = pattern[i + 1:close]
-            negated = body[:1] in ("!", "^")
-            body = body[1:] if negated else body
-            escaped = body.replace("\\", "\\\\").replace("[", "\\[")
-            out.append(f"[^/{escaped}]" if negated else f"[{escaped}]")
-            i = close + 1
+            regex, i = _glob_class(pattern, i)
+            out.append(regex)
         elif char == "{" and not in_braces:
             if "}" not in pattern[i:]:
                 raise GlobError(f"unclosed {{ at position {i} in glob {pattern!r}")
@@ -141,6 +120,33 @@ def glob_regex(pattern: str) -> str:
             out.append(re.escape(char))
             i += 1
     return "".join(out)
+
+
+def _glob_star(pattern: str, i: int) -> tuple[str, int]:
+    """The regular expression of the ``*`` or ``**`` at ``i``, and where the glob goes on after it."""
+    if not pattern.startswith("**", i):
+        return "[^/]*", i + 1
+    end = i + 2
+    # ``**`` crosses folders only as a whole component; elsewhere (``a**``) it is a ``*``.
+    at_start = i == 0 or pattern[i - 1] == "/"
+    if at_start and end == len(pattern):
+        # ``a/**`` matches everything under a (not a itself); ``**`` alone matches all.
+        return ".*", end
+    if at_start and pattern[end] == "/":
+        return "(?:[^/]*/)*", end + 1
+    return "[^/]*", end
+
+
+def _glob_class(pattern: str, i: int) -> tuple[str, int]:
+    """The regular expression of the ``[...]`` class at ``i``, and where the glob goes on after it."""
+    close = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "^") else i + 1)
+    if close < 0:
+        raise GlobError(f"unclosed [ at position {i} in glob {pattern!r}")
+    body = pattern[i + 1:close]
+    negated = body[:1] in ("!", "^")
+    body = body[1:] if negated else body
+    escaped = body.replace("\\", "\\\\").replace("[", "\\[")
+    return (f"[^/{escaped}]" if negated else f"[{escaped}]"), close + 1
 
 
 @lru_cache(maxsize=4096)

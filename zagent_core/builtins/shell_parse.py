@@ -63,12 +63,8 @@ def _tokens(command: str) -> list[_Word | _Op]:
     while i < n:
         char = command[i]
         if char == "'":
-            end = command.find("'", i + 1)
-            if end < 0:
-                raise _Unsure("unterminated quote")
-            word.append(command[i + 1:end])
+            i = _single_quoted(command, i + 1, word)
             started = quoted = True
-            i = end + 1
         elif char == '"':
             i = _double_quoted(command, i + 1, word)
             started = quoted = True
@@ -86,21 +82,33 @@ def _tokens(command: str) -> list[_Word | _Op]:
             end = command.find("\n", i)
             i = n if end < 0 else end
         elif char in _OPERATOR_CHARS:
-            if char in "<>" and started and not quoted and "".join(word).isdigit():
-                word.clear()
-                started = False  # a file descriptor number (2>...), part of the redirection
+            # A file descriptor number (2>...) is part of the redirection: no word of its own.
+            started = started and not _descriptor_number(char, word, quoted)
             finish()
             op = _operator(command, i)
             tokens.append(_Op(op))
             i += len(op)
         else:
-            if char in _GLOB_CHARS:
-                globbed = True
+            globbed = globbed or char in _GLOB_CHARS
             word.append(char)
             started = True
             i += 1
     finish()
     return tokens
+
+
+def _single_quoted(command: str, at: int, word: list[str]) -> int:
+    """Add the text of the single quote opened just before ``at`` to ``word``; return where the command goes on."""
+    end = command.find("'", at)
+    if end < 0:
+        raise _Unsure("unterminated quote")
+    word.append(command[at:end])
+    return end + 1
+
+
+def _descriptor_number(char: str, word: list[str], quoted: bool) -> bool:
+    """Whether ``word``, just before the operator ``char``, is the file descriptor of a redirection."""
+    return char in "<>" and not quoted and "".join(word).isdigit()
 
 
 def _double_quoted(command: str, at: int, word: list[str]) -> int:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.config import Config
-from zagent_core.results import ToolResult
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.results import ToolResult
 
 NAME = "spawn"
 MAX_TASK = 100_000

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zagent_core import tasks
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
-from zagent_core.results import ToolResult
-from zagent_core.state import MAX_ENDED_TASKS, TaskView
+from zagent_core.journal.fold import MAX_ENDED_TASKS, TaskView
+from zagent_core.tools import tasks
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.results import ToolResult
 
 NAME = "terminal"
 DESCRIPTION = (

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from zagent_core.builtins import terminal
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
 from zagent_core.builtins.shell_kill import task_parameters
-from zagent_core.results import ToolResult
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.results import ToolResult
 
 NAME = "wait_task"
 DESCRIPTION = (

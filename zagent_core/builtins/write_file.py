@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from zagent_core.builtins import files
-from zagent_core.builtins.base import Arguments, Builtin, BuiltinContext
-from zagent_core.results import ToolResult
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.results import ToolResult
 
 NAME = "write_file"
 DESCRIPTION = (

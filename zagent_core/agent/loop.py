@@ -1,0 +1,370 @@
+"""The agent loop: a model decides which tools to call, over a journaled session.
+
+A turn: a user message (or a wake-up) -> model -> tool calls -> results -> model ...
+until the model replies with no tool call, and the agent is idle. Every reply is
+journaled before its calls run, and the conversation sent to the model is rebuilt from
+the journal as events are committed (:class:`Conversation`), which refuses to produce a
+request with a tool call that has no result: no orphaned call ever reaches a model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from zagent_core.agent.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
+from zagent_core.config import AgentConfig
+from zagent_core.journal.events import (
+    Media,
+    ModelReplied,
+    NoteReceived,
+    NotesDelivered,
+    RepliedCall,
+    ToolCallFinished,
+    ToolCallInterrupted,
+    ToolCallRejected,
+    TurnStarted,
+    UserMessage,
+    WakeRequested,
+)
+from zagent_core.journal.fold import CallView
+from zagent_core.journal.protocol import StoredEvent
+from zagent_core.logs import get_logger
+from zagent_core.session.engine import Session
+
+log = get_logger(__name__)
+
+#: A call to run: from a model reply, or one a crash cut off that goes on (:meth:`Session.go_on`).
+_Call = RepliedCall | CallView
+
+#: How often an idle agent looks for wake-ups while background tasks run.
+WAKE_POLL_SECONDS = 0.1
+
+
+class OrphanedCallError(RuntimeError):
+    """A tool call in the conversation has no result; sending it would make providers fail."""
+
+
+class Conversation:
+    """The messages a model is sent, folded from a session's events as they are committed.
+
+    Linear in the session's length: each event adds to the messages once, and a tool
+    result fills the slot its call left after the assistant message, so a request never
+    re-reads the journal. The system prompt is the one the latest turn journaled
+    (``system_prompt`` is the fallback for sessions that journaled none).
+
+    Notes and wake-ups delivered by a turn (or mid-turn) follow as one user message of
+    ``[info: ...]`` lines, at the end of the request; they never touch the system prompt.
+    """
+
+    #: The event types a conversation is made of: reading only these skips half a session.
+    TYPES = frozenset({"user_message", "model_replied", "tool_call_finished", "tool_call_rejected",
+                       "tool_call_interrupted", "note_received", "wake_requested", "turn_started", "notes_delivered"})
+
+    def __init__(self, system_prompt: str, events: Iterable[StoredEvent] = ()) -> None:
+        self.system_prompt = system_prompt
+        self._messages: list[Message] = []
+        #: Where each call's result goes: call id -> index of its tool message.
+        self._slots: dict[str, int] = {}
+        self._unanswered: dict[int, RepliedCall] = {}
+        self._note_text: dict[int, str] = {}
+        self._wakes: dict[str, tuple[str, str]] = {}  # wake id -> (reason, text)
+        for stored in events:
+            self.add(stored)
+
+    def add(self, stored: StoredEvent) -> None:
+        """Take one committed event into account."""
+        match stored.event:
+            case UserMessage(text=text):
+                self._messages.append(Message(role="user", content=text))
+            case ModelReplied() as reply:
+                self._add_reply(reply)
+            case ToolCallFinished(call_id=call_id, output=output, is_error=is_error, media=media):
+                self._answer(call_id, output, is_error, media)
+            case ToolCallRejected(call_id=call_id, message=message) | ToolCallInterrupted(
+                    call_id=call_id, message=message):
+                self._answer(call_id, message, True)
+            case NoteReceived(text=text):
+                self._note_text[stored.version] = text
+            case WakeRequested(wake_id=wake_id, reason=reason, text=text):
+                self._wakes[wake_id] = (reason, text)
+            case TurnStarted() | NotesDelivered() as delivery:
+                self._add_delivery(delivery)
+            case _:
+                pass
+
+    def _add_reply(self, reply: ModelReplied) -> None:
+        """The assistant message, then an empty slot per call for its result to fill."""
+        self._messages.append(Message(role="assistant", content=reply.text, tool_calls=[
+            ToolCallRequest(id=call.id, name=call.name, arguments=call.arguments)
+            for call in reply.tool_calls]))
+        for call in reply.tool_calls:
+            slot = len(self._messages)
+            self._slots[call.call_id] = slot
+            self._unanswered[slot] = call
+            self._messages.append(Message(role="tool", tool_call_id=call.id))
+
+    def _add_delivery(self, delivery: TurnStarted | NotesDelivered) -> None:
+        """The notes and wake-ups a turn (or a delivery mid-turn) hands the model, as one user message."""
+        if isinstance(delivery, TurnStarted) and delivery.system_prompt is not None:
+            self.system_prompt = delivery.system_prompt
+        lines = [f"[info: {self._note_text.pop(v)}]" for v in delivery.notes if v in self._note_text]
+        for wake_id in delivery.wakes:
+            wake = self._wakes.pop(wake_id, None)
+            # A wake-up a note asked for is that note's line already.
+            if wake is not None and wake[0] != "note":
+                lines.append(f"[info: {wake[1]}]")
+        if lines:
+            self._messages.append(Message(role="user", content="\n".join(lines)))
+
+    def _answer(self, call_id: str, content: str, is_error: bool, media: list[Media] | None = None) -> None:
+        slot = self._slots.get(call_id)
+        if slot is None:
+            return  # a call no reply made (zagent tools run): not part of the conversation
+        self._unanswered.pop(slot, None)
+        self._messages[slot] = self._messages[slot].model_copy(
+            update={"content": content, "is_error": is_error, "media": media or []})
+
+    def messages(self) -> list[Message]:
+        """The request's messages; refuses to produce one with a tool call that has no result."""
+        if self._unanswered:
+            call = next(iter(self._unanswered.values()))
+            raise OrphanedCallError(f"tool call {call.call_id} ({call.name}) has no result")
+        return [Message(role="system", content=self.system_prompt), *self._messages]
+
+
+def conversation(events: Iterable[StoredEvent], system_prompt: str) -> list[Message]:
+    """The messages a model is sent, rebuilt from a session's events (see :class:`Conversation`)."""
+    return Conversation(system_prompt, events).messages()
+
+
+@dataclass
+class RunResult:
+    """How a run ended: the last turn's end reason, and how many model requests it made."""
+
+    reason: str
+    requests: int
+
+
+class Agent:
+    """Drives one session with one model."""
+
+    def __init__(self, session: Session, model: Model, config: AgentConfig | None = None, *,
+                 run_call: Callable[[RepliedCall], None] | None = None, spec: str | None = None,
+                 deadline: float | None = None, on_text: Callable[[str], None] | None = None) -> None:
+        self.session = session
+        self.model = model
+        #: Given each reply's text as it arrives (``zagent run`` prints it), before the reply is journaled.
+        self.on_text = on_text
+        #: ``time.monotonic()`` past which the run stops (``timeout``), looked at between steps: a sub-agent's limit.
+        self.deadline = deadline
+        #: How the model was asked for (``openai:gpt-4o``), journaled with each turn for ``resume``.
+        self.spec = spec
+        self.config = config or session.engine.config.agent
+        self.requests = 0
+        self._conversation = Conversation(self.config.system_prompt)
+        self._read_to = 0
+        #: How a tool call is carried out: really (the default), or served from a recording.
+        self.run_call = run_call or (lambda call: session.call(call.name, call.arguments, call_id=call.call_id))
+
+    def _messages(self) -> list[Message]:
+        """The next request's messages: the conversation so far, plus what was committed since,
+        with only the media the model of this turn can take (a session may change models)."""
+        from zagent_core.agent.models.media import within_capabilities
+
+        journal = self.session.engine.journal
+        for stored in journal.read(self.session.session_id, after_version=self._read_to, types=Conversation.TYPES):
+            self._conversation.add(stored)
+            self._read_to = stored.version
+        return within_capabilities(self._conversation.messages(), self.session.capabilities)
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """What the model is told about the tools: name, description, parameters."""
+        specs = [ToolSpec(name=t.name, description=t.description, parameters=t.manifest.parameters)
+                 for t in self.session.offered_tools()]
+        return specs + [ToolSpec(name=b.name, description=b.description, parameters=b.parameters)
+                        for b in self.session.offered_builtins()]
+
+    def _run_calls(self, calls: Sequence[_Call], run: Callable[[Any], Any] | None = None) -> None:
+        """Run a reply's calls in the order asked, with concurrency-safe ones together.
+
+        Consecutive concurrency-safe calls run as a fleet (``agent.max_concurrent_tools``
+        at most); any other call is a barrier: it waits for the fleet to finish, runs
+        alone, then the next calls go on. The model gets the results in its own order.
+        """
+        run_one: Callable[[Any], Any] = run or self.run_call
+        fleet: list[_Call] = []
+
+        def drain() -> None:
+            if len(fleet) > 1:
+                with ThreadPoolExecutor(max_workers=min(len(fleet), self.config.max_concurrent_tools)) as pool:
+                    futures = [pool.submit(run_one, call) for call in fleet]
+                    try:
+                        for future in futures:
+                            future.result()
+                    except KeyboardInterrupt:
+                        # Ctrl-C reached this thread only: stop the calls running beside it, and
+                        # the ones not started yet (the turn's end settles them). A sub-agent's
+                        # calls share the signal: only who raised it lowers it.
+                        stop = self.session.interrupt_calls
+                        raised = not stop.is_set()
+                        stop.set()
+                        try:
+                            pool.shutdown(wait=True, cancel_futures=True)
+                        finally:
+                            if raised:
+                                stop.clear()
+                        raise
+            elif fleet:
+                run_one(fleet[0])
+            fleet.clear()
+
+        for call in calls:
+            name, arguments = (call.name, call.arguments) if isinstance(call, RepliedCall) else (call.tool,
+                                                                                              call.arguments)
+            if self.session.concurrency_safe(name, arguments):
+                fleet.append(call)
+            else:
+                drain()
+                run_one(call)
+        drain()
+
+    def turn(self, prompt: str | None, *, resumed: bool = False, max_requests: int | None = None,
+             stop_reason: str = "interrupted") -> str:
+        """One turn, from a user message (or, with None, a wake-up) until the agent is idle.
+
+        ``resumed`` continues a turn a crash cut off (resume closed it as interrupted).
+        ``max_requests`` ends the turn with ``stop_reason`` after that many model requests
+        (a replay stops where the recorded turn stopped).
+        Returns why the turn ended: ``idle``, ``waiting_on_user`` (an ``ask_user`` call
+        waits for its answer), ``waiting_on_approval`` (a call waits for a person's
+        approval), ``max_turns``, ``max_tool_calls`` or ``model_error: ...``.
+        """
+        session = self.session
+        if prompt is not None:
+            session.record_user_message(prompt)
+        session.deliver(turn="user" if prompt is not None else "resume" if resumed else "wake",
+                        system_prompt=self.config.system_prompt, model=self.spec,
+                        model_base_url=getattr(self.model, "base_url", None) if self.spec else None)
+        calls_this_turn = 0
+        specs = self.tool_specs()
+        while True:
+            limit = self._limit_reached(max_requests, stop_reason)
+            if limit is not None:
+                return self._end(limit)
+            if max_requests is not None:
+                max_requests -= 1
+            messages = self._messages()
+            started = time.monotonic()
+            try:
+                reply = (self.model.reply(messages, specs) if self.on_text is None
+                         else self.model.reply(messages, specs, on_text=self.on_text))
+            except ModelError as exc:
+                return self._end(f"model_error: {exc}")
+            self.requests += 1
+            calls = session.record_reply(reply.journaled(round((time.monotonic() - started) * 1000)))
+            if not calls:
+                return self._end("idle")
+            if calls_this_turn + len(calls) > self.config.max_tool_calls_per_turn:
+                for call in calls:
+                    session.refuse(call, f"not run: this turn reached its limit of "
+                                         f"{self.config.max_tool_calls_per_turn} tool calls")
+                return self._end("max_tool_calls")
+            calls_this_turn += len(calls)
+            self._run_calls(calls)
+            parked = self._parked()
+            if parked is not None:
+                return self._end(parked)
+            session.deliver()  # notes that came in while the tools ran
+
+    def _limit_reached(self, max_requests: int | None, stop_reason: str) -> str | None:
+        """Why the turn ends before its next model request, if a limit says so."""
+        if self.session.interrupt_calls.is_set():
+            raise KeyboardInterrupt  # the tree is being stopped (Ctrl-C reached another thread)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "timeout"
+        if self.requests >= self.config.max_turns:
+            return "max_turns"
+        if max_requests is not None and max_requests <= 0:
+            return stop_reason
+        return None
+
+    def _parked(self) -> str | None:
+        """Why nothing can go to the model until a person acts, if that is so."""
+        if self.session.state.questions:  # a call has no result until a person answers
+            return "waiting_on_user"
+        if self.session.state.waiting_approvals:
+            return "waiting_on_approval"
+        return None
+
+    def _end(self, reason: str) -> str:
+        self.session.end_turn(reason)
+        log.info("turn_ended", session=self.session.session_id, reason=reason)
+        return reason
+
+    def run(self, prompt: str | None, *, wait_minutes: float | None = None,
+            on_idle: Callable[[], None] | None = None) -> RunResult:
+        """A turn for ``prompt``, then more turns as wake-ups arrive, while background tasks run.
+
+        Stays up to ``wait_minutes`` (default ``agent.max_background_wait_minutes``) for
+        background tasks; returns when the agent is idle with nothing left to wait for,
+        at that limit (the session stays resumable), or when a turn stops for a limit.
+        """
+        wait = self.config.max_background_wait_minutes if wait_minutes is None else wait_minutes
+        try:
+            return self._run(prompt, wait, on_idle)
+        except KeyboardInterrupt:
+            # Ctrl-C: the running tool was stopped and journaled as interrupted; calls of the
+            # reply that had not run yet, and the turn, are closed too, so resume finds it clean.
+            if self.session.state.in_turn:
+                self.session.settle_unrequested("the run was stopped (Ctrl-C) before it ran")
+                self._end("interrupted")
+            raise
+
+    def _run(self, prompt: str | None, wait: float, on_idle: Callable[[], None] | None) -> RunResult:
+        # Calls a crash or Ctrl-C cut off that go on where they were (a spawn's child) get
+        # their real results first: the model must not see them before, and a question
+        # waiting beside them does not hold them back.
+        self._run_calls(self.session.continuing_calls(), self.session.go_on)
+        parked = self._parked()  # nothing can go to the model before a person acts
+        if parked is not None:
+            return RunResult(reason=parked, requests=0)
+        reason = self._first_turn(prompt)
+        deadline = time.monotonic() + wait * 60
+        if self.deadline is not None:
+            deadline = min(deadline, self.deadline)
+        while reason == "idle":
+            if self.session.interrupt_calls.is_set():
+                raise KeyboardInterrupt  # a sub-agent waiting on its tasks, while its tree is stopped
+            woken, running = self.session.outlook()
+            if woken:
+                reason = self.turn(None)
+                continue
+            if not running:
+                break
+            if time.monotonic() >= deadline:
+                if self.deadline is not None and deadline == self.deadline:
+                    reason = "timeout"  # a sub-agent's tasks outlived its time: it did not finish
+                break
+            if on_idle is not None:
+                on_idle()
+            for task in running:
+                self.session.poll_task(task.task_id)
+            time.sleep(WAKE_POLL_SECONDS)
+        return RunResult(reason=reason, requests=self.requests)
+
+    def _first_turn(self, prompt: str | None) -> str:
+        """How the run's first turn ended, when something calls for one; ``idle`` when nothing does."""
+        state = self.session.state
+        # A turn a crash cut off (resume ended it as "interrupted"), one the model failed
+        # (its endpoint was down), or one a question parked (now answered) goes on: the
+        # model has not seen its last results. So does a message the run stopped before
+        # its turn began.
+        cut_off = prompt is None and (state.unanswered_message or (state.last_turn_end or "").startswith(
+            ("interrupted", "model_error", "waiting_on_user", "waiting_on_approval")))
+        if prompt is not None or cut_off or state.pending_wakes:
+            return self.turn(prompt, resumed=cut_off)
+        return "idle"

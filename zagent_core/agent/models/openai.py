@@ -1,0 +1,195 @@
+"""Any OpenAI-compatible Chat Completions endpoint: OpenAI, Ollama, vLLM, llama.cpp...
+
+The transport (retries, ``Retry-After``, the key, cleaning what comes back) is
+:mod:`zagent_core.agent.models.http`'s. Here: how Chat Completions spells a conversation and a
+reply, whole or streamed (``stream: true``, its deltas folded into one reply, usage from
+``stream_options.include_usage``; a stream that ends before ``[DONE]`` is asked again).
+
+Tool messages of Chat Completions carry text only, so the images a tool result attached
+go in a user message right after the reply's tool messages, as ``image_url`` data URLs
+(what OpenAI's documentation does for images a tool produced); other kinds are dropped
+with a line in the result's text saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from zagent_core.agent.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.agent.models.http import HTTPModel, StreamCut
+from zagent_core.agent.models.media import NOTHING, Attachment, MediaPolicy, prepare_all
+from zagent_core.config import ModelConfig
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refused"}
+#: What Chat Completions takes in a user message: images in these formats, up to 20 MB each,
+#: and in one request at most 50 of them and 30 MB of files (40 MB as base64; the API's cap is 50 MB).
+MEDIA = MediaPolicy(provider="openai", limits={"image": 20 * 1024 * 1024},
+                    types={"image": ("image/png", "image/jpeg", "image/gif", "image/webp")},
+                    max_files=50, max_bytes=30 * 1024 * 1024)
+
+
+def _wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions takes it: tool results as ``tool`` messages, their
+    images in one ``user`` message after the last tool message of the reply."""
+    wire: list[dict[str, Any]] = []
+    pending: list[tuple[Message, Attachment]] = []
+    media = prepare_all(messages, MEDIA)
+    for index, message in enumerate(messages):
+        if message.role == "tool":
+            prepared = media.get(index, NOTHING)
+            wire.append({"role": "tool", "tool_call_id": message.tool_call_id,
+                         "content": prepared.text_with_notes(message.content)})
+            pending += [(message, attachment) for attachment in prepared.attachments]
+            if pending and (index + 1 == len(messages) or messages[index + 1].role != "tool"):
+                wire.append(_images_message(pending))
+                pending = []
+            continue
+        entry: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.tool_calls:
+            entry["content"] = message.content or None
+            entry["tool_calls"] = [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+                for call in message.tool_calls
+            ]
+        wire.append(entry)
+    return wire
+
+
+def _images_message(attached: list[tuple[Message, Attachment]]) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for message, attachment in attached:
+        name = attachment.media.path.rsplit("/", 1)[-1]
+        content.append({"type": "text", "text": f"[{name}, attached by the result of tool call {message.tool_call_id}]"})
+        content.append({"type": "image_url",
+                        "image_url": {"url": f"data:{attachment.media.mime};base64,{attachment.data}"}})
+    return {"role": "user", "content": content}
+
+
+def _arguments(text: Any) -> Any:
+    """The model's arguments: a JSON object normally; what it sent otherwise (validation says why)."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text) if text.strip() else {}
+    except ValueError:
+        return text
+
+
+class _Stream:
+    """A streamed completion folded into the message a whole one would have held."""
+
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self.on_text = on_text
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.model = ""
+
+    def read(self, events: Iterator[tuple[str, Any]]) -> dict[str, Any]:
+        for _, chunk in events:
+            if chunk == "[DONE]":
+                return self._answer()
+            if not isinstance(chunk, dict):
+                raise ValueError(f"a stream chunk is not an object: {chunk!r:.80}")
+            if chunk.get("error"):  # a server that fails midway (overloaded): asked again
+                error = chunk["error"]
+                raise StreamCut(f"the stream reported an error: {error.get('message', error) if isinstance(error, dict) else error}")
+            self.model = chunk.get("model") or self.model
+            self.usage = chunk.get("usage") or self.usage
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    self.text.append(delta["content"])
+                    self.on_text(delta["content"])
+                for part in delta.get("tool_calls") or []:
+                    call = self.calls.setdefault(part.get("index", len(self.calls)),
+                                                 {"id": None, "function": {"name": "", "arguments": ""}})
+                    call["id"] = part.get("id") or call["id"]
+                    function = part.get("function") or {}
+                    arguments = function.get("arguments") or ""
+                    call["function"]["name"] += function.get("name") or ""
+                    call["function"]["arguments"] += (arguments if isinstance(arguments, str)
+                                                      else json.dumps(arguments))  # a server that sends an object
+                self.finish = choice.get("finish_reason") or self.finish
+        if self.finish is not None:  # some servers end a complete stream without [DONE], as the SDK allows
+            return self._answer()
+        raise StreamCut("the stream ended before [DONE]")
+
+    def _answer(self) -> dict[str, Any]:
+        message = {"content": "".join(self.text), "tool_calls": [self.calls[i] for i in sorted(self.calls)]}
+        return {"model": self.model, "usage": self.usage,
+                "choices": [{"message": message, "finish_reason": self.finish}]}
+
+
+class OpenAIModel(HTTPModel):
+    """``openai:MODEL``: base URL and key from the arguments, else ``model.base_url`` /
+    ``OPENAI_BASE_URL`` and the first of the variables ``model.api_key_env``,
+    ``OPENAI_API_KEY``, ``ZAGENT_API_KEY`` that is set (every key variable is then taken out
+    of the environment: see :mod:`zagent_core.tools.credentials`)."""
+
+    provider: ClassVar[str] = "openai"
+    path: ClassVar[str] = "/chat/completions"
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+    base_url_env: ClassVar[str] = "OPENAI_BASE_URL"
+    key_env: ClassVar[str] = "OPENAI_API_KEY"
+
+    def _configured(self, config: ModelConfig) -> tuple[str | None, str | None]:
+        return config.base_url, config.api_key_env
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _hint(self, status: int) -> str:
+        """For a 404: the usual cause, a base URL without the ``/v1`` the endpoints live under."""
+        if status != 404 or urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
+            return ""
+        return (f"; OpenAI-compatible servers usually serve the API under /v1: try the base URL {self.base_url}/v1 "
+                "(OPENAI_BASE_URL, or model.base_url in config.json)")
+
+    def request(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> dict[str, Any]:
+        """The request body for ``messages`` (what a test checks against the documented shape)."""
+        body: dict[str, Any] = {"model": self.model, "messages": _wire_messages(messages)}
+        if tools:
+            body["tools"] = [{"type": "function", "function": spec.model_dump()} for spec in tools]
+        if self.config.temperature is not None:
+            body["temperature"] = self.config.temperature
+        if self.config.max_tokens is not None:
+            body["max_tokens"] = self.config.max_tokens
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _fold(self, events: Iterator[tuple[str, Any]], on_text: Callable[[str], None]) -> Any:
+        try:
+            return _Stream(on_text).read(events)
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise self._error(f"the stream of {self.base_url} is not a chat completion's: {exc!r}") from None
+
+    def _reply(self, answer: Any) -> ModelReply:
+        try:
+            choice = answer["choices"][0]
+            message = choice["message"]
+            calls = [
+                ToolCallRequest(id=call.get("id") or f"call_{index}", name=call["function"]["name"],
+                                arguments=self._clean(_arguments(call["function"].get("arguments"))))
+                for index, call in enumerate(message.get("tool_calls") or [])
+            ]
+            usage = answer.get("usage") or {}
+            return ModelReply(
+                text=message.get("content") or "",
+                tool_calls=calls,
+                stop_reason=_STOP.get(choice.get("finish_reason") or "", choice.get("finish_reason") or "end_turn"),
+                usage=Usage(input_tokens=usage.get("prompt_tokens") or 0,
+                            output_tokens=usage.get("completion_tokens") or 0),
+                model=answer.get("model") or self.model,
+            )
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise self._error(f"the reply of {self.base_url} is not a chat completion: {exc!r}") from None

@@ -1,0 +1,277 @@
+"""What the engine needs from a journal; ``zagent_store`` implements it.
+
+The core never builds SQL: it appends events for a session at the version it expects
+to follow, and reads them back in order. Anything that keeps these promises (SQLite,
+PostgreSQL, an in-memory list in a test) can carry a session.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:  # building the event models is most of a listing's start-up: only who reads events pays
+    from zagent_core.journal.events import Event
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as the journal keeps it: its body plus where and when it was appended.
+
+    A plain dataclass, not a model: one is made per event appended or read, and the
+    body it carries is already validated.
+    """
+
+    seq: int
+    session_id: str
+    version: int
+    at: datetime
+    event: Event
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``zagent sessions show --events --json`` prints it."""
+        return {"seq": self.seq, "session_id": self.session_id, "version": self.version,
+                "at": self.at.isoformat(), "type": self.event.type, "data": self.event.model_dump(mode="json")}
+
+
+class SessionSummary(BaseModel):
+    """One line of ``zagent sessions list``: counts the journal can give without a projection."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    started_at: datetime
+    last_at: datetime
+    events: int
+    calls: int
+    ended: bool
+    #: The status stored with the session's newest snapshot (any projection), if any.
+    status: str | None = None
+    #: The version that snapshot was taken at: events after it are not reflected in ``status``.
+    status_version: int | None = None
+    #: For a sub-agent: the session that spawned it, its spawn call, its label there
+    #: (``child-1``...) and its depth (0: a top-level session; 1: a child of one...).
+    parent_session_id: str | None = None
+    parent_call_id: str | None = None
+    label: str | None = None
+    depth: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A projection of a session saved at ``version``: a cache, always rebuildable from the events.
+
+    ``data`` is the JSON text the core produced; the journal never parses it.
+    ``projection`` tags the code that made it, so a changed projection ignores old ones.
+    """
+
+    version: int
+    projection: str
+    data: str
+    status: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who drives a session: ``owner`` is a JSON object (host, boot id, pid, start ticks...).
+
+    A lease taken with a time to live expires unless its holder renews it (heart-beats):
+    ``expires_at`` is when, and ``expired`` whether that time had passed when the lease was
+    read, by the journal's clock (the database server's, for a journal many hosts share, so
+    their clocks need not agree). A lease without one lasts until it is released or its
+    holder is found dead on its own host.
+    """
+
+    session_id: str
+    owner: dict[str, Any]
+    since: datetime
+    expires_at: datetime | None = None
+    expired: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A session a worker claimed: its lease is the worker's now; ``previous`` is the expired
+    lease it replaced (a driver that stopped heart-beating), None when nobody held it."""
+
+    session_id: str
+    previous: Lease | None
+
+
+#: Events after which a session may want a driver (a worker): journals that can tell waiting
+#: workers (PostgreSQL's NOTIFY) do so when they append one, or when a lease is released.
+WORK_EVENTS = frozenset({"wake_requested", "user_message", "input_answered", "approval_decided"})
+
+
+def parent_columns(first: Sequence[Event]) -> tuple[str | None, str | None, str | None, int]:
+    """``(parent_session_id, parent_call_id, label, depth)`` of a session, from its first append.
+
+    A sub-agent's ``session_started`` names its parent. A fork of one copies that event but
+    is a session a person made (its first append ends with ``session_forked``): a top-level one.
+    """
+    link = first[0].__dict__.get("parent") if first and first[0].type == "session_started" else None
+    if link is None or any(event.type == "session_forked" for event in first):
+        return None, None, None, 0
+    return link.session_id, link.call_id, link.label, link.depth
+
+
+def canonical_owner(owner: dict[str, Any]) -> str:
+    """A lease owner as journals compare and store it: canonical JSON (sorted keys, no spaces)."""
+    return json.dumps(owner, sort_keys=True, separators=(",", ":"))
+
+
+class ConcurrencyError(RuntimeError):
+    """Another writer appended to the session since the caller last read it."""
+
+    def __init__(self, session_id: str, expected: int, actual: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id} is at version {actual}, not at version {expected} as the append expected "
+            "(another writer appended to it, or the caller lost track): read the session again and retry"
+        )
+
+
+class JournalError(RuntimeError):
+    """The journal could not be read or written (locked too long, corrupt, disk full).
+
+    Implementations raise this, not their driver's errors, so callers can report it
+    without knowing which store is behind the protocol.
+    """
+
+
+class LeaseHeldError(JournalError):
+    """Another owner holds the session's lease."""
+
+    def __init__(self, holder: Lease) -> None:
+        self.holder = holder
+        owner = ", ".join(f"{key} {value}" for key, value in holder.owner.items())
+        super().__init__(
+            f"session {holder.session_id} is driven by another process ({owner}) since "
+            f"{holder.since:%Y-%m-%d %H:%M:%S}Z: wait for it to finish, or stop it"
+        )
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """An append-only store of session events."""
+
+    def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
+               at: Sequence[datetime] | None = None,
+               snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
+        """Append ``events`` in one transaction after ``expected_version``.
+
+        ``at`` gives each event its time (imports and forks keep the original ones);
+        by default they get the current time. Raises :class:`ConcurrencyError` when the
+        session is not at that version, and appends nothing in that case. The events get
+        versions ``expected_version + 1``...: a session's versions never have a gap.
+
+        ``snapshot`` = ``(projection, data, status)`` is saved as by :meth:`save_snapshot`
+        at the version of the last appended event, in the same transaction: both are
+        durable together, or neither is.
+        """
+        ...
+
+    def read(self, session_id: str, after_version: int = 0, *,
+             types: Collection[str] | None = None) -> Iterator[StoredEvent]:
+        """The session's events with a version above ``after_version``, in order; only
+        those of ``types`` when given (the others are not even parsed)."""
+        ...
+
+    def has_call(self, session_id: str, call_id: str) -> bool:
+        """Whether the session has journaled a ``tool_call_requested`` with this call id."""
+        ...
+
+    def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
+        """The session's last ``count`` events (fewer if it has fewer), in version order."""
+        ...
+
+    def head(self, session_id: str) -> int:
+        """The session's current version: that of its last event, 0 if it has none."""
+        ...
+
+    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
+        """Sessions, most recently active first (the ``limit`` most recent, or all).
+
+        Counts and the parent come without reading the sessions' events; ``status`` is that
+        of the newest snapshot (None when the session has none). ``top_level``: only the
+        sessions that are no sub-agent's, and the sub-agents whose parent the journal does
+        not have (a child imported alone).
+        """
+        ...
+
+    def save_snapshot(self, session_id: str, version: int, projection: str, data: str,
+                      status: str | None = None) -> None:
+        """Keep ``data`` as the session's ``projection`` at ``version``.
+
+        Only the newest snapshot per session and projection is kept: saving an older
+        version than the one stored does nothing. A snapshot is a cache: it may be lost
+        (a recovered journal has none) and is never needed to read the events.
+        """
+        ...
+
+    def load_snapshot(self, session_id: str, projection: str) -> Snapshot | None:
+        """The newest snapshot of ``projection`` for the session, or None."""
+        ...
+
+    def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
+                      replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
+        """Take the session's lease, atomically (compare and set).
+
+        Succeeds when nobody holds it, when ``owner`` already does (re-entrant: the
+        lease keeps its ``since``), or when it is held by ``replacing`` (a takeover of an
+        owner known to be dead, or whose lease expired). Otherwise raises
+        :class:`LeaseHeldError` naming the holder. Owners are compared as canonical JSON
+        (key order does not matter). ``ttl``: the lease expires that many seconds from
+        now unless renewed (None: it does not expire).
+        """
+        ...
+
+    def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
+        """Push the expiry of ``owner``'s leases on ``session_ids`` ``ttl`` seconds from now, in one
+        transaction (a heartbeat); returns the sessions renewed: one missing is no longer
+        ``owner``'s (its lease expired and another driver took it over)."""
+        ...
+
+    def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
+                       exclude: Collection[str] = (),
+                       running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
+        """Take the leases of up to ``limit`` sessions that want a driver, for ``owner``, atomically.
+
+        A session wants one when it is no sub-agent (its parent drives those), has not
+        ended, nobody holds its lease or the lease expired, and its newest snapshot is not of its last event with a status that needs
+        nothing (``idle``, ``waiting on user``, ``waiting on approval``): a driver that
+        stopped cleanly snapshots what it left; anything after that, or a driver that died,
+        leaves work. Least recently active first; sessions another claimer is taking at the
+        same moment are skipped, not waited for. ``exclude``: sessions not to claim.
+        ``running``: told the owner of each expired lease, says whether that owner is known to
+        run still (a process of this host: slow to renew, not gone); its leases are not claimed.
+        """
+        ...
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until a session may want a driver (a lease was released, a wake-up or message
+        appended), or ``timeout`` seconds pass; True when told of work. A journal that cannot
+        be told (one file on one host) returns after the timeout: the caller polls."""
+        ...
+
+    def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
+        """Give the lease up if ``owner`` holds it; otherwise do nothing."""
+        ...
+
+    def lease(self, session_id: str) -> Lease | None:
+        """Who holds the session's lease, if anyone."""
+        ...
+
+    def check(self) -> list[str]:
+        """Health problems of the store (empty when healthy), each naming what is affected."""
+        ...
+
+    def close(self) -> None:
+        ...

@@ -1,0 +1,1 @@
+"""Sessions: the engine, a session's parts (appends, calls, people, background tasks, resume, turns) and the leases that keep one driver per session."""

@@ -1,0 +1,251 @@
+"""What a built-in tool is, and what the session hands it for one call.
+
+A built-in is data plus one function: its name, description and parameters (JSON
+Schema) as the model sees them, whether a call may run beside others, what a resume
+does with a call a crash cut off, and ``run(context, arguments) -> ToolResult``. The
+engine validates, journals and schedules it like a folder tool and never branches on
+its name; everything a built-in needs of the session comes through the
+:class:`BuiltinContext`, so no built-in imports the engine.
+
+What a call changes beyond its result (what the model was shown of a file, the tool's
+durable state, an artifact) is *staged* on the context and committed in the same
+transaction as the result: a crash keeps both or neither, and the projection of the
+journal (``read_state``, ``tool_state``) is what the next call, a resume or a replay sees.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from zagent_core.config import Config
+from zagent_core.journal.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolStateWritten
+from zagent_core.tools.results import ToolResult, checked_state
+
+if TYPE_CHECKING:
+    from zagent_core.journal.events import Event
+    from zagent_core.journal.fold import TaskView
+    from zagent_core.tools.runner import ProcessOutcome
+
+Arguments = dict[str, Any]
+
+
+class PathRefused(ValueError):
+    """A path the call may not touch (outside the workspace when confined); the message is the model's."""
+
+
+class StateValueError(ValueError):
+    """A tool-state value that cannot be stored; the message is the tool's."""
+
+
+class Parked(Exception):  # noqa: N818 - not an error: the call waits, on purpose
+    """Raised by :meth:`Host.ask_user` when no one can answer now: the call stays open
+    (its question journaled) and the session waits for ``zagent answer``."""
+
+
+class Host(Protocol):
+    """What the session does for a built-in: its background tasks and processes.
+
+    :class:`zagent_core.session.engine.Session` implements it; a built-in never sees the session itself.
+    """
+
+    def calls_stopped(self) -> bool:
+        """Whether the session's running calls are being stopped (Ctrl-C, a client's cancel):
+        a built-in that waits on something else than a process looks at it while it waits."""
+        ...
+
+    def tasks_at_hand(self) -> tuple[list[TaskView], int]:
+        """The tasks the session keeps at hand (running, then the latest ended), and how many were numbered."""
+        ...
+
+    def wait_task(self, task_id: str, timeout: float | None) -> TaskView: ...
+
+    def kill_task(self, task_id: str) -> TaskView: ...
+
+    def answer_wakes(self, task_id: str) -> None: ...
+
+    def run_call_process(self, context: BuiltinContext, argv: list[str], *, timeout: float | None,
+                         capture_limit: int) -> ProcessOutcome:
+        """Run ``argv`` in the workspace for this call (stdout and stderr merged), killing its
+        whole tree at ``timeout``; the whole output goes to the call's ``full_output.txt``."""
+        ...
+
+    def start_call_task(self, context: BuiltinContext, argv: list[str], *, timeout: float | None) -> ToolResult:
+        """Start ``argv`` as this call's background task; returns what the model is told at once."""
+        ...
+
+    def ask_user(self, context: BuiltinContext, question: str, choices: list[str] | None) -> str:
+        """Journal the question, then return the person's answer (asked on a terminal), or
+        raise :class:`Parked` when there is no one to ask now."""
+        ...
+
+    def spawn(self, context: BuiltinContext, arguments: Arguments) -> ToolResult:
+        """Give ``arguments["task"]`` to a child session (or go on with the one this call
+        started before a crash), drive it to its end, and return its outcome."""
+        ...
+
+
+class ToolState:
+    """One tool's durable key/value state, as one call sees it.
+
+    Reads see the state as it was before the call; writes are staged and committed with
+    the call's result (``tool_state_written``), so a crash keeps both or neither.
+    """
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._before = values
+        self.staged: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self.staged:
+            value = self.staged[key]
+            return default if value is None else value
+        return self._before.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        """Stage ``value`` for ``key`` (``None`` removes the key): JSON, at most 64 KiB, and a
+        call's writes at most 1 MiB in all (:class:`StateValueError` says what is over)."""
+        staged, problems = checked_state({**self.staged, key: value})
+        if problems:
+            raise StateValueError(problems[0])
+        self.staged = staged
+
+    def delete(self, key: str) -> None:
+        self.staged[key] = None
+
+
+def read_state_key(workspace: Path, path: str) -> str:
+    """The read-state key of ``path`` as the model wrote it: absolute against the workspace,
+    ``.`` and ``..`` folded, symlinks not resolved (the file is the path the model addressed)."""
+    return os.path.normpath(os.path.join(workspace, os.path.expanduser(path)))
+
+
+@dataclass
+class BuiltinContext:
+    """One call of a built-in: where it runs, what it may see, and what it stages."""
+
+    session_id: str
+    call_id: str
+    tool: str
+    workspace: Path
+    config: Config
+    host: Host
+    #: What started the session (``run``, ``tools run``, ``api``...), as ``session_started`` says.
+    origin: str | None
+    #: What the model was shown of each file, as the journal tells it before this call.
+    read_state: Mapping[str, ReadEntry]
+    state: ToolState
+    #: The call's own folder (``output/``, ``notify``), for a built-in that runs a process.
+    call_dir: Path | None = None
+    #: The task number this call starts, when it runs in the background.
+    task_id: str | None = None
+    #: Staged events, committed with the result.
+    staged: list[Event] = field(default_factory=list)
+    _read_updates: dict[str, ReadEntry] = field(default_factory=dict)
+
+    def resolve(self, path: str) -> Path:
+        """``path`` as the model wrote it, made absolute against the workspace.
+
+        With ``builtins.confine_to_workspace``, a path that resolves (symlinks followed)
+        outside the workspace raises :class:`PathRefused`.
+        """
+        if "\x00" in path:
+            raise PathRefused(f"the path {path!r} contains a NUL character")
+        resolved = Path(read_state_key(self.workspace, path))
+        if self.config.builtins.confine_to_workspace:
+            real, root = resolved.resolve(), self.workspace.resolve()
+            if real != root and root not in real.parents:
+                raise PathRefused(
+                    f"{path} is outside the workspace ({root}), and builtins.confine_to_workspace is on in "
+                    "config.json; use a path inside the workspace")
+        return resolved
+
+    def seen(self, path: Path) -> ReadEntry | None:
+        """What the model was last shown of ``path`` (this call's own updates included)."""
+        key = str(path)
+        return self._read_updates.get(key) or self.read_state.get(key)
+
+    def remember(self, entry: ReadEntry) -> None:
+        """Stage a new read-state entry for ``entry.path``."""
+        self._read_updates[entry.path] = entry
+
+    def record_artifact(self, artifact: ArtifactRecorded) -> None:
+        self.staged.append(artifact)
+
+    def effects(self) -> list[Event]:
+        """What the call staged, as the events committed with its result."""
+        events: list[Event] = list(self.staged)
+        if self._read_updates:
+            events.append(ReadStateUpdated(call_id=self.call_id, entries=list(self._read_updates.values())))
+        if self.state.staged:
+            events.append(ToolStateWritten(call_id=self.call_id, tool=self.tool, values=self.state.staged))
+        return events
+
+
+def _never(arguments: Arguments) -> bool:
+    return False
+
+
+def _everywhere(config: Config, depth: int) -> bool:
+    return True
+
+
+@dataclass(frozen=True, eq=False)
+class Builtin:
+    """A built-in tool: what the model is offered, and how a call runs."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: Callable[[BuiltinContext, Arguments], ToolResult]
+    #: Whether a call may run beside other concurrency-safe calls: a bool, or a function of the arguments.
+    concurrency_safe: bool | Callable[[Arguments], bool] = False
+    #: What a resume does with a call a crash cut off: ``safe`` runs it again, ``unsafe`` reports it interrupted.
+    replay: Literal["safe", "unsafe"] = "unsafe"
+    #: Whether a call runs a process (it then gets a call folder the engine can clean up after a crash).
+    runs_process: Callable[[Arguments], bool] = _never
+    #: Whether a call starts a background task (numbered when the call starts).
+    background: Callable[[Arguments], bool] = _never
+    #: A call a crash (or Ctrl-C) cut off stays open and goes on when the session is driven
+    #: again, instead of being settled at resume: ``run`` must pick up where it was.
+    continues: bool = False
+    #: Whether a session at this depth (0: top-level, 1: a sub-agent...) is offered it.
+    offered: Callable[[Config, int], bool] = _everywhere
+    #: A replay serves its recorded result even with ``--tools rerun``: it asks a person, or
+    #: starts a sub-agent (which is replayed on its own).
+    served_in_replay: bool = False
+    #: What runs a call, when not zagent itself (``mcp:SERVER@VERSION``, an MCP server's tool):
+    #: journaled as the offer's and each call's ``identity``.
+    source: str | None = None
+    #: The version of what runs a call (None: zagent's own), journaled as ``tool_version``.
+    version: str | None = None
+    #: The sha256 of what defines the tool outside zagent (an MCP tool's input schema), journaled
+    #: as the offer's and each call's ``manifest_hash``: a replay or an audit can tell it changed.
+    definition_hash: str = ""
+    #: Where it comes from, as ``zagent tools list`` and the session's offer say.
+    origin: str = "(built-in)"
+
+    @property
+    def identity(self) -> str:
+        return self.source or f"builtin:{self.name}"
+
+    @functools.cached_property
+    def validator(self) -> Any:
+        """The JSON Schema validator of its parameters (built on first use)."""
+        from zagent_core.tools.manifest import schema_dialect
+
+        return schema_dialect(self.parameters)(self.parameters)
+
+    def is_concurrency_safe(self, arguments: Any) -> bool:
+        if not isinstance(arguments, dict):
+            return False
+        if callable(self.concurrency_safe):
+            try:
+                return bool(self.concurrency_safe(arguments))
+            except Exception:  # noqa: BLE001 - arguments not yet validated: run it alone
+                return False
+        return self.concurrency_safe

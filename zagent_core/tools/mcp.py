@@ -1,0 +1,709 @@
+"""MCP servers' tools as zagent tools (``config.json``: ``"mcp": {"servers": {NAME: ...}}``).
+
+Each tool of a server is a :class:`~zagent_core.tools.inprocess.Builtin` named
+``NAME__TOOL``, so the engine validates a call against the tool's ``inputSchema``,
+journals it, schedules it, settles it after a crash and serves it in a replay exactly as
+any built-in, and never knows it is MCP. Its identity is the server's name and the
+version its ``initialize`` answered (``mcp:fs@0.2.0``), its definition hash the sha256 of
+its input schema: an audit or a replay tells what ran. ``readOnlyHint`` makes a tool
+concurrency-safe and replay-safe; every other tool is neither.
+
+The SDK is async and the engine is threads: one asyncio loop runs in a daemon thread per
+:class:`McpServers` (one per engine), each server's connection is a task on it that holds
+the SDK's client open, and a call crosses into the loop with a thread-safe future, under
+its timeout. A server starts the first time its tools are needed (listing them for a
+session's offer, or a call), logs its stderr through zagent's log, and is stopped by
+:meth:`McpServers.close` (the engine's ``close``; at the latest when the interpreter exits).
+
+A server that dies is started again when next needed, once per death; a call cut off by
+the death runs again on the new server when the tool is read-only, and otherwise its
+result says the server died, since the request may have reached it. A server that cannot
+start, or answers its listing badly, is a warning, never fatal: its tools are not offered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import collections
+import concurrent.futures
+import functools
+import hashlib
+import json
+import mimetypes
+import os
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from zagent_core.config import Config, McpServerConfig
+from zagent_core.logs import get_logger
+from zagent_core.problems import Problem
+from zagent_core.tools.credentials import tool_environment, withhold_model_keys
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.results import CallPaths, ToolResult, build_result
+from zagent_core.tools.runner import ProcessOutcome
+from zagent_core.version import zagent_version
+
+if TYPE_CHECKING:
+    import mcp_types
+    from mcp import Client
+
+log = get_logger(__name__)
+
+#: Between the server's name and the tool's in the name the model is offered.
+SEPARATOR = "__"
+#: What OpenAI's and Anthropic's APIs take as a tool name.
+MAX_TOOL_NAME = 64
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
+#: Lines of a server's stderr kept to explain why it could not start.
+_STDERR_KEPT = 20
+#: Pages of ``tools/list`` read at most (a server whose cursor never ends cannot hang a start).
+_LIST_PAGES = 100
+#: How long stopping the servers may take: the SDK closes stdin, waits 2 s, then SIGTERM, 2 s, SIGKILL.
+_STOP_SECONDS = 10.0
+#: The schema keywords that already say what else an object may hold: such a schema is kept as it is.
+_OPEN_OR_COMBINED = ("additionalProperties", "patternProperties", "unevaluatedProperties", "allOf", "anyOf",
+                     "oneOf", "not", "if", "$ref", "dependentSchemas")
+
+T = TypeVar("T")
+
+
+def offered_name(server: str, tool: str, taken: Collection[str]) -> str | None:
+    """The name tool ``tool`` of ``server`` is offered as: ``SERVER__TOOL``, or, when that is not
+    a name the model APIs take (over 64 characters, or other than letters, digits, ``_`` and
+    ``-``) or is taken, its cleaned and shortened form with 8 hex digits of the tool name's
+    sha256 (``fs__read_a_very_long_na_1f2e3d4c``). None when even that is taken."""
+    plain = f"{server}{SEPARATOR}{tool}"
+    if len(plain) <= MAX_TOOL_NAME and not _NOT_IN_A_NAME.search(tool) and plain not in taken:
+        return plain
+    digest = hashlib.sha256(tool.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    cleaned = f"{server}{SEPARATOR}{_NOT_IN_A_NAME.sub('_', tool)}"[:MAX_TOOL_NAME - len(digest) - 1]
+    named = f"{cleaned}_{digest}"
+    return named if named not in taken else None
+
+
+def schema_hash(schema: Any) -> str:
+    """The sha256 of a schema as canonical JSON (keys sorted, no spaces): the same schema, the same hash."""
+    text = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema a call is validated against: the server's, with ``additionalProperties: false``
+    added when it lists its properties and says nothing of others, so a misspelt argument is
+    refused (``unknown argument "pth" (allowed: path)``) as for a folder tool, rather than
+    dropped unseen by the server."""
+    if schema.get("type") == "object" and isinstance(schema.get("properties"), dict) \
+            and not any(key in schema for key in _OPEN_OR_COMBINED):
+        return {**schema, "additionalProperties": False}
+    return schema
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """An exception group's first leaf (any other exception: itself)."""
+    while isinstance(getattr(exc, "exceptions", None), (list, tuple)) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+def _why(exc: BaseException) -> str:
+    """An exception as one sentence (an exception group: its first leaf)."""
+    exc = _leaf(exc)
+    text = str(exc).strip()
+    if isinstance(exc, TimeoutError):
+        return text or "timed out"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# -- the event loop -------------------------------------------------------------------------
+
+
+#: How often a call waiting for its server looks whether the session's calls are being stopped.
+_STOP_POLL = 0.1
+
+
+class _Loop:
+    """One asyncio loop in a daemon thread, started on first use; threads run coroutines on it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=self._loop.run_forever, name="zagent-mcp", daemon=True)
+                self._thread.start()
+            return self._loop
+
+    @property
+    def running(self) -> bool:
+        return self._loop is not None
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float,
+            stopped: Callable[[], bool] | None = None) -> T:
+        """Run ``coroutine`` on the loop and wait for it, at most ``timeout`` seconds (then it is
+        cancelled and TimeoutError raised); Ctrl-C while waiting cancels it too, and so does
+        ``stopped()`` turning true (the session's calls are being stopped: KeyboardInterrupt,
+        which journals the call interrupted, as a folder tool's process stopped)."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._started())
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    return future.result(min(_STOP_POLL, max(0.0, deadline - time.monotonic())))
+                except concurrent.futures.TimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    if stopped is not None and stopped():
+                        raise KeyboardInterrupt from None
+        except BaseException:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(_STOP_SECONDS)
+        if not thread.is_alive():
+            loop.close()
+
+
+# -- one server ----------------------------------------------------------------------------
+
+
+class _Watched(Generic[T]):
+    """A transport's read stream that says when it ends: the server died (or was stopped)."""
+
+    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
+        self._stream = stream
+        self._ended = ended
+
+    async def receive(self) -> T:
+        try:
+            item: T = await self._stream.receive()
+        except BaseException:
+            self._ended()
+            raise
+        return item
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __aiter__(self) -> _Watched[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            item: T = await self._stream.__anext__()
+        except BaseException:  # StopAsyncIteration (the server closed its stdout), or the stream broke
+            self._ended()
+            raise
+        return item
+
+    async def __aenter__(self) -> _Watched[T]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stream.__aexit__(*exc)
+
+
+class ServerDown(Exception):
+    """A server that could not be started (again); the message says why."""
+
+
+@dataclass
+class Listed:
+    """What a server said when it started: who it is, and its tools."""
+
+    name: str
+    version: str
+    tools: list[mcp_types.Tool]
+
+
+@dataclass
+class _Attempt:
+    """One start of a server: its client, while the connection lives."""
+
+    #: Set when the connection ended: the server died, or it is being stopped.
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    client: Client | None = None
+    #: The holder's cancel scope: cancelling it leaves the client, which stops the server.
+    scope: Any = None
+    holder: asyncio.Task[None] | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.done.is_set()
+
+
+@dataclass
+class Server:
+    """One configured server: started on first use, started again once after each death."""
+
+    name: str
+    spec: McpServerConfig
+    workspace: Path
+    listed: Listed | None = None
+    #: Why it is not running and will not be started again (it could not be started).
+    down: str | None = None
+    #: How many times it was started.
+    starts: int = 0
+    stderr_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=_STDERR_KEPT))
+    #: Set by :meth:`stop`: a connection that ends now is not started again.
+    stopping: bool = False
+    _attempt: _Attempt | None = None
+    _lock: asyncio.Lock | None = None
+
+    @property
+    def label(self) -> str:
+        return f'MCP server "{self.name}"'
+
+    def _environment(self) -> dict[str, str]:
+        # zagent's tool environment: never the model's key, nor zagent's own variables.
+        return tool_environment() | self.spec.env
+
+    @asynccontextmanager
+    async def _transport(self, attempt: _Attempt) -> AsyncIterator[Any]:
+        """The SDK's transport for this server, its read stream watched for its end."""
+        def ended() -> None:
+            attempt.done.set()
+
+        if self.spec.url is not None:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            async with create_mcp_http_client(headers=dict(self.spec.headers) or None) as http, \
+                    streamable_http_client(self.spec.url, http_client=http) as (read, write):
+                yield _Watched(read, ended), write
+            return
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        assert self.spec.command is not None  # the config has one or the other
+        reading, writing = os.pipe()
+        errlog = os.fdopen(writing, "w")
+        threading.Thread(target=self._log_stderr, args=(reading,), name=f"mcp-{self.name}-stderr",
+                         daemon=True).start()
+        params = StdioServerParameters(command=self.spec.command[0], args=self.spec.command[1:],
+                                       env=self._environment(), cwd=self.workspace / (self.spec.cwd or "."))
+        try:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                errlog.close()  # the server has its own copy: its stderr ends when it does
+                yield _Watched(read, ended), write
+        finally:
+            errlog.close()
+
+    def _log_stderr(self, fd: int) -> None:
+        with open(fd, "rb") as stream:
+            for raw in stream:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line:
+                    self.stderr_tail.append(line)
+                    log.info("mcp_server_stderr", server=self.name, line=line)
+
+    async def _hold(self, attempt: _Attempt, ready: asyncio.Future[Client]) -> None:
+        """The connection's own task: it enters the SDK's client, and leaves it (stopping the
+        server) when the connection ends or :meth:`stop` cancels it."""
+        import anyio
+        from mcp import Client
+        from mcp_types import Implementation
+
+        try:
+            with anyio.CancelScope() as scope:
+                attempt.scope = scope
+                if attempt.ended:
+                    return  # stopped before it began
+                async with AsyncExitStack() as stack:
+                    transport = await stack.enter_async_context(self._transport(attempt))
+                    client = Client(_Given(transport), cache=None,
+                                    client_info=Implementation(name="zagent", version=zagent_version()))
+                    await stack.enter_async_context(client)
+                    attempt.client = client
+                    ready.set_result(client)
+                    await attempt.done.wait()  # the end of its read stream, or stop()
+                    if not scope.cancel_called:
+                        last = self.stderr_tail[-1] if self.stderr_tail else ""
+                        log.warning("mcp_server_exited", server=self.name, stderr=last)
+        except BaseException as exc:  # noqa: BLE001 - a server's failure is a result, never the loop's end
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else ServerDown("it was stopped"))
+            else:
+                log.debug("mcp_server_stop_failed", server=self.name, exc_info=True)
+        finally:
+            attempt.done.set()
+            attempt.client = None
+            if not ready.done():
+                ready.set_exception(ServerDown("it was stopped"))
+            elif ready.exception() is None:
+                log.info("mcp_server_stopped", server=self.name)
+
+    async def _start(self) -> Client:
+        """Start the server and list its tools, within ``startup_timeout_seconds``; ServerDown says why not."""
+        attempt = _Attempt()
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._attempt = attempt
+        self.starts += 1
+        attempt.holder = asyncio.create_task(self._hold(attempt, ready))
+        import anyio
+
+        try:
+            with anyio.fail_after(self.spec.startup_timeout_seconds):
+                client = await asyncio.shield(ready)
+                self.listed = await self._list(client)
+        except asyncio.CancelledError:  # the caller gave up (Ctrl-C): stop what was started, and go
+            await asyncio.shield(self._stop(attempt))
+            raise
+        except BaseException as exc:
+            await self._stop(attempt)
+            if not ready.cancelled():
+                ready.exception()  # retrieved: the failure is told below, not by asyncio at exit
+            raise ServerDown(self._start_failure(exc, attempt)) from None
+        log.info("mcp_server_started", server=self.name, version=self.listed.version, tools=len(self.listed.tools),
+                 start=self.starts)
+        return client
+
+    def _start_failure(self, exc: BaseException, attempt: _Attempt) -> str:
+        """Why a start failed, in a sentence, with the end of the server's stderr."""
+        from mcp.shared.exceptions import MCPError
+
+        exc = _leaf(exc)
+        if isinstance(exc, TimeoutError):
+            why = f"it did not answer within {self.spec.startup_timeout_seconds:g} s (startup_timeout_seconds)"
+        elif isinstance(exc, OSError) and exc.strerror and exc.filename:
+            why = f"cannot run it: {exc.strerror}: {exc.filename}"
+        elif isinstance(exc, MCPError) and attempt.ended:
+            why = "it exited (or closed its stdout) before it answered"
+        else:
+            why = _why(exc)
+        tail = list(self.stderr_tail)[-5:]
+        return f"{why}; its stderr ended with: {' | '.join(tail)}" if tail else why
+
+    async def _list(self, client: Client) -> Listed:
+        info = client.server_info
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools += page.tools
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return Listed(name=info.name if info else self.name, version=info.version if info else "unknown", tools=tools)
+
+    async def _stop(self, attempt: _Attempt) -> None:
+        """End the connection and wait until the SDK has stopped the server."""
+        attempt.done.set()
+        if attempt.scope is not None:
+            attempt.scope.cancel()
+        if attempt.holder is not None:
+            await asyncio.wait([attempt.holder])
+
+    async def stop(self) -> None:
+        self.stopping = True
+        if self._attempt is not None:
+            await self._stop(self._attempt)
+
+    async def connected(self) -> tuple[Client, _Attempt]:
+        """The live connection: started now the first time, and started again (once) after it ended."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            attempt = self._attempt
+            if attempt is not None and attempt.client is not None and not attempt.ended:
+                return attempt.client, attempt
+            if self.down is not None:
+                raise ServerDown(self.down)
+            if self.stopping:
+                raise ServerDown("it was stopped (zagent is closing)")
+            if attempt is not None:
+                log.warning("mcp_server_died", server=self.name, restarting=True)
+            try:
+                client = await self._start()
+            except ServerDown as exc:
+                if attempt is not None:  # a restart that failed: not tried again
+                    self.down = f"it died and could not be started again: {exc}"
+                raise
+            assert self._attempt is not None
+            return client, self._attempt
+
+    async def call(self, tool: str, arguments: Arguments, *, read_only: bool, timeout: float) -> Any:
+        """``tools/call``: the result, or a :class:`ToolResult` that says why there is none."""
+        import anyio
+        from mcp.shared.exceptions import MCPError
+
+        retried = False
+        while True:
+            try:
+                client, attempt = await self.connected()
+            except ServerDown as exc:
+                return ToolResult(output=f"{self.label} is not running: {exc}", is_error=True)
+            try:
+                with anyio.fail_after(timeout):
+                    return await client.call_tool(tool, arguments)
+            except TimeoutError:
+                return ToolResult(output=f"[timed out after {timeout:g} s: {self.label} did not answer; the request "
+                                         "was cancelled]", is_error=True, timed_out=True)
+            except MCPError as exc:
+                if not attempt.ended:
+                    return ToolResult(output=f"{self.label} refused the call: {exc.message} (error {exc.code})",
+                                      is_error=True)
+            except Exception as exc:  # noqa: BLE001 - what the SDK raises on a bad answer is a result
+                if not attempt.ended:
+                    return ToolResult(output=f"{self.label} answered badly: {_why(exc)}", is_error=True)
+            # The connection ended under the call: the server died (or zagent is closing), the request sent.
+            if self.stopping:
+                return ToolResult(output=f"{self.label} was stopped during the call (zagent is closing): it may or "
+                                         "may not have carried it out", is_error=True)
+            if not read_only:
+                return ToolResult(output=(
+                    f"{self.label} died during the call: it may or may not have carried it out ({tool} is not "
+                    "read-only, so it was not sent again); the server is started again for the next call"),
+                    is_error=True)
+            if retried:
+                return ToolResult(output=f"{self.label} died during the call, and again when it was sent once more",
+                                  is_error=True)
+            retried = True
+            log.warning("mcp_call_retried", server=self.name, tool=tool)
+
+
+class _Given:
+    """An already entered transport's streams, as the SDK's client takes a transport."""
+
+    def __init__(self, streams: Any) -> None:
+        self._streams = streams
+
+    async def __aenter__(self) -> Any:
+        return self._streams
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+# -- results -------------------------------------------------------------------------------
+
+
+def _file_name(index: int, kind: str, mime: str, uri: str | None = None) -> str:
+    """A name for a part saved in the output folder: its number, and the resource's own name or its kind."""
+    base = uri.rstrip("/").rsplit("/", 1)[-1] if uri else ""
+    if base and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}", base):
+        return f"{index:02d}-{base}"
+    return f"{index:02d}-{kind}{mimetypes.guess_extension(mime, strict=False) or '.bin'}"
+
+
+def _save(output_dir: Path, name: str, data: str) -> str | None:
+    """Decode base64 ``data`` into ``output_dir/name``; None when it is not base64."""
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / name).write_bytes(raw)
+    return name
+
+
+def _part_text(index: int, part: Any, output_dir: Path) -> str | None:
+    """What one content part adds to the result's text (a file part: saved, and listed below the text)."""
+    from mcp_types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent, TextResourceContents
+
+    if isinstance(part, TextContent):
+        return part.text
+    if isinstance(part, (ImageContent, AudioContent)):
+        name = _save(output_dir, _file_name(index, part.type, part.mime_type), part.data)
+        return None if name else f"[{part.type} part {index}: its data is not base64; dropped]"
+    if isinstance(part, ResourceLink):
+        details = ", ".join(x for x in (part.name, part.mime_type, part.description) if x)
+        return f"[resource link: {part.uri}{f' ({details})' if details else ''}]"
+    if isinstance(part, EmbeddedResource):
+        resource = part.resource
+        mime = resource.mime_type or "unknown type"
+        if isinstance(resource, TextResourceContents):
+            return f"[resource {resource.uri} ({mime}):]\n{resource.text}"
+        name = _save(output_dir, _file_name(index, "resource", resource.mime_type or "", str(resource.uri)),
+                     resource.blob)
+        return (f"[resource {resource.uri} ({mime}): saved as {output_dir / name}]" if name
+                else f"[resource {resource.uri} ({mime}): its data is not base64; dropped]")
+    return f"[a {getattr(part, 'type', type(part).__name__)} part zagent does not know; left out]"
+
+
+def to_result(result: mcp_types.CallToolResult, context: BuiltinContext, duration: float) -> ToolResult:
+    """A ``tools/call`` result as the model receives it: text parts joined; images, audio and
+    embedded files saved in the call's output folder and attached like a folder tool's
+    ``attach_outputs``; links and resources described; ``structuredContent`` as JSON when
+    there is no text; capped like any result, the whole kept on disk."""
+    from mcp_types import TextContent
+
+    assert context.call_dir is not None  # runs_process says every call has its folder
+    output_dir = context.call_dir / "output"
+    texts = [text for index, part in enumerate(result.content, start=1)
+             if (text := _part_text(index, part, output_dir)) is not None]
+    if result.structured_content is not None and not any(isinstance(p, TextContent) for p in result.content):
+        texts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
+    text = "\n".join(texts)
+    if not text and not any(output_dir.iterdir()):
+        text = "(the tool returned no content)"
+    data = text.encode("utf-8", "replace")
+    outcome = ProcessOutcome(pid=None, returncode=0, timed_out=False, stdout=data, stdout_total=len(data),
+                             stderr=b"", stderr_total=0, spilled=None, duration=duration)
+    built = build_result(outcome, output_mode="text", timeout=None, attach_outputs=True,
+                         paths=CallPaths(context.call_dir, output_dir), cwd=context.workspace,
+                         caps=context.config.capabilities, limits=context.config.limits)
+    return built.model_copy(update={"is_error": bool(result.is_error), "exit_code": None, "pid": None})
+
+
+# -- all servers ---------------------------------------------------------------------------
+
+
+def _always(arguments: Arguments) -> bool:
+    return True
+
+
+class McpServers:
+    """The MCP servers of a config, for one engine: their tools as built-ins, started on first need."""
+
+    def __init__(self, config: Config, workspace: Path) -> None:
+        # A server is a program zagent starts, like a tool: no model key may be in its environment
+        # (nor in this process's initial one, which it could read), whatever command starts it.
+        withhold_model_keys(config.model)
+        self.servers = {name: Server(name, spec, workspace) for name, spec in config.mcp.servers.items()}
+        self._loop = _Loop()
+        self._lock = threading.Lock()
+        self._tools: dict[str, Builtin] | None = None
+        self._problems: list[Problem] = []
+        #: Which server each offered tool is of, by offered name (``zagent tools list``).
+        self.server_of: dict[str, str] = {}
+        self._closed = False
+
+    def tools(self) -> tuple[dict[str, Builtin], list[Problem]]:
+        """Every server's tools, by offered name, and what went wrong; the servers are started
+        (all at once) the first time, the same answer given after."""
+        with self._lock:
+            if self._tools is None:
+                self._tools, self._problems = self._load()
+            return dict(self._tools), list(self._problems)
+
+    def _load(self) -> tuple[dict[str, Builtin], list[Problem]]:
+        if not self.servers or self._closed:
+            return {}, []
+        try:
+            import mcp  # noqa: F401 - an optional dependency
+        except ImportError:
+            return {}, [Problem(source=s.label, severity="warning", message=(
+                "not started, its tools are not offered: the MCP SDK is not installed (pip install 'zagent[mcp]')"))
+                for s in self.servers.values()]
+        budget = max(s.spec.startup_timeout_seconds for s in self.servers.values()) + _STOP_SECONDS
+        try:
+            outcomes = self._loop.run(self._start_all(), budget)
+        except concurrent.futures.TimeoutError:  # each start has its own deadline: only a wedged one gets here
+            outcomes = [ServerDown(f"it did not start within {budget:g} s")] * len(self.servers)
+        tools: dict[str, Builtin] = {}
+        problems: list[Problem] = []
+        for server, outcome in zip(self.servers.values(), outcomes):
+            if isinstance(outcome, BaseException):
+                server.down = str(outcome)
+                problems.append(Problem(source=server.label, severity="warning",
+                                        message=f"not started, its tools are not offered: {outcome}"))
+                continue
+            assert server.listed is not None
+            problems += self._add_tools(server, server.listed, tools)
+        return tools, problems
+
+    async def _start_all(self) -> list[Any]:
+        async def one(server: Server) -> Any:
+            try:
+                await server.connected()
+            except ServerDown as exc:
+                return exc
+            return None
+
+        return list(await asyncio.gather(*(one(s) for s in self.servers.values())))
+
+    def _add_tools(self, server: Server, listed: Listed, into: dict[str, Builtin]) -> list[Problem]:
+        from zagent_core.tools.manifest import schema_dialect
+
+        problems: list[Problem] = []
+        for tool in listed.tools:
+            name = offered_name(server.name, tool.name, into)
+            if name is None:
+                problems.append(Problem(source=server.label, severity="warning", message=(
+                    f'tool "{tool.name}" is not offered: its name, made one the model APIs take, is taken')))
+                continue
+            if name != f"{server.name}{SEPARATOR}{tool.name}":
+                problems.append(Problem(source=server.label, severity="warning", message=(
+                    f'tool "{tool.name}" is offered as "{name}": model APIs take tool names of at most '
+                    f"{MAX_TOOL_NAME} letters, digits, _ and -")))
+            parameters = closed(tool.input_schema)
+            try:
+                schema_dialect(parameters).check_schema(parameters)
+            except Exception as exc:  # noqa: BLE001 - the server's schema, not ours: the tool is left out
+                problems.append(Problem(source=server.label, severity="warning", message=(
+                    f'tool "{tool.name}" is not offered: its inputSchema is not a JSON Schema zagent can apply '
+                    f"({_why(exc)[:200]})")))
+                continue
+            into[name] = self._builtin(server, listed, tool, name, parameters)
+            self.server_of[name] = server.name
+        return problems
+
+    def _builtin(self, server: Server, listed: Listed, tool: mcp_types.Tool, name: str,
+                 parameters: dict[str, Any]) -> Builtin:
+        read_only = bool(tool.annotations is not None and tool.annotations.read_only_hint)
+        description = tool.description or tool.title or f"The {tool.name} tool of the MCP server {server.name}."
+        return Builtin(
+            name=name, description=description, parameters=parameters,
+            run=functools.partial(self._run, server, tool.name, read_only),
+            # A read-only tool changes nothing: calls run side by side, and a cut-off one runs again.
+            concurrency_safe=read_only, replay="safe" if read_only else "unsafe",
+            runs_process=_always,  # a call folder, for the images and files it returns
+            source=f"mcp:{server.name}@{listed.version}", version=listed.version,
+            definition_hash=schema_hash(tool.input_schema), origin=f"(mcp server {server.name})",
+        )
+
+    def _run(self, server: Server, tool: str, read_only: bool, context: BuiltinContext,
+             arguments: Arguments) -> ToolResult:
+        """One validated call of ``tool``, carried out by ``server``."""
+        if self._closed:
+            return ToolResult(output=f"{server.label} was stopped (zagent is closing); the call was not sent",
+                              is_error=True)
+        timeout = server.spec.timeout_seconds or context.config.limits.default_timeout_seconds
+        started = time.monotonic()
+        # Past the call's own timeout: a restart of the server, and stopping a dead one.
+        budget = timeout + server.spec.startup_timeout_seconds + _STOP_SECONDS
+        try:
+            answer = self._loop.run(server.call(tool, arguments, read_only=read_only, timeout=timeout), budget,
+                                    context.host.calls_stopped)
+        except concurrent.futures.TimeoutError:  # the builtin TimeoutError from 3.11 on
+            return ToolResult(output=f"[timed out after {budget:g} s waiting for {server.label}]", is_error=True,
+                              timed_out=True)
+        if isinstance(answer, ToolResult):
+            return answer
+        return to_result(answer, context, time.monotonic() - started)
+
+    def close(self) -> None:
+        """Stop every server that runs (waiting until each is gone), and the loop. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if not self._loop.running:
+            return
+
+        async def stop_all() -> None:
+            await asyncio.gather(*(s.stop() for s in self.servers.values()), return_exceptions=True)
+
+        try:
+            self._loop.run(stop_all(), _STOP_SECONDS)
+        except Exception:  # noqa: BLE001 - closing must not fail the caller; the servers' stdin is closed anyway
+            log.warning("mcp_servers_not_stopped", exc_info=True)
+        finally:
+            self._loop.stop()

@@ -1,0 +1,89 @@
+"""The supervisor of one background task: ``python -m zagent_core.tools.supervisor TASK_DIR``.
+
+It runs in its own process session, so it outlives the engine. The engine records who
+it is (``supervisor.json``) before it sends what to run on stdin (a JSON object: the
+tool's environment travels this way, never through a file): a supervisor whose engine
+died before that gets no request and runs nothing, so a task that runs is always one
+resume can find. It runs the tool with its output going straight to files in the task
+folder, and enforces the timeout. Its last act is to write ``exit.json`` atomically, with
+the time the tool ended, so an exit that happens while the engine is down is still known
+when the engine comes back. SIGTERM, SIGINT or SIGHUP make it stop the tool's whole tree
+and record that it was stopped; it starts with them blocked, so one sent while it is
+still starting up waits for it instead of killing it before it can record anything.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from zagent_core.tools.processes import ProcessIdentity, write_json
+from zagent_core.tools.runner import ProcessSpec, run_process
+
+SUPERVISOR_FILE = "supervisor.json"
+TOOL_FILE = "tool.json"
+EXIT_FILE = "exit.json"
+OUTPUT_FILE = "output.log"
+STDERR_FILE = "stderr.log"
+#: What asks a supervisor to stop; blocked from its start until it can handle them.
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+
+def main(task_dir: Path, request: dict[str, Any]) -> int:
+    stop = {"requested": False}
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stop["requested"] = True
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, request_stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one sent during start-up arrives now
+    if stop["requested"]:
+        write_json(task_dir / EXIT_FILE, durable=True, value={
+            "stopped": True, "start_error": "the task was stopped before its tool started", "ended_at": time.time()})
+        return 0
+
+    def started(pid: int) -> None:
+        tool = ProcessIdentity.of(pid)
+        write_json(task_dir / TOOL_FILE, tool.model_dump() if tool else {"pid": pid})
+
+    merge = bool(request["merge_stderr"])
+    spec = ProcessSpec(
+        argv=request["argv"],
+        cwd=Path(request["cwd"]),
+        env=request["env"],
+        stdin=request["stdin"].encode() if request.get("stdin") is not None else None,
+        merge_stderr=merge,
+        timeout=request["timeout"],
+        kill_grace=request["kill_grace"],
+        capture_limit=0,
+        stdout_file=task_dir / OUTPUT_FILE,
+        stderr_path=None if merge else task_dir / STDERR_FILE,
+        tag=request.get("tag"),
+    )
+    began = time.time()
+    outcome = run_process(spec, on_tick=lambda: stop["requested"], on_start=started)
+    write_json(task_dir / EXIT_FILE, durable=True, value={
+        "pid": outcome.pid,
+        "returncode": outcome.returncode,
+        "timed_out": outcome.timed_out,
+        "timeout": spec.timeout,  # a built-in's task has it only here (its call journals none)
+        "stopped": outcome.stopped,
+        "duration": outcome.duration,
+        "start_error": outcome.start_error,
+        "ended_at": began + outcome.duration,  # when the tool exited, not when this was written
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    folder = Path(sys.argv[1])
+    try:
+        given = json.loads(sys.stdin.buffer.read())
+    except ValueError:
+        sys.exit("zagent supervisor: no request on stdin (the engine stopped before sending it); nothing was run")
+    sys.exit(main(folder, given))

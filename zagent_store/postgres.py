@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from zagent_core.journal.protocol import (
     WORK_EVENTS,
+    AdminJournal,
     Claim,
     ConcurrencyError,
     JournalError,
@@ -262,7 +263,7 @@ def redacted(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
-class PostgresJournal:
+class PostgresJournal(AdminJournal):
     """The journal in a PostgreSQL database, shared by every host that has its URL.
 
     One connection per journal object, used under a lock (the engine's threads take

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from zagent_core.journal.protocol import (
+    AdminJournal,
     Claim,
     ConcurrencyError,
     JournalError,
@@ -301,7 +302,7 @@ class _Conflict(Exception):
     """The session is not at the version an append expected (raised inside its transaction)."""
 
 
-class SQLiteJournal:
+class SQLiteJournal(AdminJournal):
     """The embedded journal, in one SQLite file (``<home>/journal.db`` by default).
 
     ``synchronous="FULL"`` (the default) makes every append durable before it returns,

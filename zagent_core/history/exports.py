@@ -43,7 +43,7 @@ from zagent_core.journal.events import (
     load_event,
 )
 from zagent_core.journal.fold import InconsistentJournalError, rebuild
-from zagent_core.journal.protocol import Journal, StoredEvent
+from zagent_core.journal.protocol import EventLog, StoredEvent
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 
@@ -217,7 +217,7 @@ def relocate(imported: ImportedSession, home: Home, session_id: str) -> list[Eve
     return events
 
 
-def import_session(journal: Journal, imported: ImportedSession, *, home: Home, as_id: str | None = None) -> str:
+def import_session(journal: EventLog, imported: ImportedSession, *, home: Home, as_id: str | None = None) -> str:
     """Write an imported session into ``journal``, the journal of ``home`` (under ``as_id``
     if given); returns its id.
 
@@ -231,7 +231,7 @@ def import_session(journal: Journal, imported: ImportedSession, *, home: Home, a
     return session_id
 
 
-def fork_session(journal: Journal, session_id: str, at_seq: int, new_id: str) -> str:
+def fork_session(journal: EventLog, session_id: str, at_seq: int, new_id: str) -> str:
     """A new session made of ``session_id``'s events up to global position ``at_seq``.
 
     The copy ends with ``session_forked``, which keeps the parent link; resume it to go

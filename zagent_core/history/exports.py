@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath
 from typing import Any
 
+from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.journal.events import (
     Event,
@@ -67,7 +68,7 @@ class ImportedSession:
     times: list[datetime]
 
 
-class ExportError(ValueError):
+class ExportError(ZagentError, ValueError):
     """A file that is not a zagent export, with the line and what is wrong."""
 
 

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from zagent_core.errors import ZagentError
+
 if TYPE_CHECKING:  # building the event models is most of a listing's start-up: only who reads events pays
     from zagent_core.journal.events import Event
 
@@ -141,7 +143,7 @@ def canonical_owner(owner: dict[str, Any]) -> str:
     return json.dumps(owner, sort_keys=True, separators=(",", ":"))
 
 
-class ConcurrencyError(RuntimeError):
+class ConcurrencyError(ZagentError, RuntimeError):
     """Another writer appended to the session since the caller last read it."""
 
     def __init__(self, session_id: str, expected: int, actual: int) -> None:
@@ -154,7 +156,7 @@ class ConcurrencyError(RuntimeError):
         )
 
 
-class JournalError(RuntimeError):
+class JournalError(ZagentError, RuntimeError):
     """The journal could not be read or written (locked too long, corrupt, disk full).
 
     Implementations raise this, not their driver's errors, so callers can report it

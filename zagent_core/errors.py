@@ -4,13 +4,13 @@ Each error lives beside the code that raises it and keeps the built-in base that
 caught it by before (``except RuntimeError`` still catches a ``JournalError``). The tree::
 
     ZagentError
-     ├ JournalError (RuntimeError) ........ zagent_core.journal.protocol: the journal could not be read or written
+     ├ JournalError (RuntimeError) ........ zagent_core.journal.protocol: the journal cannot be read or written
      │  ├ LeaseHeldError .................. zagent_core.journal.protocol: another owner drives the session
-     │  ├ LeaseLostError .................. zagent_core.session.leases: this process's lease expired, another took over
+     │  ├ LeaseLostError .................. zagent_core.session.leases: another driver took an expired lease over
      │  ├ JournalVersionError ............. zagent_store.sql: a newer zagent made the journal
      │  ├ RecoverError .................... zagent_store.recover: nothing can be recovered from the source
      │  └ CopyError ....................... zagent_store.copy: a journal copy failed its check
-     │     ├ CopyRefusedError ............. nothing was written: the target is the source, or holds its sessions
+     │     ├ CopyRefusedError ............. nothing written: the target is the source, or holds its sessions
      │     │  └ TargetHasSessionsError
      │     └ CopyMismatchError
      ├ ConcurrencyError (RuntimeError) .... zagent_core.journal.protocol: another writer appended first
@@ -22,7 +22,7 @@ caught it by before (``except RuntimeError`` still catches a ``JournalError``). 
 Still to be rebased onto it, where drawn here (their modules were being split when the tree was made):
 
     ZagentError
-     ├ InconsistentJournalError (ValueError) .. zagent_core.journal.fold: an event names a call the session never had
+     ├ InconsistentJournalError (ValueError) .. zagent_core.journal.fold: an event names an unknown call or task
      ├ SessionEndedError (RuntimeError) ....... zagent_core.session: the session has ended
      ├ SessionBusyError (RuntimeError) ........ zagent_core.session.leases: a live process drives the session
      ├ UnknownSessionError (LookupError) ...... zagent_core.session: no such session in the journal

@@ -176,6 +176,8 @@ class LeaseHeldError(JournalError):
         )
 
 
+# The methods are abstract so that a store subclassing a protocol (as zagent_store's do) and
+# lacking one fails when it is made, not when the method is first called and returns None.
 @runtime_checkable
 class EventLog(Protocol):
     """A session's events, append-only: what writing and rebuilding a session needs."""

@@ -68,6 +68,7 @@ def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_u
             imported = parse_export(handle, source=str(path))
         with SQLiteJournal(Path(tmp) / "recorded.db") as recorded, SQLiteJournal(Path(tmp) / "replay.db") as into:
             session_id = import_session(recorded, imported, home=Home(tmp))
+            # tools comes from an ini option, unchecked until ReplayOptions refuses what is no mode.
             options = ReplayOptions(tools=tools, allow_unsafe=allow_unsafe,  # type: ignore[arg-type]
                                     normalisers=rules, config=config,
                                     workspace=Path(workspace) if workspace is not None else None)

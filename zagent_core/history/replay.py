@@ -163,6 +163,7 @@ class ReplayOptions:
     allow_unsafe: bool = False
     #: The user's ``(regex, replacement)`` rules, applied after the built-in ones before outputs are compared.
     normalisers: Sequence[tuple[str, str]] = ()
+    #: The user's config, which the replay's engine runs with (its limits, the agent's settings).
     config: Config = field(default_factory=Config)
     #: The folder a rerun copies, when not the recorded workspace (a fixture replayed in
     #: another checkout); paths of either in outputs compare equal.
@@ -214,8 +215,8 @@ def replay(journal: Journal, session_id: str, home: Home, into: Journal, options
 
 
 def replay_sessions(journal: Journal, session_ids: Iterable[str] | None, home: Home,
-                    into: Callable[[Path], contextlib.AbstractContextManager[Journal]], options: ReplayOptions | None = None, *,
-                    workdir: Path | None = None,
+                    into: Callable[[Path], contextlib.AbstractContextManager[Journal]],
+                    options: ReplayOptions | None = None, *, workdir: Path | None = None,
                     on_report: Callable[[int, int, ReplayReport], None] | None = None) -> ReplayResults:
     """Replay the tree of each session of ``session_ids`` in turn, with the same ``options``;
     ``None`` replays every tree of ``journal``, oldest first (``zagent replay --all``): each

@@ -40,6 +40,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Difference:
+    """One way step ``step`` (from 0) of the replay differs from the recording's."""
+
     step: int
     field: str
     expected: Any
@@ -237,20 +239,25 @@ def compare(expected: list[Step], actual: list[Step], tools: ToolsMode, normalis
             extra = actual[index] if index < len(actual) else expected[index]
             differences.append(Difference(index, "step", None if index >= len(expected) else extra.tool,
                                           None if index >= len(actual) else extra.tool))
-            continue
-        want, got = expected[index], actual[index]
-        if want.tool != got.tool:
-            differences.append(Difference(index, "tool", want.tool, got.tool))
-            continue
-        if want.arguments != got.arguments:
-            differences.append(Difference(index, "arguments", want.arguments, got.arguments))
-        if tools == "rerun":
-            for name in ("is_error", "exit_code"):
-                if getattr(want, name) != getattr(got, name):
-                    differences.append(Difference(index, name, getattr(want, name), getattr(got, name)))
-            old, new = normalise(want.output), normalise(got.output)
-            if old != new:
-                differences.append(Difference(index, "output", old, new, diff=output_diff(old, new)))
+        else:
+            differences += _step_differences(index, expected[index], actual[index], tools, normalise)
+    return differences
+
+
+def _step_differences(index: int, want: Step, got: Step, tools: ToolsMode, normalise: Normaliser) -> list[Difference]:
+    """How step ``index``, in both the recording and the replay, differs: another tool says it all."""
+    if want.tool != got.tool:
+        return [Difference(index, "tool", want.tool, got.tool)]
+    differences = []
+    if want.arguments != got.arguments:
+        differences.append(Difference(index, "arguments", want.arguments, got.arguments))
+    if tools == "rerun":
+        for name in ("is_error", "exit_code"):
+            if getattr(want, name) != getattr(got, name):
+                differences.append(Difference(index, name, getattr(want, name), getattr(got, name)))
+        old, new = normalise(want.output), normalise(got.output)
+        if old != new:
+            differences.append(Difference(index, "output", old, new, diff=output_diff(old, new)))
     return differences
 
 

@@ -25,13 +25,8 @@ def changed_since(events: Iterable[StoredEvent], workspace_then: str | None, wor
     read: a rerun from them reads something else, and diverges for that reason alone."""
     from zagent_core.builtins.files import content_hash
 
-    first: dict[str, str | None] = {}  # path -> hash first read (None: the session wrote it first)
-    for stored in events:
-        if isinstance(stored.event, ReadStateUpdated):
-            for entry in stored.event.entries:
-                first.setdefault(entry.path, None if entry.elided else entry.hash)
     changed = []
-    for path, digest in first.items():
+    for path, digest in _first_read(events).items():
         now = Path(moved(path, workspace_then, workspace)) if workspace_then else None
         if digest is None or now is None or not now.is_relative_to(workspace):
             continue  # written before it was read, or outside the workspace: the copy says nothing of it
@@ -46,6 +41,16 @@ def changed_since(events: Iterable[StoredEvent], workspace_then: str | None, wor
     return (f"{len(changed)} file(s) of the workspace are not what the recording first read "
             f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}): the rerun starts from the workspace "
             "as it is now; give a checkout of its state when the session began with --workspace DIR")
+
+
+def _first_read(events: Iterable[StoredEvent]) -> dict[str, str | None]:
+    """Each path the recording read, with the hash of what it first read there (None: the session wrote it first)."""
+    first: dict[str, str | None] = {}
+    for stored in events:
+        if isinstance(stored.event, ReadStateUpdated):
+            for entry in stored.event.entries:
+                first.setdefault(entry.path, None if entry.elided else entry.hash)
+    return first
 
 
 def moved(path: str, then: str, now: Path) -> str:

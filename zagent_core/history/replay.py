@@ -234,7 +234,7 @@ def replay_sessions(journal: Journal, session_ids: Iterable[str] | None, home: H
     with _folder(home, workdir) as folder:
         for number, session_id in enumerate(ids, start=1):
             own = folder / f"replay-{number}"
-            own.mkdir()
+            own.mkdir(parents=True)
             with into(own) as replayed_into:
                 reports.append(replay(journal, session_id, home, replayed_into, options, workdir=own))
             if on_report is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,10 +13,10 @@ from zagent_cli.inputs import arguments_object
 from zagent_cli.offers import home_tools, mcp_tools, say_problems
 from zagent_cli.output import ERROR, OK, emit_json, head, say, terminal_safe
 from zagent_cli.params import TEXT, complete_tools
+from zagent_cli.refusals import refusals_said
 
 if TYPE_CHECKING:
-    from zagent_core import Engine, StoredEvent, ToolResult, ToolSet
-    from zagent_core.session.engine import Session
+    from zagent_core import StoredEvent
 
 
 @click.group()
@@ -81,62 +81,6 @@ def _say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str]) -> No
         say(f"{name:<{names}}  {summary:<{summaries}}  [{where}]{'  (disabled)' if name in disabled else ''}")
 
 
-def _loaded_tool(engine: Engine, name: str) -> ToolSet:
-    """The home's tools, once ``name`` is known to be one of them (or a built-in)."""
-    toolset = engine.load_tools()
-    if name not in toolset.tools and name not in engine.builtins:
-        from zagent_core.problems import did_you_mean
-
-        reasons = [str(p) for p in toolset.broken if p.source == f"tools/{name}"]
-        if reasons:
-            raise click.UsageError(f'tool "{name}" is not loaded:\n' + "\n".join(reasons))
-        known = ", ".join(sorted(toolset.tools)) or "none"
-        raise click.UsageError(f'unknown tool "{name}"{did_you_mean(name, toolset.tools)}; loaded tools: {known}')
-    for problem in engine.config_problems + toolset.problems:
-        say(f"{problem.severity}: {problem}", err=True)
-    return toolset
-
-
-def _background_result(session: Session, task_id: str, started: ToolResult, as_json: bool) -> ToolResult:
-    """A background call lived as the agent would: its notes, then its wake-up, as one result."""
-    if not as_json:
-        say(started.output)
-    task = session.wait_task(task_id, None)
-    # Shown, not delivered: no agent turn took them, so they stay pending in the journal.
-    wake_ups = [w.text for w in session.state.pending_wakes.values() if w.reason != "note"]
-    if not as_json:
-        for text in wake_ups:
-            say(f"[info: {text}]")
-    return started.model_copy(update={
-        "output": "\n".join(wake_ups) or task.output or "", "is_error": bool(task.is_error),
-        "duration_ms": task.duration_ms or 0, "files": task.files, "media": task.media})
-
-
-def _call_once(session: Session, name: str, arguments: dict[str, Any], as_json: bool) -> tuple[ToolResult, str]:
-    """Run the call in ``session``, and wait for it if it runs in the background: its result and
-    call id. Ctrl-C (or SIGTERM) ends the session as interrupted, exit 130."""
-    try:
-        result = session.call(name, arguments)
-        call_id = session.state.last_call_id or ""
-        task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
-        if task_id is not None and not result.is_error:
-            return _background_result(session, task_id, result, as_json), call_id
-    except KeyboardInterrupt:
-        # The tool (or task) was stopped with us and its call journaled as interrupted; a
-        # call that goes on (a spawn, with its child) stays open for resume.
-        if session.continuing_calls():
-            session.release()
-            say(f"\n[stopped; resume with: zagent resume {session.session_id}]", err=True)
-            sys.exit(130)
-        if session.state.status == "open":
-            session.end("interrupted")
-        say(f"\n[stopped; the call is journaled in session {session.session_id}]", err=True)
-        sys.exit(130)
-    if not as_json:
-        say(result.output)
-    return result, call_id
-
-
 @tools.command("run")
 @click.argument("name", type=TEXT, shell_complete=complete_tools)
 @click.option("--args", "args_text", type=TEXT, metavar="JSON",
@@ -151,12 +95,15 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
     is an error, 2 for a usage error.
     """
     import signal
+    from dataclasses import replace
 
     # SIGTERM stops the call the way Ctrl-C does: the tool killed, the journal told, exit 130.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     arguments = arguments_object(args_text)
     notes: list[str] = []
 
+    from zagent_core.drive.calling import run_tool
+    from zagent_core.drive.display import Display
     from zagent_core.journal.events import NoteReceived
 
     def show_note(stored: StoredEvent) -> None:
@@ -166,19 +113,19 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
             if not as_json:
                 say(f"[info: {stored.event.text}]")
 
-    with obj.journal() as journal:
-        engine = obj.engine(journal)
-        toolset = _loaded_tool(engine, name)
-        with engine.start_session(origin="tools run", tools=toolset) as session:
-            session.subscribe(show_note)
-            ask_here(session)
-            result, call_id = _call_once(session, name, arguments, as_json)
+    display = Display(problem=lambda problem: say(f"{problem.severity}: {problem}", err=True), events=show_note,
+                      attach=ask_here)
+    if not as_json:
+        display = replace(display, output=say, wake=lambda text: say(f"[info: {text}]"))
+    with obj.journal() as journal, refusals_said():
+        ran = run_tool(obj.engine(journal), name, arguments, display)
+    result = ran.result
     if as_json:
         emit_json({"output": result.output, "is_error": result.is_error,
                    "media": [m.model_dump() for m in result.media], "files": [f.model_dump() for f in result.files],
-                   "session_id": session.session_id, "call_id": call_id, "notes": notes})
+                   "session_id": ran.session_id, "call_id": ran.call_id, "notes": notes})
     else:
         status = "error" if result.is_error else "ok"
-        say(f"[{status} in {result.duration_ms} ms; journaled as session {session.session_id}, call {call_id}]",
+        say(f"[{status} in {result.duration_ms} ms; journaled as session {ran.session_id}, call {ran.call_id}]",
             err=True, colour=ERROR if result.is_error else OK)
     sys.exit(1 if result.is_error else 0)

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from zagent_cli.context import Context
 from zagent_cli.output import plural, say
-from zagent_cli.run import _model_for
-
-if TYPE_CHECKING:
-    from zagent_core import SessionState
-    from zagent_core.agent.models import Model
 
 
 @click.command()
@@ -39,15 +32,7 @@ def worker(obj: Context, concurrency: int, model_spec: str | None, poll_seconds:
     from zagent_core.drive.worker import Worker
 
     with obj.journal() as journal:
-        engine = obj.engine(journal)
-
-        def model_for(state: SessionState) -> tuple[Model | None, str]:
-            try:
-                return _model_for(engine, None if state.model else model_spec, state, None)
-            except click.UsageError as exc:
-                raise ValueError(exc.message) from None
-
-        pool = Worker(engine, model_for, concurrency=concurrency, poll_seconds=poll_seconds,
+        pool = Worker(obj.engine(journal), model_spec=model_spec, concurrency=concurrency, poll_seconds=poll_seconds,
                       report=lambda line: say(f"[{line}]", err=True))
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         say(f"[worker pid {os.getpid()} on {socket.gethostname()}: {concurrency} at a time]", err=True)

@@ -1,7 +1,9 @@
 """``zagent``: list and run tools, check a home, and read the journal.
 
-Imports of the engine happen inside commands, so ``zagent --help`` and ``zagent tools
-list`` do not pay for what they do not use. Exit codes: 0 success, 1 the thing asked
+This module holds the group and its global options; each command group is a module of
+its own (``tools.py``, ``run.py``, ``sessions.py``...), added to the group here. Imports
+of the engine happen inside commands, so ``zagent --help`` and ``zagent tools list`` do
+not pay for what they do not use. Exit codes: 0 success, 1 the thing asked
 for failed (a tool's result is an error, doctor found problems), 2 a usage error.
 """
 
@@ -66,6 +68,8 @@ def cli(ctx: click.Context, home: str | None, journal_url: str | None, workspace
     """zagent runs an AI agent's tools and journals every session in SQLite (or PostgreSQL)."""
     ctx.obj = Context(home_arg=home, workspace=workspace, verbosity=verbose, journal_arg=journal_url)
 
+
+# Each command group is a module of its own; none imports the engine before its command runs.
 for command in (tools, run, resume, answer, approve, deny, worker, doctor, replay, audit, mcp_group, journal_group,
                 sessions):
     cli.add_command(command)

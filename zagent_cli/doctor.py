@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from zagent_cli.context import Context, home_problem
-from zagent_cli.offers import home_tools, mcp_tools, say_problems
-from zagent_cli.output import ERROR, OK, emit_json, plural, say
+from zagent_cli.output import ERROR, OK, emit_json, plural, say, say_problems
 
 if TYPE_CHECKING:
     from zagent_core import Config, Home, Problem, ToolSet
@@ -70,6 +69,7 @@ def doctor(obj: Context, as_json: bool) -> None:
 
     from zagent_core.builtins.grep import find_rg
     from zagent_core.config import load_config
+    from zagent_core.drive.offers import home_tools, mcp_tools
     from zagent_core.problems import Problem
     from zagent_core.tools.manifest import start_problem
     from zagent_core.version import zagent_version
@@ -77,7 +77,7 @@ def doctor(obj: Context, as_json: bool) -> None:
     home = obj.locate_home()
     unusable = home_problem(home.root)
     config, config_problems = load_config(home.config_path)
-    mcp, mcp_problems, server_of = mcp_tools(obj, config) if not unusable else ({}, [], {})
+    mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace) if not unusable else ({}, [], {})
     toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
     unstartable = [Problem(source=f"tools/{tool.folder.name}", message=f"cannot start: {why}")
                    for _, tool in sorted(toolset.tools.items()) if (why := start_problem(tool))]

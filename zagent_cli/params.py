@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from zagent_cli.context import home_problem
-from zagent_cli.offers import home_tools
 from zagent_cli.output import head, plural
 
 if TYPE_CHECKING:
@@ -46,6 +45,7 @@ def complete_tools(ctx: click.Context, param: click.Parameter, incomplete: str) 
 
     try:
         from zagent_core.config import load_config
+        from zagent_core.drive.offers import home_tools
 
         home = _completion_home(ctx)
         if home_problem(home.root):

@@ -10,8 +10,7 @@ import click
 from zagent_cli.asking import ask_here
 from zagent_cli.context import Context
 from zagent_cli.inputs import arguments_object
-from zagent_cli.offers import home_tools, mcp_tools, say_problems
-from zagent_cli.output import ERROR, OK, emit_json, head, say, terminal_safe
+from zagent_cli.output import ERROR, OK, emit_json, head, say, say_problems, terminal_safe
 from zagent_cli.params import TEXT, complete_tools
 from zagent_cli.refusals import refusals_said
 
@@ -30,10 +29,11 @@ def tools() -> None:
 def tools_list(obj: Context, as_json: bool) -> None:
     """Loaded tools, and the folders that did not load with the reason."""
     from zagent_core.config import load_config
+    from zagent_core.drive.offers import home_tools, mcp_tools
 
     home = obj.home
     config, config_problems = load_config(home.config_path)
-    mcp, mcp_problems, server_of = mcp_tools(obj, config)
+    mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace)
     toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
     problems = config_problems + builtin_problems + mcp_problems + toolset.problems
     if as_json:

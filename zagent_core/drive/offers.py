@@ -1,4 +1,6 @@
-"""What a session of the home offers: its tool folders, the built-ins and the MCP servers' tools, with their problems."""
+"""What a session of the home offers, looked at without a session: its tool folders, the
+built-ins config turns on and the MCP servers' tools, each with what is wrong with them
+(``zagent tools list``, ``doctor``, shell completion)."""
 
 from __future__ import annotations
 
@@ -6,17 +8,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zagent_cli.context import Context
-from zagent_cli.output import ERROR, WARNING, say
-
 if TYPE_CHECKING:
-    from zagent_core import Config, Home, Problem, ToolSet
+    from zagent_core.config import Config
+    from zagent_core.home import Home
+    from zagent_core.problems import Problem
     from zagent_core.tools.inprocess import Builtin
-
-
-def say_problems(problems: list[Problem]) -> None:
-    for problem in problems:
-        say(f"  {problem.severity}: {problem}", colour=ERROR if problem.severity == "error" else WARNING)
+    from zagent_core.tools.manifest import ToolSet
 
 
 def home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> tuple[ToolSet, dict[str, Builtin],
@@ -31,14 +28,16 @@ def home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> tu
     return load_tools(home, config, reserved=registry.names() | set(reserved)), builtins, problems
 
 
-def mcp_tools(obj: Context, config: Config) -> tuple[dict[str, Builtin], list[Problem], dict[str, str]]:
-    """The tools of config.json's MCP servers (each started, listed and stopped), what went
-    wrong with them, and each tool's server: what a session offers besides the home's own."""
+def mcp_tools(config: Config, workspace: str | Path | None) -> tuple[dict[str, Builtin], list[Problem],
+                                                                     dict[str, str]]:
+    """The tools of config.json's MCP servers (each started in ``workspace``, default the
+    current folder, listed and stopped), what went wrong with them, and each tool's server:
+    what a session offers besides the home's own."""
     if not config.mcp.servers:
         return {}, [], {}
     from zagent_core.tools.mcp import McpServers
 
-    servers = McpServers(config, Path(obj.workspace or Path.cwd()).resolve())
+    servers = McpServers(config, Path(workspace or Path.cwd()).resolve())
     try:
         tools, problems = servers.tools()
     finally:

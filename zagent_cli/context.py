@@ -97,20 +97,18 @@ class Context:
 
     def engine(self, journal: AnyJournal) -> Engine:
         """The engine, with its logs set up (only commands that run tools pay for them)."""
-        from zagent_core.agent.engine import Engine
+        from zagent_core.drive.engine import open_engine
+        from zagent_core.drive.errors import WorkspaceError
         from zagent_core.logs import configure
 
         configure(self.verbosity)
         _engine_logs_shown(self.verbosity)
-        workspace = Path(self.workspace) if self.workspace else Path.cwd()
-        if not workspace.is_dir():
-            raise click.UsageError(f"workspace {workspace} is not a folder")
         command = click.get_current_context().command_path.partition(" ")[2]
-        engine = Engine(self.home, journal, workspace=workspace, command=command)
+        try:
+            engine = open_engine(self.home, journal, workspace=self.workspace, command=command)
+        except WorkspaceError as exc:
+            raise click.UsageError(str(exc)) from None
         click.get_current_context().call_on_close(engine.close)  # the MCP servers it started stop with the command
-        from zagent_core.tools.credentials import withhold_model_keys
-
-        withhold_model_keys(engine.config.model)
         return engine
 
 

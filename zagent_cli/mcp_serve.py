@@ -45,6 +45,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from zagent_cli.output import say
 from zagent_core.agent.engine import Engine
+from zagent_core.drive.settle import end_or_park
 from zagent_core.ids import new_call_id
 from zagent_core.journal.events import NoteReceived, WakeRequested
 from zagent_core.journal.protocol import JournalError, StoredEvent
@@ -248,7 +249,7 @@ class Bridge:
         try:
             await anyio.to_thread.run_sync(_stop_tasks, session)  # a `terminal wait` ends with them
             async with link.turns.hold(shared=False):  # every call in flight has its result
-                await anyio.to_thread.run_sync(_finish, session, reason)
+                await anyio.to_thread.run_sync(end_or_park, session, reason)
         except JournalError:
             log.error("mcp_session_end_failed", exc_info=True, session=session.session_id)
         finally:
@@ -438,16 +439,6 @@ def _call(session: Session, name: str, arguments: Any, call_id: str) -> types.Ca
 def _stop_tasks(session: Session) -> None:
     for task in session.state.running_tasks:
         session.kill_task(task.task_id)
-
-
-def _finish(session: Session, reason: str) -> None:
-    """End the session, as leaving ``with session:`` does: one parked on a person stays for them."""
-    if session.state.status != "open":
-        return
-    if session.state.questions or session.state.waiting_approvals:
-        session.release()
-    else:
-        session.end(reason)
 
 
 # -- the server ----------------------------------------------------------------------------

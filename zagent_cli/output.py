@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
+
+if TYPE_CHECKING:
+    from zagent_core.problems import Problem
 
 # C0 but tab and newline, DEL, C1: \x1b becomes the four characters "\x1b".
 _VISIBLE = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)}
@@ -53,6 +56,12 @@ def say(text: str = "", *, err: bool = False, colour: str | None = None) -> None
     """Print one line of tool-, model- or user-made text for a person, in ``colour`` on a terminal."""
     line = terminal_safe(text)
     click.echo(click.style(line, fg=colour) if colour and _coloured() else line, err=err)
+
+
+def say_problems(problems: list[Problem]) -> None:
+    """One indented line per problem, errors in red, warnings in yellow."""
+    for problem in problems:
+        say(f"  {problem.severity}: {problem}", colour=ERROR if problem.severity == "error" else WARNING)
 
 
 def say_part(text: str) -> None:

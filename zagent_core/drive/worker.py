@@ -27,8 +27,6 @@ from zagent_core.session import leases
 from zagent_core.session.engine import Engine, SessionEndedError, UnknownSessionError
 
 if TYPE_CHECKING:
-    from zagent_core.agent.models import Model
-    from zagent_core.journal.fold import SessionState
     from zagent_core.session.engine import Session
 
 log = get_logger(__name__)
@@ -51,17 +49,16 @@ class WorkerStats:
 class Worker:
     """Claims and drives sessions, ``concurrency`` at a time, until :meth:`stop`.
 
-    ``model_for`` gives the model to drive a session with, from its state (what it
-    journaled, else the worker's default), and its spec; ``(None, "")`` for a session no
-    model drives (a cut-off ``tools run``), which is settled and left. ``report`` is told
-    each step in a line (``session X: claimed``...).
+    A session is driven with the model it journaled, else ``model_spec``, else config's
+    (:func:`~zagent_core.drive.model.choose_model`); one no model drives (a cut-off ``tools
+    run``) is settled by its resume and left. ``report`` is told each step in a line
+    (``session X: claimed``...).
     """
 
-    def __init__(self, engine: Engine, model_for: Callable[[SessionState], tuple[Model | None, str]], *,
-                 concurrency: int = 4, poll_seconds: float = 5.0,
-                 report: Callable[[str], None] = lambda line: None) -> None:
+    def __init__(self, engine: Engine, *, model_spec: str | None = None, concurrency: int = 4,
+                 poll_seconds: float = 5.0, report: Callable[[str], None] = lambda line: None) -> None:
         self.engine = engine
-        self.model_for = model_for
+        self.model_spec = model_spec
         self.concurrency = concurrency
         self.poll_seconds = poll_seconds
         self.report = report
@@ -152,9 +149,11 @@ class Worker:
 
     def _run(self, session: Session) -> None:
         from zagent_core.agent.loop import Agent
+        from zagent_core.drive.model import choose_model
 
         try:
-            model, spec = self.model_for(session.state)
+            state = session.state
+            model, spec = choose_model(self.engine, None if state.model else self.model_spec, state, None)
             if model is None:
                 self.report(f"session {session.session_id}: no model drives it; settled and left")
                 return

@@ -1,0 +1,61 @@
+"""``zagent audit``: what the tools did, a line per call, from the journal's views."""
+
+from __future__ import annotations
+
+import click
+
+from zagent_cli.context import Context
+from zagent_cli.output import emit_json, utc_ms
+from zagent_cli.params import TEXT, complete_sessions, complete_tools
+
+
+def _since(text: str) -> str:
+    """``2026-11-30``, ``2026-11-30T05:00``, or a span back from now: ``30m``, ``2h``, ``7d``."""
+    from datetime import datetime, timedelta, timezone
+
+    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+    if text[:-1].isdigit() and text[-1:] in units:
+        try:
+            when = datetime.now(timezone.utc) - timedelta(**{units[text[-1]]: int(text[:-1])})
+        except OverflowError:
+            raise click.BadParameter(f"{text} reaches back before the year 1", param_hint="--since") from None
+    else:
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise click.BadParameter("use a date or time (2026-11-30, 2026-11-30T05:00) or a span: 30m, 2h, 7d",
+                                     param_hint="--since") from None
+        when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return utc_ms(when)
+
+
+@click.command()
+@click.option("--session", "session_id", type=TEXT, metavar="ID", shell_complete=complete_sessions,
+              help="Only this session's calls.")
+@click.option("--tool", type=TEXT, metavar="NAME", shell_complete=complete_tools, help="Only calls of this tool.")
+@click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
+@click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
+@click.option("--asked", is_flag=True, help="Only calls a person was asked about (ask_user, approvals).")
+@click.option("--descendants", is_flag=True,
+              help="With --session: also the calls of the sub-agents it spawned, and of theirs.")
+@click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
+@click.option("--limit", metavar="N", type=click.IntRange(min=0), default=100, show_default=True,
+              help="At most the N most recent calls (0: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool, asked: bool,
+          descendants: bool, slowest: int | None, limit: int, as_json: bool) -> None:
+    """What the tools did: one entry per call, from the journal's tool_calls view, with who
+    was asked about it and the answer (the decisions view)."""
+    if descendants and session_id is None:
+        raise click.UsageError("--descendants adds the calls of a session's sub-agents: name the session with "
+                               "--session ID")
+    with obj.existing_journal() as journal:
+        rows = journal.audit(session=session_id, tool=tool, since=_since(since) if since else None, errors=errors,
+                             asked=asked, slowest=slowest, limit=limit or None, descendants=descendants)
+    if as_json:
+        emit_json({"calls": rows})
+        return
+    from zagent_cli.show import print_audit
+
+    print_audit(rows)

@@ -1,0 +1,179 @@
+"""``zagent sessions``: list, show, export, import and fork the journal's sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from zagent_cli.context import Context
+from zagent_cli.output import JSON_ESCAPES, emit_json, say
+from zagent_cli.params import TEXT, complete_sessions
+
+if TYPE_CHECKING:
+    from zagent_store.locate import AnyJournal
+
+
+@click.group()
+def sessions() -> None:
+    """Sessions in the journal."""
+
+
+@sessions.command("list")
+@click.option("--limit", metavar="N", type=click.IntRange(min=0), default=50, show_default=True,
+              help="The N most recently active sessions (0: all).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Also the sub-agents' sessions, each under the session that spawned it.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def sessions_list(obj: Context, limit: int, show_all: bool, as_json: bool) -> None:
+    """Top-level sessions, most recently active first, with their status (--all: sub-agents too)."""
+    if not obj.journal_exists():  # nothing ran in this home yet: no sessions, which is no error
+        if as_json:
+            emit_json({"sessions": []})
+        else:
+            say("no sessions yet")
+        return
+    with obj.existing_journal() as journal:
+        from zagent_core.session.status import first_prompt, listed_status
+
+        summaries = journal.sessions(limit or None, top_level=not show_all)
+        statuses = {s.session_id: listed_status(journal, s) for s in summaries}
+        prompts = {s.session_id: first_prompt(journal, s.session_id) for s in summaries}
+    if as_json:
+        emit_json({"sessions": [s.model_dump() | {"status": statuses[s.session_id],
+                                                  "first_prompt": prompts[s.session_id]}
+                                 for s in summaries]})
+        return
+    if not summaries:
+        say("no sessions yet")
+        return
+    from zagent_cli.show import print_sessions
+
+    print_sessions(summaries, statuses, prompts)
+
+
+@sessions.command("export")
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True,
+              help="One event per line.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write here, not to stdout.")
+@click.pass_obj
+def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None) -> None:
+    """Write SESSION_ID's events as JSON Lines: a replay fixture, an audit record."""
+    from zagent_core.history.exports import export_lines
+
+    with obj.existing_journal() as journal:
+        lines = list(export_lines(journal.read(session_id)))
+    if not lines:
+        raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+    text = "\n".join(lines) + "\n"
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        say(f"{len(lines)} events written to {output}", err=True)
+    else:
+        # JSON Lines: C0 is escaped already; DEL and C1 get the \\u form (the same string).
+        click.echo(text.translate(JSON_ESCAPES), nl=False)
+
+
+@sessions.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--as", "as_id", type=TEXT, metavar="ID", help="Store it under this session id.")
+@click.pass_obj
+def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
+    """Add the session of an export FILE to this home's journal."""
+    from zagent_core.history.exports import ExportError, import_session, parse_export
+    from zagent_core.journal.protocol import ConcurrencyError
+
+    try:
+        with open(file, encoding="utf-8") as handle:
+            imported = parse_export(handle, source=file)
+    except (ExportError, UnicodeDecodeError) as exc:
+        raise click.UsageError(str(exc)) from None
+    with obj.journal() as journal:
+        try:
+            session_id = import_session(journal, imported, home=obj.home, as_id=as_id)
+        except ExportError as exc:
+            raise click.UsageError(str(exc).replace("the session id", "--as")) from None
+        except ConcurrencyError:
+            raise click.UsageError(f"the journal already has a session {as_id or imported.session_id}; "
+                                   "import it under another id with --as") from None
+    say(session_id)
+
+
+@sessions.command("fork")
+@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.option("--at", "at_seq", type=int, required=True, metavar="SEQ",
+              help="Copy the events up to this global position (the #N of sessions show --events).")
+@click.pass_obj
+def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
+    """A new session from SESSION_ID's first events; resume it to take another path."""
+    from zagent_core.history.exports import fork_session
+    from zagent_core.ids import new_session_id
+
+    with obj.existing_journal(read_only=False) as journal:
+        try:
+            say(fork_session(journal, session_id, at_seq, new_session_id()))
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+
+
+@sessions.command("show")
+@click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
+@click.option("--json", "as_json", is_flag=True, help="Print the session state as one JSON object.")
+@click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
+@click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
+              help="text for a terminal, md for Markdown.")
+@click.option("--tree", is_flag=True, help="The session and its sub-agents, at any depth: a line each.")
+@click.pass_obj
+def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool, fmt: str,
+                  tree: bool) -> None:
+    """The conversation of SESSION_ID, in order (default: the most recent top-level session)."""
+    from zagent_core import rebuild
+    from zagent_core.journal.events import EventSchemaError
+    from zagent_core.session.status import session_status
+
+    if as_json and fmt != "text":
+        raise click.UsageError("give --json or --format, not both")
+    if tree and (show_events or fmt != "text"):
+        raise click.UsageError("--tree prints a line per session: give it alone, or with --json")
+
+    with obj.existing_journal() as journal:
+        if session_id is None:
+            summaries = journal.sessions(1, top_level=True)
+            if not summaries:
+                raise click.UsageError("the journal has no sessions yet")
+            session_id = summaries[0].session_id
+        if tree:
+            return _show_tree(journal, session_id, as_json)
+        try:
+            events = list(journal.read(session_id))
+        except EventSchemaError as exc:
+            raise click.ClickException(str(exc)) from None
+        state = rebuild(events, history=True)
+        status = session_status(journal, session_id, state)
+    if state.version == 0:
+        raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+    if as_json:
+        emit_json(state.model_dump() | {"status_detail": status}
+                  | ({"events": [e.to_dict() | {"at": e.at} for e in events]} if show_events else {}))
+        return
+    from zagent_cli.show import print_session
+
+    print_session(state, status, events, fmt=fmt, show_events=show_events)
+
+
+def _show_tree(journal: AnyJournal, session_id: str, as_json: bool) -> None:
+    """``sessions show --tree``: the session and the sub-agents below it."""
+    from zagent_core.history.trees import session_tree
+
+    root = session_tree(journal, session_id)
+    if root is None:
+        raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+    if as_json:
+        emit_json({"tree": root.to_dict()})
+        return
+    from zagent_cli.show import print_tree
+
+    print_tree(root)

@@ -1,0 +1,131 @@
+"""``zagent tools``: list the home's tools, and run one as an agent would."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from zagent_cli.asking import ask_here
+from zagent_cli.context import Context
+from zagent_cli.inputs import arguments_object
+from zagent_cli.output import ERROR, OK, emit_json, head, say, say_problems, terminal_safe
+from zagent_cli.params import TEXT, complete_tools
+from zagent_cli.refusals import refusals_said
+
+if TYPE_CHECKING:
+    from zagent_core import StoredEvent
+
+
+@click.group()
+def tools() -> None:
+    """List the tools of the home and run one as an agent would."""
+
+
+@tools.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def tools_list(obj: Context, as_json: bool) -> None:
+    """Loaded tools, and the folders that did not load with the reason."""
+    from zagent_core.config import load_config
+    from zagent_core.drive.offers import home_tools, mcp_tools
+
+    home = obj.home
+    config, config_problems = load_config(home.config_path)
+    mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace)
+    toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
+    problems = config_problems + builtin_problems + mcp_problems + toolset.problems
+    if as_json:
+        emit_json({
+            "home": str(home.root),
+            "tools": [
+                {"name": t.name, "description": t.description, "folder": str(t.folder),
+                 "disabled": t.name in toolset.disabled, "input": t.manifest.input, "output": t.manifest.output,
+                 "background": t.manifest.background, "permission": t.manifest.permission}
+                for t in sorted(toolset.tools.values(), key=lambda t: t.name)
+            ],
+            "builtins": [{"name": b.name, "description": b.description, "disabled": b.name in toolset.disabled,
+                          "concurrency_safe": b.concurrency_safe if isinstance(b.concurrency_safe, bool)
+                          else "depends on the arguments", "replay": b.replay} for b in builtins.values()],
+            "mcp": [{"name": t.name, "server": server_of[t.name], "description": t.description,
+                     "disabled": t.name in toolset.disabled, "identity": t.identity, "schema_hash": t.definition_hash,
+                     "concurrency_safe": t.concurrency_safe, "replay": t.replay} for t in mcp.values()],
+            "problems": [p.model_dump() for p in problems],
+        })
+        return
+    if not toolset.tools:
+        say(f"no tools loaded from {home.tools_dir}")
+    folders = [(name, tool.description.splitlines()[0] if tool.description else "", f"tools/{tool.folder.name}")
+               for name, tool in sorted(toolset.tools.items())]
+    _say_table(folders, toolset.disabled)
+    say("")
+    _say_table([(name, builtin.description.split(". ")[0].rstrip("."), "built-in")
+                for name, builtin in builtins.items()], toolset.disabled)
+    if mcp:
+        say("")
+        _say_table([(name, tool.description.split(". ")[0].rstrip("."), f"mcp server {server_of[name]}")
+                    for name, tool in mcp.items()], toolset.disabled)
+    if problems:
+        say("\nproblems:")
+        say_problems(problems)
+
+
+def _say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str]) -> None:
+    """One line per tool: name, summary and where it comes from, in columns padded to their
+    widest cell (after terminal_safe, which may lengthen a name)."""
+    rows = [(terminal_safe(name), terminal_safe(head(summary, 72)), where) for name, summary, where in rows]
+    names = max((len(name) for name, _, _ in rows), default=0)
+    summaries = max((len(summary) for _, summary, _ in rows), default=0)
+    for name, summary, where in rows:
+        say(f"{name:<{names}}  {summary:<{summaries}}  [{where}]{'  (disabled)' if name in disabled else ''}")
+
+
+@tools.command("run")
+@click.argument("name", type=TEXT, shell_complete=complete_tools)
+@click.option("--args", "args_text", type=TEXT, metavar="JSON",
+              help="The arguments, as one JSON object; @FILE reads it from FILE, @- from stdin "
+                   "(default: stdin when a pipe or file is on it, else {}).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the result text.")
+@click.pass_obj
+def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> None:
+    """Run tool NAME exactly as an agent would, journaled as a session.
+
+    Prints what the model receives. Exit 0 when the call succeeded, 1 when its result
+    is an error, 2 for a usage error.
+    """
+    import signal
+    from dataclasses import replace
+
+    # SIGTERM stops the call the way Ctrl-C does: the tool killed, the journal told, exit 130.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    arguments = arguments_object(args_text)
+    notes: list[str] = []
+
+    from zagent_core.drive.calling import run_tool
+    from zagent_core.drive.display import Display
+    from zagent_core.journal.events import NoteReceived
+
+    def show_note(stored: StoredEvent) -> None:
+        # Printed as they arrive, the way the agent's next request would carry them.
+        if isinstance(stored.event, NoteReceived):
+            notes.append(stored.event.text)
+            if not as_json:
+                say(f"[info: {stored.event.text}]")
+
+    display = Display(problem=lambda problem: say(f"{problem.severity}: {problem}", err=True), events=show_note,
+                      attach=ask_here)
+    if not as_json:
+        display = replace(display, output=say, wake=lambda text: say(f"[info: {text}]"))
+    with obj.journal() as journal, refusals_said():
+        ran = run_tool(obj.engine(journal), name, arguments, display)
+    result = ran.result
+    if as_json:
+        emit_json({"output": result.output, "is_error": result.is_error,
+                   "media": [m.model_dump() for m in result.media], "files": [f.model_dump() for f in result.files],
+                   "session_id": ran.session_id, "call_id": ran.call_id, "notes": notes})
+    else:
+        status = "error" if result.is_error else "ok"
+        say(f"[{status} in {result.duration_ms} ms; journaled as session {ran.session_id}, call {ran.call_id}]",
+            err=True, colour=ERROR if result.is_error else OK)
+    sys.exit(1 if result.is_error else 0)

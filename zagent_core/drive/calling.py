@@ -1,0 +1,90 @@
+"""One call of one tool, as an agent would make it, journaled as a session of its own: ``zagent tools run``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from zagent_core.drive.display import Display
+from zagent_core.drive.errors import Stopped, UnknownToolError
+
+if TYPE_CHECKING:
+    from zagent_core.session.engine import Engine, Session
+    from zagent_core.tools.manifest import ToolSet
+    from zagent_core.tools.results import ToolResult
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """What one call gave: its result (a background call's, once its task ended) and where it is journaled."""
+
+    result: ToolResult
+    session_id: str
+    call_id: str
+
+
+def run_tool(engine: Engine, name: str, arguments: dict[str, Any], display: Display | None = None) -> ToolRun:
+    """Run tool ``name`` in a new session (origin ``tools run``), and wait for it if it runs in
+    the background; the session ends with the call (or stays parked on a person).
+
+    Raises :class:`UnknownToolError` when no tool of that name is loaded, and :class:`Stopped`
+    on Ctrl-C (or SIGTERM made one): the call is journaled as interrupted.
+    """
+    display = display or Display()
+    toolset = _loaded_tool(engine, name, display)
+    with engine.start_session(origin="tools run", tools=toolset) as session:
+        if display.events is not None:
+            session.subscribe(display.events)
+        display.attach(session)
+        result, call_id = _call_once(session, name, arguments, display)
+    return ToolRun(result, session.session_id, call_id)
+
+
+def _loaded_tool(engine: Engine, name: str, display: Display) -> ToolSet:
+    """The home's tools, once ``name`` is known to be one of them (or a built-in)."""
+    toolset = engine.load_tools()
+    if name not in toolset.tools and name not in engine.builtins:
+        from zagent_core.problems import did_you_mean
+
+        reasons = [str(p) for p in toolset.broken if p.source == f"tools/{name}"]
+        if reasons:
+            raise UnknownToolError(f'tool "{name}" is not loaded:\n' + "\n".join(reasons))
+        known = ", ".join(sorted(toolset.tools)) or "none"
+        raise UnknownToolError(f'unknown tool "{name}"{did_you_mean(name, toolset.tools)}; loaded tools: {known}')
+    for problem in engine.config_problems + toolset.problems:
+        display.problem(problem)
+    return toolset
+
+
+def _call_once(session: Session, name: str, arguments: dict[str, Any], display: Display) -> tuple[ToolResult, str]:
+    """Run the call, and wait for it if it runs in the background: its result and call id."""
+    try:
+        result = session.call(name, arguments)
+        call_id = session.state.last_call_id or ""
+        task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
+        if task_id is not None and not result.is_error:
+            return _background_result(session, task_id, result, display), call_id
+    except KeyboardInterrupt:
+        # The tool (or task) was stopped with us and its call journaled as interrupted; a
+        # call that goes on (a spawn, with its child) stays open for resume.
+        if session.continuing_calls():
+            session.release()
+            raise Stopped(session.session_id, resumable=True) from None
+        if session.state.status == "open":
+            session.end("interrupted")
+        raise Stopped(session.session_id, resumable=False) from None
+    display.output(result.output)
+    return result, call_id
+
+
+def _background_result(session: Session, task_id: str, started: ToolResult, display: Display) -> ToolResult:
+    """A background call lived as the agent would: its notes, then its wake-up, as one result."""
+    display.output(started.output)
+    task = session.wait_task(task_id, None)
+    # Shown, not delivered: no agent turn took them, so they stay pending in the journal.
+    wake_ups = [w.text for w in session.state.pending_wakes.values() if w.reason != "note"]
+    for text in wake_ups:
+        display.wake(text)
+    return started.model_copy(update={
+        "output": "\n".join(wake_ups) or task.output or "", "is_error": bool(task.is_error),
+        "duration_ms": task.duration_ms or 0, "files": task.files, "media": task.media})

@@ -1,0 +1,200 @@
+"""Driving a session: start or resume it, give it the decision it waits for, run the agent.
+
+``run``, ``resume``, ``answer``, ``approve`` and ``deny`` are each one :class:`DriveRequest`
+given to :func:`drive`; ``run --detach`` is :func:`submit`. What a session refuses is a
+:class:`~zagent_core.drive.errors.DriveError`; what a person watching sees goes to the
+:class:`~zagent_core.drive.display.Display` they give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from zagent_core.drive.display import Display
+from zagent_core.drive.errors import (
+    DecisionRefusedError,
+    NothingToContinueError,
+    SessionUnavailableError,
+    Stopped,
+    WaitedChildError,
+    WaitsForPersonError,
+)
+
+if TYPE_CHECKING:
+    from zagent_core.agent.models import Model
+    from zagent_core.journal.fold import SessionState
+    from zagent_core.journal.protocol import Journal
+    from zagent_core.session.engine import Engine, Session
+
+#: Why a drive stopped that is no failure: the agent is done, or it asked a person.
+_FINE = ("idle", "ended", "waiting_on_user", "waiting_on_approval")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What ``answer``, ``approve`` and ``deny`` give a parked session before it goes on."""
+
+    #: What it decides: a question's answer, or an approval.
+    kind: Literal["answer", "approval"]
+    call_id: str | None
+    give: Callable[[Session], object]
+
+    def refusal(self, journal: Journal, state: SessionState) -> str | None:
+        """Why nothing waits for this decision (checked before the session is resumed), or None."""
+        from zagent_core.session.engine import why_no_approval, why_no_question
+
+        waiting, why = ((state.questions, why_no_question) if self.kind == "answer"
+                        else (state.waiting_approvals, why_no_approval))
+        if not waiting or (self.call_id is not None and self.call_id not in waiting):
+            return why(journal, state.session_id, self.call_id)
+        return None
+
+
+@dataclass(frozen=True)
+class DriveRequest:
+    """One drive: a new session (no ``session_id``) or a resumed one, with a prompt or none."""
+
+    session_id: str | None = None
+    prompt: str | None = None
+    #: The model's spec; None: the session's own, else config's.
+    model_spec: str | None = None
+    decision: Decision | None = None
+
+
+@dataclass(frozen=True)
+class DriveOutcome:
+    """How a drive stopped. The session has been let go."""
+
+    session: Session
+    #: The agent's reason (``idle``, ``waiting_on_user``, ``limit: ...``), or ``ended`` for a
+    #: session no model drives.
+    reason: str
+    requests: int
+
+    @property
+    def fine(self) -> bool:
+        """Whether the drive stopped as it should: a person asked is no failure."""
+        return self.reason in _FINE
+
+
+def drive(engine: Engine, request: DriveRequest, display: Display | None = None) -> DriveOutcome:
+    """Open or resume the session (refused as :class:`DriveError` says), give it the decision
+    it waits for, run the agent (or settle it, without a model), and let it go.
+
+    Raises :class:`Stopped` on Ctrl-C (or SIGTERM made one): the session is let go, resumable.
+    """
+    display = display or Display()
+    state = _checked_state(engine, request)
+    model, spec = _model(engine, request, state)
+    session = _opened(engine, request, state, display)
+    display.attach(session)
+    try:
+        if request.decision is not None:
+            _give(session, request.decision)
+        if model is None:
+            from zagent_core.drive.settle import settle_without_model
+
+            reason, requests = settle_without_model(session, display), 0
+        else:
+            from zagent_core.agent.loop import Agent
+
+            display.status(f"session {session.session_id}, model {model.name}")
+            result = Agent(session, model, spec=spec, on_text=display.text).run(request.prompt)
+            reason, requests = result.reason, result.requests
+    except KeyboardInterrupt:
+        raise Stopped(session.session_id, resumable=True) from None
+    finally:
+        session.release()
+    return DriveOutcome(session, reason, requests)
+
+
+def _checked_state(engine: Engine, request: DriveRequest) -> SessionState | None:
+    """The resumed session's state, once the request is one its rules allow."""
+    if request.session_id is None:
+        return None
+    state = engine.session_state(request.session_id)
+    decision = request.decision
+    if decision is not None and state.version and state.status != "ended":
+        refusal = decision.refusal(engine.journal, state)
+        if refusal is not None:
+            raise DecisionRefusedError(refusal)
+    if (state.questions or state.waiting_approvals) and decision is None and request.prompt is not None:
+        raise WaitsForPersonError(state)
+    if state.parent is not None:
+        refuse_a_waited_child(engine, state)
+    return state
+
+
+def _model(engine: Engine, request: DriveRequest, state: SessionState | None) -> tuple[Model | None, str]:
+    from zagent_core.drive.model import choose_model
+
+    return choose_model(engine, request.model_spec, state, request.prompt)
+
+
+def _opened(engine: Engine, request: DriveRequest, state: SessionState | None, display: Display) -> Session:
+    """The session started (its problems shown first) or resumed, its events shown as they come."""
+    from zagent_core.session.engine import SessionEndedError, UnknownSessionError
+    from zagent_core.session.leases import SessionBusyError
+
+    try:
+        if request.session_id is None:
+            for problem in engine.config_problems + engine.load_tools().problems:
+                display.problem(problem)
+            session = engine.start_session(origin="run")
+            if display.events is not None:
+                session.subscribe(display.events)
+            return session
+        display.status(f"resuming {request.session_id}")
+        return engine.resume(request.session_id, listener=display.events, state=state)
+    except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
+        raise SessionUnavailableError(str(exc)) from None
+
+
+def _give(session: Session, decision: Decision) -> None:
+    from zagent_core.session.engine import NoApprovalError, NoQuestionError
+
+    try:
+        decision.give(session)
+    except (NoQuestionError, NoApprovalError) as exc:
+        raise DecisionRefusedError(str(exc)) from None
+
+
+def refuse_a_waited_child(engine: Engine, state: SessionState) -> None:
+    """A sub-agent its parent's spawn call waits on is driven by that call: driven elsewhere,
+    the parent would take whatever it answered there for its outcome (:class:`WaitedChildError`)."""
+    assert state.parent is not None
+    link = state.parent
+    child = engine.session_state(link.session_id).children.get(link.label)
+    if child is not None and child.session_id == state.session_id and child.status == "running":
+        raise WaitedChildError(
+            f"session {state.session_id} is {link.label} of session {link.session_id}, whose spawn call "
+            f"{child.call_id} waits on it; resume the parent, which goes on with it: zagent resume {link.session_id}")
+
+
+def latest_open_session(journal: Journal) -> str:
+    """The most recently active top-level session that has not ended (what ``-c``/``--last``
+    continue; a sub-agent is never ended, and is driven by its parent)."""
+    for limit in (20, None):
+        found = next((s.session_id for s in journal.sessions(limit, top_level=True) if not s.ended), None)
+        if found is not None:
+            return found
+    raise NothingToContinueError("no session to continue: every session of the journal has ended "
+                                 "(`zagent sessions list` shows them); start one with zagent run PROMPT")
+
+
+def submit(engine: Engine, session_id: str | None, prompt: str) -> str:
+    """The message journaled in a new (or the given) session, left to the workers: its id."""
+    from zagent_core.session.engine import SessionEndedError, UnknownSessionError
+    from zagent_core.session.leases import SessionBusyError
+
+    try:
+        session = engine.start_session(origin="run") if session_id is None else engine.resume(session_id)
+    except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
+        raise SessionUnavailableError(str(exc)) from None
+    try:
+        session.record_user_message(prompt)
+    finally:
+        session.release()
+    return session.session_id

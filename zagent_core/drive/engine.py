@@ -1,0 +1,31 @@
+"""Opening the engine a driver runs sessions with: the home, its journal, its workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zagent_core.drive.errors import WorkspaceError
+
+if TYPE_CHECKING:
+    from zagent_core.agent.engine import Engine
+    from zagent_core.home import Home
+    from zagent_core.journal.protocol import Journal
+
+
+def open_engine(home: Home, journal: Journal, *, workspace: str | Path | None = None, command: str = "") -> Engine:
+    """The engine over ``journal`` (sub-agents driven by the agent loop), its folder tools run in
+    ``workspace`` (default: the current folder); ``command`` names the driver in its leases.
+
+    The model's API keys are withheld from the tools' environment from now on. Raises
+    :class:`WorkspaceError` when the workspace is not a folder.
+    """
+    from zagent_core.agent.engine import Engine
+    from zagent_core.tools.credentials import withhold_model_keys
+
+    folder = Path(workspace) if workspace else Path.cwd()
+    if not folder.is_dir():
+        raise WorkspaceError(f"workspace {folder} is not a folder")
+    engine = Engine(home, journal, workspace=folder, command=command)
+    withhold_model_keys(engine.config.model)
+    return engine

@@ -452,7 +452,7 @@ def _settle_only(session: Session) -> str:
     person: it stays parked)."""
     for call in session.continuing_calls():
         say(f"[going on with {call.tool} ({call.call_id})]", err=True)
-        say(session.go_on(call).output)
+        say(session.continue_call(call).output)
     if session.state.questions or session.state.waiting_approvals:
         return "waiting_on_user" if session.state.questions else "waiting_on_approval"
     for task in session.state.running_tasks:

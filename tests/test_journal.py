@@ -16,7 +16,8 @@ import pytest
 from zagent_core.journal.events import SessionEnded, SessionStarted, ToolCallRequested, dump_event
 from zagent_core.journal.protocol import ConcurrencyError, Journal
 from zagent_store import SQLiteJournal
-from zagent_store.sqlite import MIGRATIONS, JournalVersionError
+from zagent_store.sql import JournalVersionError
+from zagent_store.sqlite import MIGRATIONS
 
 
 def started() -> SessionStarted:

@@ -16,7 +16,8 @@ from zagent_cli.main import cli
 from zagent_core import Engine, Home
 from zagent_core.agent.loop import Agent
 from zagent_core.agent.models import load_model
-from zagent_core.history.replay import output_diff, replay
+from zagent_core.history.replay import replay
+from zagent_core.history.replay_report import output_diff
 from zagent_store import SQLiteJournal
 
 

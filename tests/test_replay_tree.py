@@ -25,7 +25,8 @@ from zagent_core.agent.loop import Agent
 from zagent_core.config import Config, LimitsConfig, SpawnConfig
 from zagent_core.journal.events import ChildSpawned, SessionStarted, UserMessage
 from zagent_core.agent.models import load_model
-from zagent_core.history.replay import ReplayReport, replay, tree_roots
+from zagent_core.history.replay import replay, tree_roots
+from zagent_core.history.replay_report import ReplayReport
 from zagent_core.journal.fold import rebuild
 from zagent_store import SQLiteJournal
 

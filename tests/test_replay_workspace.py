@@ -20,7 +20,9 @@ from zagent_core import Engine, Home
 from zagent_core.agent.loop import Agent
 from zagent_core.agent.models import ModelReply, ToolCallRequest
 from zagent_core.agent.models.scripted import ScriptedModel
-from zagent_core.history.replay import MAX_WORKSPACE_BYTES, ReplayReport, replay, replay_folder
+from zagent_core.history.replay import replay
+from zagent_core.history.replay_report import ReplayReport
+from zagent_core.history.replay_workspace import MAX_WORKSPACE_BYTES, replay_folder
 from zagent_core.tools.processes import ProcessIdentity
 from zagent_store import SQLiteJournal
 

@@ -971,8 +971,9 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
     """
     from zagent_core.config import load_config
     from zagent_core.history.exports import ExportError, import_session, parse_export
-    from zagent_core.history.replay import replay as replay_session
-    from zagent_core.history.replay import replay_folder, tree_roots
+    from zagent_core.history.replay import ReplayOptions, replay_sessions
+    from zagent_core.history.replay_report import ReplayReport
+    from zagent_core.history.replay_workspace import replay_folder
     from zagent_core.home import Home
     from zagent_store import SQLiteJournal
 
@@ -986,6 +987,11 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
 
         withhold_model_keys(config.model)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
+    options = ReplayOptions(tools=tools, allow_unsafe=allow_unsafe, normalisers=normalisers, config=config,
+                            workspace=Path(obj.workspace) if obj.workspace is not None else None)
+
+    def progress(number: int, count: int, report: ReplayReport) -> None:
+        say(f"[{number}/{count}] {report.session_id}: {report.tree_verdict}", err=True)
     with replay_folder(obj.home) as tmp:
         if export_file:
             try:
@@ -1005,33 +1011,22 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
         else:
             source = obj.existing_journal()
         with source:
-            # A sub-agent is replayed in its parent's tree, not once more on its own.
-            ids = tree_roots(source, [s.session_id for s in source.sessions()][::-1]) if replay_all \
-                else [session_id or ""]
-            reports = []
-            for number, sid in enumerate(ids, start=1):
-                workdir = Path(tmp) / f"replay-{number}"
-                workdir.mkdir()
-                try:
-                    with SQLiteJournal(workdir / "replay.db") as into:
-                        report = replay_session(source, sid, obj.home, into, tools=tools, allow_unsafe=allow_unsafe,
-                                                normalisers=normalisers, config=config, workdir=workdir,
-                                                workspace=obj.workspace)
-                except LookupError as exc:
-                    raise click.UsageError(str(exc)) from None
-                reports.append(report)
-                if replay_all and not as_json:
-                    say(f"[{number}/{len(ids)}] {sid}: {report.tree_verdict}", err=True)
+            try:
+                results = replay_sessions(source, None if replay_all else [session_id or ""], obj.home,
+                                          lambda workdir: SQLiteJournal(workdir / "replay.db"), options,
+                                          workdir=Path(tmp), on_report=progress if replay_all and not as_json else None)
+            except LookupError as exc:
+                raise click.UsageError(str(exc)) from None
     if as_json:
-        emit_json({"matched": all(r.tree_matched for r in reports), "replays": [r.to_dict() for r in reports]})
+        emit_json(results.to_dict())
     else:
-        for report in reports:
+        for report in results.reports:
             if not replay_all or not report.tree_matched:
                 say(report.text())
         if replay_all:
-            sessions = [session for r in reports for _, session in r.sessions()]
+            sessions = results.sessions()
             say(f"{sum(s.matched for s in sessions)} of {len(sessions)} sessions match")
-    sys.exit(0 if all(r.tree_matched for r in reports) else 1)
+    sys.exit(0 if results.matched else 1)
 
 
 # -- audit ---------------------------------------------------------------------------------

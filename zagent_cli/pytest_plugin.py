@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from zagent_core.history.replay import ReplayReport
+from zagent_core.history.replay_report import ReplayReport
 from zagent_core.home import Home
 
 
@@ -57,7 +57,8 @@ def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_u
     ``workspace`` when given, else of the recorded workspace)."""
     from zagent_core.config import load_config
     from zagent_core.history.exports import import_session, parse_export
-    from zagent_core.history.replay import replay, replay_folder
+    from zagent_core.history.replay import ReplayOptions, replay
+    from zagent_core.history.replay_workspace import replay_folder
     from zagent_store import SQLiteJournal
 
     config, _ = load_config(home.config_path)
@@ -67,9 +68,11 @@ def replay_export(path: str | Path, home: Home, *, tools: str = "rerun", allow_u
             imported = parse_export(handle, source=str(path))
         with SQLiteJournal(Path(tmp) / "recorded.db") as recorded, SQLiteJournal(Path(tmp) / "replay.db") as into:
             session_id = import_session(recorded, imported, home=Home(tmp))
-            return replay(recorded, session_id, home, into, tools=tools,  # type: ignore[arg-type]
-                          allow_unsafe=allow_unsafe, normalisers=rules, config=config, workdir=Path(tmp) / "work",
-                          workspace=workspace)
+            # tools comes from an ini option, unchecked until ReplayOptions refuses what is no mode.
+            options = ReplayOptions(tools=tools, allow_unsafe=allow_unsafe,  # type: ignore[arg-type]
+                                    normalisers=rules, config=config,
+                                    workspace=Path(workspace) if workspace is not None else None)
+            return replay(recorded, session_id, home, into, options, workdir=Path(tmp) / "work")
 
 
 class ReplayDiverged(AssertionError):

@@ -1,6 +1,6 @@
 """Copy a whole journal into another (``zagent journal copy``): SQLite to PostgreSQL and back.
 
-Everything goes through the :class:`~zagent_core.journal.protocol.Journal` protocol, so any two
+Everything goes through the :mod:`~zagent_core.journal.protocol` protocols, so any two
 journals ``open_journal`` opens can be the source and the target.
 
 - **Order.** Sessions are copied one after another, the least recently active first
@@ -43,12 +43,12 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.journal.protocol import ConcurrencyError, Journal, JournalError, StoredEvent
+from zagent_core.journal.protocol import ConcurrencyError, EventLog, Journal, JournalError, StoredEvent
 from zagent_store import clock
 from zagent_store.postgres import without_nul
 
 if TYPE_CHECKING:
-    from zagent_core.journal.protocol import SessionSummary
+    from zagent_core.journal.protocol import Leases, SessionIndex, SessionSummary, SnapshotLog
 
 #: Events per append when writing the target.
 BATCH = 1000
@@ -206,7 +206,7 @@ def _named(ids: list[str]) -> str:
     return shown + (f" and {len(ids) - _NAMED} more" if len(ids) > _NAMED else "")
 
 
-def location_of(journal: Journal) -> str:
+def location_of(journal: EventLog) -> str:
     """Where a journal is, for messages: a SQLite file's path, a PostgreSQL URL without its password."""
     location = getattr(journal, "location", None)
     if isinstance(location, str):
@@ -215,7 +215,7 @@ def location_of(journal: Journal) -> str:
     return str(path) if path is not None else repr(journal)
 
 
-def same_journal(first: Journal, second: Journal) -> bool:
+def same_journal(first: EventLog, second: EventLog) -> bool:
     """Whether two opened journals are one store: the same SQLite file, or the same PostgreSQL database."""
     if first is second:
         return True
@@ -250,7 +250,7 @@ def _ordered(summaries: list[SessionSummary]) -> list[SessionSummary]:
     return summaries[::-1]
 
 
-def _refuse_overlap(source: Journal, target: Journal, ids: list[str]) -> None:
+def _refuse_overlap(source: EventLog, target: SessionIndex, ids: list[str]) -> None:
     held = {summary.session_id for summary in target.sessions()}
     overlap = [sid for sid in ids if sid in held]
     if not overlap:
@@ -275,7 +275,7 @@ def _batches(events: list[StoredEvent], size: int) -> Iterator[list[StoredEvent]
         start = end
 
 
-def _copy_session(source: Journal, target: Journal, session_id: str, batch: int,
+def _copy_session(source: EventLog, target: EventLog, session_id: str, batch: int,
                   appended: Callable[[int], None]) -> SessionDigest:
     events = list(source.read(session_id))
     hasher = _Hasher(session_id)
@@ -292,7 +292,7 @@ def _copy_session(source: Journal, target: Journal, session_id: str, batch: int,
     return hasher.result()
 
 
-def _copy_snapshot(source: Journal, target: Journal, session_id: str, version: int) -> bool:
+def _copy_snapshot(source: SnapshotLog, target: SnapshotLog, session_id: str, version: int) -> bool:
     from zagent_core.journal.fold import projection_tag
 
     snapshot = source.load_snapshot(session_id, projection_tag())
@@ -302,13 +302,13 @@ def _copy_snapshot(source: Journal, target: Journal, session_id: str, version: i
     return True
 
 
-def leased(journal: Journal, session_id: str) -> bool:
+def leased(journal: Leases, session_id: str) -> bool:
     """Whether a lease on the session has not expired: a driver may still append to it."""
     lease = journal.lease(session_id)
     return lease is not None and not lease.expired
 
 
-def copy_journal(source: Journal, target: Journal, *, progress: Callable[[CopyProgress], None] | None = None,
+def copy_journal(source: Journal, target: SessionIndex, *, progress: Callable[[CopyProgress], None] | None = None,
                  batch: int = BATCH, is_driven: Callable[[Journal, str], bool] = leased) -> CopyReport:
     """Copy every session of ``source`` into ``target``, then check the target event by event.
 
@@ -360,12 +360,12 @@ def copy_journal(source: Journal, target: Journal, *, progress: Callable[[CopyPr
         verify_seconds=time.monotonic() - copied_at)
 
 
-def _keeps_nul(journal: Journal) -> bool:
+def _keeps_nul(journal: EventLog) -> bool:
     """Whether the journal stores U+0000 as it is (PostgreSQL's text cannot hold it)."""
     return getattr(journal, "url", None) is None
 
 
-def journal_digests(journal: Journal, session_ids: Collection[str] | None = None) -> list[SessionDigest]:
+def journal_digests(journal: SessionIndex, session_ids: Collection[str] | None = None) -> list[SessionDigest]:
     """The digest of each of ``session_ids`` (all the journal's sessions by default) as the journal has it."""
     if session_ids is None:
         session_ids = [summary.session_id for summary in journal.sessions()]
@@ -408,7 +408,7 @@ def compare(expected: Iterable[SessionDigest], actual: Iterable[SessionDigest], 
                         nul_replaced=nul_replaced)
 
 
-def verify(source: Journal, target: Journal, session_ids: Collection[str] | None = None) -> Verification:
+def verify(source: SessionIndex, target: SessionIndex, session_ids: Collection[str] | None = None) -> Verification:
     """Check that ``target`` holds each session of ``source`` (or ``session_ids``) event for event."""
     if session_ids is None:
         session_ids = [summary.session_id for summary in source.sessions()]
@@ -416,7 +416,7 @@ def verify(source: Journal, target: Journal, session_ids: Collection[str] | None
                    source=location_of(source), target=location_of(target), explain=_explainer(source, target))
 
 
-def _explainer(source: Journal, target: Journal) -> Callable[[str], str]:
+def _explainer(source: EventLog, target: EventLog) -> Callable[[str], str]:
     """Says which event of a session differs first between two journals (read again: differences are rare)."""
     def explain(session_id: str) -> str:
         for ours, theirs in zip(source.read(session_id), target.read(session_id)):

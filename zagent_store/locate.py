@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from zagent_store.postgres import PostgresJournal
     from zagent_store.sqlite import SQLiteJournal, Synchronous
 
-    #: The journals a URL can name; both keep the whole ``Journal`` protocol, and ``audit``,
-    #: ``stats`` and ``check`` besides.
+    #: The journals a URL can name; both are :class:`~zagent_core.journal.protocol.AdminJournal` s.
     AnyJournal = Union[SQLiteJournal, PostgresJournal]
 
 _POSTGRES = ("postgresql://", "postgres://")

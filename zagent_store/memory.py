@@ -18,6 +18,7 @@ from zagent_core.journal.protocol import (
     WORK_EVENTS,
     Claim,
     ConcurrencyError,
+    Journal,
     Lease,
     LeaseHeldError,
     SessionSummary,
@@ -40,7 +41,7 @@ def _same(owner: dict[str, Any], other: dict[str, Any] | None) -> bool:
     return other is not None and canonical_owner(owner) == canonical_owner(other)
 
 
-class MemoryJournal:
+class MemoryJournal(Journal):
     """Sessions as lists of events, in this process only."""
 
     def __init__(self) -> None:

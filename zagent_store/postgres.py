@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from zagent_core.journal.protocol import (
     WORK_EVENTS,
+    AdminJournal,
     Claim,
     ConcurrencyError,
     JournalError,
@@ -45,13 +46,15 @@ from zagent_core.journal.protocol import (
     parent_columns,
 )
 from zagent_store import clock
-from zagent_store.sqlite import (
+from zagent_store.sql import (
+    TOP_LEVEL,
     JournalVersionError,
-    _format_time,
-    _json_column,
-    _parse_time,
-    _running_owners,
+    format_time,
+    parse_time,
+    running_owners,
+    session_summary,
     stored_events,
+    with_decisions,
 )
 from zagent_store.views import (
     ARTIFACTS,
@@ -230,8 +233,6 @@ def _append_statement(new_session: bool, snapshot: bool, notify: bool) -> str:
         f"{told} FROM positions"
     )
 _READ = "SELECT seq, version, type, at, data::text FROM events WHERE session_id = %s"
-_TOP_LEVEL = ("(h.parent_session_id IS NULL"
-              " OR NOT EXISTS (SELECT 1 FROM heads p WHERE p.session_id = h.parent_session_id))")
 
 _NUL = "\\u0000"
 
@@ -262,7 +263,7 @@ def redacted(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
-class PostgresJournal:
+class PostgresJournal(AdminJournal):
     """The journal in a PostgreSQL database, shared by every host that has its URL.
 
     One connection per journal object, used under a lock (the engine's threads take
@@ -353,10 +354,10 @@ class PostgresJournal:
         if at is None:
             moment = clock.now()
             times = [moment] * len(events)
-            stamps = [_format_time(moment)] * len(events)
+            stamps = [format_time(moment)] * len(events)
         else:
             times = [clock.stored_time(when) for when in at]
-            stamps = [_format_time(when) for when in times]
+            stamps = [format_time(when) for when in times]
         count = len(events)
         version = expected_version + count
         kinds: list[str] = [event.type for event in events]
@@ -410,7 +411,7 @@ class PostgresJournal:
                 (session_id, call_id)).fetchone() is not None
 
     def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
-        picked = f"SELECT * FROM heads h WHERE {_TOP_LEVEL}" if top_level else "SELECT * FROM heads"
+        picked = f"SELECT * FROM heads h WHERE {TOP_LEVEL}" if top_level else "SELECT * FROM heads"
         with self._reported("read") as conn:
             rows = conn.execute(
                 f"""SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version,
@@ -421,11 +422,7 @@ class PostgresJournal:
                    ORDER BY h.last_seq DESC""",
                 (limit,),
             ).fetchall()
-        return [SessionSummary(session_id=sid, started_at=_parse_time(first), last_at=_parse_time(last), events=count,
-                               calls=calls, ended=ended, status=status, status_version=status_version,
-                               parent_session_id=parent, parent_call_id=parent_call, label=label, depth=depth)
-                for (sid, first, last, count, calls, ended, status, status_version,
-                     parent, parent_call, label, depth) in rows]
+        return [session_summary(row) for row in rows]
 
     # -- snapshots ------------------------------------------------------------------
 
@@ -459,7 +456,7 @@ class PostgresJournal:
                 f"INSERT INTO leases (session_id, owner, since, expires_at) VALUES (%s, %s, %s, {_EXPIRES})"
                 " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at,"
                 " since = CASE WHEN leases.owner = excluded.owner THEN leases.since ELSE excluded.since END"
-                f" RETURNING owner, since, {_EXPIRY}", (session_id, wanted, _format_time(since), ttl)).fetchone()
+                f" RETURNING owner, since, {_EXPIRY}", (session_id, wanted, format_time(since), ttl)).fetchone()
         assert taken is not None
         return _lease_of(session_id, taken)
 
@@ -476,7 +473,7 @@ class PostgresJournal:
         with self._transaction("claim sessions in") as conn:
             # Both statements look at the transaction's start (now()): a lease that expired while
             # ``running`` was asked about its owners is not claimed without being asked about.
-            spared = _running_owners(conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < now()")
+            spared = running_owners(conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < now()")
                                      .fetchall(), running) if running else []
             # Rows another claimer has locked are skipped, not waited for; the advisory lock
             # skips a session whose lease a driver (zagent resume) is taking this moment.
@@ -495,7 +492,7 @@ class PostgresJournal:
                     f"INSERT INTO leases (session_id, owner, since, expires_at) VALUES (%s, %s, %s, {_EXPIRES})"
                     " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, since = excluded.since,"
                     " expires_at = excluded.expires_at WHERE leases.expires_at < clock_timestamp()"
-                    " RETURNING session_id", (sid, wanted, _format_time(clock.now()), ttl)).fetchone()
+                    " RETURNING session_id", (sid, wanted, format_time(clock.now()), ttl)).fetchone()
                 if taken is not None:
                     previous = None if held is None else _lease_of(sid, (held, since, expires, expired))
                     claims.append(Claim(sid, previous))
@@ -539,14 +536,7 @@ class PostgresJournal:
                                   (sorted({row["session_id"] for row in rows}),))
             names = [column.name for column in cursor.description or ()]
             asked = {(row[0], row[1]): dict(zip(names, row)) for row in cursor.fetchall()}
-        for row in rows:
-            _json_column(row, "arguments")
-            decision = row["asked"] = asked.get((row["session_id"], row["call_id"]))
-            if decision is not None:
-                _json_column(decision, "choices")
-                if decision["kind"] == "approval":
-                    _json_column(decision, "asked")
-        return rows
+        return with_decisions(rows, asked)
 
     def check(self) -> list[str]:
         """Gaps in versions, heads behind their events, and bodies that do not load."""
@@ -607,7 +597,7 @@ _EXPIRY = "expires_at, coalesce(expires_at < clock_timestamp(), FALSE)"
 
 def _lease_of(session_id: str, row: Sequence[Any]) -> Lease:
     owner, since, expires_at, expired = row
-    return Lease(session_id, json.loads(owner), _parse_time(since), expires_at=expires_at, expired=bool(expired))
+    return Lease(session_id, json.loads(owner), parse_time(since), expires_at=expires_at, expired=bool(expired))
 
 
 def _first_line(exc: BaseException) -> str:

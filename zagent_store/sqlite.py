@@ -26,11 +26,12 @@ import time
 import urllib.parse
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from zagent_core.journal.protocol import (
+    AdminJournal,
     Claim,
     ConcurrencyError,
     JournalError,
@@ -43,6 +44,16 @@ from zagent_core.journal.protocol import (
     parent_columns,
 )
 from zagent_store import clock
+from zagent_store.sql import (
+    TOP_LEVEL,
+    JournalVersionError,
+    format_time,
+    parse_time,
+    running_owners,
+    session_summary,
+    stored_events,
+    with_decisions,
+)
 from zagent_store.views import (
     CALLS_AND_TASKS,
     SESSIONS_7,
@@ -163,13 +174,6 @@ def _lean_hot_path(db: sqlite_utils.Database) -> None:
     lean_audit_schema(db)
 
 
-def _json_column(row: dict[str, Any], key: str) -> None:
-    """A column that holds JSON text, as the value it stands for."""
-    if isinstance(row.get(key), str):
-        with contextlib.suppress(ValueError):
-            row[key] = json.loads(row[key])
-
-
 def _session_tree(db: sqlite_utils.Database) -> None:
     """Migration 7: each session's parent in ``heads`` (a sub-agent's, from its ``session_started``),
     so listings tell the top-level sessions from the children without reading events."""
@@ -193,11 +197,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, cre
                                                               _session_tree, _expiring_leases]
 
 
-#: A ``heads h`` row of a top-level session: no parent, or one this journal does not have (a child
-#: imported alone), which would otherwise be listed nowhere.
-_TOP_LEVEL = ("(h.parent_session_id IS NULL"
-              " OR NOT EXISTS (SELECT 1 FROM heads p WHERE p.session_id = h.parent_session_id))")
-
 _INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _NEW_HEAD = (
     "INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies, ended,"
@@ -215,37 +214,6 @@ _SAVE_SNAPSHOT = (
     " data = excluded.data WHERE excluded.version >= snapshots.version"
 )
 _READ = "SELECT seq, version, type, at, data FROM events WHERE session_id = ?"
-
-
-def _format_time(when: datetime) -> str:
-    """``2026-11-30T04:46:00.123Z``: sortable as text, readable in any SQLite client."""
-    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
-
-
-def _parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _running_owners(rows: Sequence[tuple[str]], running: Callable[[dict[str, Any]], bool]) -> list[str]:
-    """Of the owners (canonical JSON) of expired leases, the ones ``running`` says still run."""
-    return [owner for (owner,) in rows if running(json.loads(owner))]
-
-
-def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]]) -> Iterator[StoredEvent]:
-    """``(seq, version, type, at, data)`` rows of a session as :class:`StoredEvent` s, parsed lazily
-    (what both stores read; a body that does not load is named by its seq and version)."""
-    from zagent_core.journal.events import EventSchemaError, load_event_json
-
-    times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
-    for seq, version, type_, at, data in rows:
-        try:
-            event = load_event_json(type_, data)
-        except EventSchemaError as exc:
-            raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
-        when = times.get(at)
-        if when is None:
-            when = times[at] = _parse_time(at)
-        yield StoredEvent(seq, session_id, version, when, event)
 
 
 _DAMAGED = "run `zagent journal recover {path} NEW_FILE` to copy what can be read into a new journal"
@@ -334,11 +302,7 @@ class _Conflict(Exception):
     """The session is not at the version an append expected (raised inside its transaction)."""
 
 
-class JournalVersionError(JournalError):
-    """The journal file was made by a newer zagent."""
-
-
-class SQLiteJournal:
+class SQLiteJournal(AdminJournal):
     """The embedded journal, in one SQLite file (``<home>/journal.db`` by default).
 
     ``synchronous="FULL"`` (the default) makes every append durable before it returns,
@@ -445,10 +409,10 @@ class SQLiteJournal:
         if at is None:
             moment = clock.now()
             times = [moment] * len(events)
-            stamps = [_format_time(moment)] * len(events)
+            stamps = [format_time(moment)] * len(events)
         else:  # imports and forks keep the times the events had (to the millisecond, as stored)
             times = [clock.stored_time(when) for when in at]
-            stamps = [_format_time(when) for when in times]
+            stamps = [format_time(when) for when in times]
         # event.__dict__ rather than getattr: a missing attribute costs pydantic an exception.
         rows = [
             (session_id, version, event.type, stamp, event.__dict__.get("call_id"), event.__dict__.get("task_id"),
@@ -539,7 +503,7 @@ class SQLiteJournal:
 
     def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
         # The head rows hold the counts and the parent; only the newest snapshot of each is looked up.
-        picked = f"SELECT * FROM heads h WHERE {_TOP_LEVEL}" if top_level else "SELECT * FROM heads"
+        picked = f"SELECT * FROM heads h WHERE {TOP_LEVEL}" if top_level else "SELECT * FROM heads"
         with self._lock, _reported(self.path, "read"):
             rows = self._conn.execute(
                 f"""SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version,
@@ -551,13 +515,8 @@ class SQLiteJournal:
                 (-1 if limit is None else limit,),
             ).fetchall()
         summaries: dict[str, SessionSummary] = {}
-        for (sid, first, last, count, calls, ended, status, status_version,
-             parent, parent_call, label, depth) in rows:
-            summaries.setdefault(sid, SessionSummary(
-                session_id=sid, started_at=_parse_time(first), last_at=_parse_time(last), events=count,
-                calls=calls, ended=bool(ended), status=status, status_version=status_version,
-                parent_session_id=parent, parent_call_id=parent_call, label=label, depth=depth,
-            ))
+        for row in rows:  # a session whose snapshots of two projections share the newest version joins twice
+            summaries.setdefault(row[0], session_summary(row))
         return list(summaries.values())
 
     # -- snapshots ------------------------------------------------------------------
@@ -580,8 +539,8 @@ class SQLiteJournal:
     @staticmethod
     def _lease_of(session_id: str, row: tuple[str, str, str | None], now: str) -> Lease:
         owner, since, expires = row
-        return Lease(session_id, json.loads(owner), _parse_time(since),
-                     expires_at=_parse_time(expires) if expires else None,
+        return Lease(session_id, json.loads(owner), parse_time(since),
+                     expires_at=parse_time(expires) if expires else None,
                      expired=expires is not None and expires < now)
 
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
@@ -590,22 +549,22 @@ class SQLiteJournal:
         with self._transaction("take a lease in") as conn:
             # The time once the write lock is ours: waiting for it must not shorten the lease.
             since = clock.now()
-            expires = _format_time(since + timedelta(seconds=ttl)) if ttl is not None else None
+            expires = format_time(since + timedelta(seconds=ttl)) if ttl is not None else None
             row = conn.execute("SELECT owner, since, expires_at FROM leases WHERE session_id = ?",
                                (session_id,)).fetchone()
             if row is not None and row[0] == wanted:
                 conn.execute("UPDATE leases SET expires_at = ? WHERE session_id = ?", (expires, session_id))
-                return replace(self._lease_of(session_id, row, _format_time(since)),
-                               expires_at=_parse_time(expires) if expires else None, expired=False)
+                return replace(self._lease_of(session_id, row, format_time(since)),
+                               expires_at=parse_time(expires) if expires else None, expired=False)
             if row is not None and (replacing is None or row[0] != canonical_owner(replacing)):
-                raise LeaseHeldError(self._lease_of(session_id, row, _format_time(since)))
+                raise LeaseHeldError(self._lease_of(session_id, row, format_time(since)))
             conn.execute("INSERT OR REPLACE INTO leases (session_id, owner, since, expires_at) VALUES (?, ?, ?, ?)",
-                         (session_id, wanted, _format_time(since), expires))
-        return Lease(session_id, owner, since, expires_at=_parse_time(expires) if expires else None)
+                         (session_id, wanted, format_time(since), expires))
+        return Lease(session_id, owner, since, expires_at=parse_time(expires) if expires else None)
 
     def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
         with self._transaction("renew leases in") as conn:
-            expires = _format_time(clock.now() + timedelta(seconds=ttl))
+            expires = format_time(clock.now() + timedelta(seconds=ttl))
             rows = conn.execute("UPDATE leases SET expires_at = ? WHERE owner = ?"
                                 " AND session_id IN (SELECT value FROM json_each(?)) RETURNING session_id",
                                 (expires, canonical_owner(owner), json.dumps(list(session_ids)))).fetchall()
@@ -617,8 +576,8 @@ class SQLiteJournal:
         # One write transaction: the file's lock is what keeps two claimers apart here.
         with self._transaction("claim sessions in") as conn:
             now = clock.now()
-            stamp, expires = _format_time(now), _format_time(now + timedelta(seconds=ttl))
-            spared = _running_owners(conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < ?",
+            stamp, expires = format_time(now), format_time(now + timedelta(seconds=ttl))
+            spared = running_owners(conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < ?",
                                                   (stamp,)).fetchall(), running) if running else []
             rows = conn.execute(
                 f"""SELECT h.session_id, l.owner, l.since, l.expires_at FROM heads h
@@ -645,7 +604,7 @@ class SQLiteJournal:
         with self._lock, _reported(self.path, "read"):
             row = self._conn.execute("SELECT owner, since, expires_at FROM leases WHERE session_id = ?",
                                      (session_id,)).fetchone()
-        return None if row is None else self._lease_of(session_id, row, _format_time(clock.now()))
+        return None if row is None else self._lease_of(session_id, row, format_time(clock.now()))
 
     def rebuild_heads(self) -> int:
         """Rebuild every session's head row from its events; returns the number of sessions.
@@ -676,14 +635,7 @@ class SQLiteJournal:
                                         [sessions])
             names = [column[0] for column in cursor.description]
             asked = {(row[0], row[1]): dict(zip(names, row)) for row in cursor.fetchall()}
-        for row in rows:
-            _json_column(row, "arguments")
-            decision = row["asked"] = asked.get((row["session_id"], row["call_id"]))
-            if decision is not None:
-                _json_column(decision, "choices")
-                if decision["kind"] == "approval":  # what was asked is the call's arguments
-                    _json_column(decision, "asked")
-        return rows
+        return with_decisions(rows, asked)
 
     def check(self) -> list[str]:
         """SQLite's integrity check, WAL mode, gaps in versions, and every body that does not load."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from zagent_core.agent.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
 from zagent_core.config import AgentConfig
+from zagent_core.errors import ZagentError
 from zagent_core.journal.events import (
     Media,
     ModelReplied,
@@ -44,7 +45,7 @@ _Call = RepliedCall | CallView
 WAKE_POLL_SECONDS = 0.1
 
 
-class OrphanedCallError(RuntimeError):
+class OrphanedCallError(ZagentError, RuntimeError):
     """A tool call in the conversation has no result; sending it would make providers fail."""
 
 

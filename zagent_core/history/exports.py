@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath
 from typing import Any
 
+from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.journal.events import (
     Event,
@@ -43,7 +44,7 @@ from zagent_core.journal.events import (
     load_event,
 )
 from zagent_core.journal.fold import InconsistentJournalError, rebuild
-from zagent_core.journal.protocol import Journal, StoredEvent
+from zagent_core.journal.protocol import EventLog, StoredEvent
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 
@@ -67,7 +68,7 @@ class ImportedSession:
     times: list[datetime]
 
 
-class ExportError(ValueError):
+class ExportError(ZagentError, ValueError):
     """A file that is not a zagent export, with the line and what is wrong."""
 
 
@@ -217,7 +218,7 @@ def relocate(imported: ImportedSession, home: Home, session_id: str) -> list[Eve
     return events
 
 
-def import_session(journal: Journal, imported: ImportedSession, *, home: Home, as_id: str | None = None) -> str:
+def import_session(journal: EventLog, imported: ImportedSession, *, home: Home, as_id: str | None = None) -> str:
     """Write an imported session into ``journal``, the journal of ``home`` (under ``as_id``
     if given); returns its id.
 
@@ -231,7 +232,7 @@ def import_session(journal: Journal, imported: ImportedSession, *, home: Home, a
     return session_id
 
 
-def fork_session(journal: Journal, session_id: str, at_seq: int, new_id: str) -> str:
+def fork_session(journal: EventLog, session_id: str, at_seq: int, new_id: str) -> str:
     """A new session made of ``session_id``'s events up to global position ``at_seq``.
 
     The copy ends with ``session_forked``, which keeps the parent link; resume it to go

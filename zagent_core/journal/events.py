@@ -13,6 +13,8 @@ from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from zagent_core.errors import ZagentError
+
 
 class _Part(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -558,7 +560,7 @@ _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
-class EventSchemaError(ValueError):
+class EventSchemaError(ZagentError, ValueError):
     """An event in the journal that this version of zagent cannot read."""
 
 

@@ -1,19 +1,37 @@
-"""What the engine needs from a journal; ``zagent_store`` implements it.
+"""What the core needs from a journal, as narrow protocols; ``zagent_store`` implements them.
 
 The core never builds SQL: it appends events for a session at the version it expects
 to follow, and reads them back in order. Anything that keeps these promises (SQLite,
 PostgreSQL, an in-memory list in a test) can carry a session.
+
+The protocols stack by capability, as eventsourcing's recorders do (``AggregateRecorder``
+< ``ApplicationRecorder`` < ``ProcessRecorder``), and a caller asks for the smallest one
+it needs::
+
+    EventLog              a session's events: append, read, read_last, head, has_call
+     └ SnapshotLog        + save_snapshot, load_snapshot: a state opens from the newest snapshot
+        └ SessionIndex    + sessions: a listing, with the newest snapshot's status
+    Leases                who drives a session: acquire, renew, release, lease, claim, wait_for_work
+    Journal               SessionIndex and Leases, + check, close: what the engine asks; every store
+     └ AdminJournal       + audit, stats: what an operator reads; the SQL stores (SQLite, PostgreSQL)
+
+This module also holds what crosses them: the stored forms (:class:`StoredEvent`,
+:class:`Snapshot`, :class:`SessionSummary`, :class:`Lease`, :class:`Claim`) and the
+errors every store raises instead of its driver's.
 """
 
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
+
+from zagent_core.errors import ZagentError
 
 if TYPE_CHECKING:  # building the event models is most of a listing's start-up: only who reads events pays
     from zagent_core.journal.events import Event
@@ -125,7 +143,7 @@ def canonical_owner(owner: dict[str, Any]) -> str:
     return json.dumps(owner, sort_keys=True, separators=(",", ":"))
 
 
-class ConcurrencyError(RuntimeError):
+class ConcurrencyError(ZagentError, RuntimeError):
     """Another writer appended to the session since the caller last read it."""
 
     def __init__(self, session_id: str, expected: int, actual: int) -> None:
@@ -138,7 +156,7 @@ class ConcurrencyError(RuntimeError):
         )
 
 
-class JournalError(RuntimeError):
+class JournalError(ZagentError, RuntimeError):
     """The journal could not be read or written (locked too long, corrupt, disk full).
 
     Implementations raise this, not their driver's errors, so callers can report it
@@ -158,10 +176,13 @@ class LeaseHeldError(JournalError):
         )
 
 
+# The methods are abstract so that a store subclassing a protocol (as zagent_store's do) and
+# lacking one fails when it is made, not when the method is first called and returns None.
 @runtime_checkable
-class Journal(Protocol):
-    """An append-only store of session events."""
+class EventLog(Protocol):
+    """A session's events, append-only: what writing and rebuilding a session needs."""
 
+    @abstractmethod
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
                at: Sequence[datetime] | None = None,
                snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
@@ -172,40 +193,40 @@ class Journal(Protocol):
         session is not at that version, and appends nothing in that case. The events get
         versions ``expected_version + 1``...: a session's versions never have a gap.
 
-        ``snapshot`` = ``(projection, data, status)`` is saved as by :meth:`save_snapshot`
-        at the version of the last appended event, in the same transaction: both are
-        durable together, or neither is.
+        ``snapshot`` = ``(projection, data, status)`` is saved as by
+        :meth:`SnapshotLog.save_snapshot` at the version of the last appended event, in the
+        same transaction: both are durable together, or neither is.
         """
         ...
 
+    @abstractmethod
     def read(self, session_id: str, after_version: int = 0, *,
              types: Collection[str] | None = None) -> Iterator[StoredEvent]:
         """The session's events with a version above ``after_version``, in order; only
         those of ``types`` when given (the others are not even parsed)."""
         ...
 
+    @abstractmethod
     def has_call(self, session_id: str, call_id: str) -> bool:
         """Whether the session has journaled a ``tool_call_requested`` with this call id."""
         ...
 
+    @abstractmethod
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
         """The session's last ``count`` events (fewer if it has fewer), in version order."""
         ...
 
+    @abstractmethod
     def head(self, session_id: str) -> int:
         """The session's current version: that of its last event, 0 if it has none."""
         ...
 
-    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
-        """Sessions, most recently active first (the ``limit`` most recent, or all).
 
-        Counts and the parent come without reading the sessions' events; ``status`` is that
-        of the newest snapshot (None when the session has none). ``top_level``: only the
-        sessions that are no sub-agent's, and the sub-agents whose parent the journal does
-        not have (a child imported alone).
-        """
-        ...
+@runtime_checkable
+class SnapshotLog(EventLog, Protocol):
+    """An event log that keeps snapshots: a state opens from the newest one and the events after it."""
 
+    @abstractmethod
     def save_snapshot(self, session_id: str, version: int, projection: str, data: str,
                       status: str | None = None) -> None:
         """Keep ``data`` as the session's ``projection`` at ``version``.
@@ -216,10 +237,33 @@ class Journal(Protocol):
         """
         ...
 
+    @abstractmethod
     def load_snapshot(self, session_id: str, projection: str) -> Snapshot | None:
         """The newest snapshot of ``projection`` for the session, or None."""
         ...
 
+
+@runtime_checkable
+class SessionIndex(SnapshotLog, Protocol):
+    """A snapshot log that lists its sessions without reading their events."""
+
+    @abstractmethod
+    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
+        """Sessions, most recently active first (the ``limit`` most recent, or all).
+
+        Counts and the parent come without reading the sessions' events; ``status`` is that
+        of the newest snapshot (None when the session has none). ``top_level``: only the
+        sessions that are no sub-agent's, and the sub-agents whose parent the journal does
+        not have (a child imported alone).
+        """
+        ...
+
+
+@runtime_checkable
+class Leases(Protocol):
+    """Who drives a session: one lease holder per session, taken and given up atomically."""
+
+    @abstractmethod
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
                       replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
         """Take the session's lease, atomically (compare and set).
@@ -233,12 +277,14 @@ class Journal(Protocol):
         """
         ...
 
+    @abstractmethod
     def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
         """Push the expiry of ``owner``'s leases on ``session_ids`` ``ttl`` seconds from now, in one
         transaction (a heartbeat); returns the sessions renewed: one missing is no longer
         ``owner``'s (its lease expired and another driver took it over)."""
         ...
 
+    @abstractmethod
     def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
                        exclude: Collection[str] = (),
                        running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
@@ -255,23 +301,49 @@ class Journal(Protocol):
         """
         ...
 
+    @abstractmethod
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a session may want a driver (a lease was released, a wake-up or message
         appended), or ``timeout`` seconds pass; True when told of work. A journal that cannot
         be told (one file on one host) returns after the timeout: the caller polls."""
         ...
 
+    @abstractmethod
     def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
         """Give the lease up if ``owner`` holds it; otherwise do nothing."""
         ...
 
+    @abstractmethod
     def lease(self, session_id: str) -> Lease | None:
         """Who holds the session's lease, if anyone."""
         ...
 
+
+@runtime_checkable
+class Journal(SessionIndex, Leases, Protocol):
+    """An append-only store of session events: everything the engine asks of one."""
+
+    @abstractmethod
     def check(self) -> list[str]:
         """Health problems of the store (empty when healthy), each naming what is affected."""
         ...
 
+    @abstractmethod
     def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class AdminJournal(Journal, Protocol):
+    """A journal with the audit views and counts an operator reads (``zagent audit``, ``zagent doctor``)."""
+
+    @abstractmethod
+    def audit(self, **filters: Any) -> list[dict[str, Any]]:
+        """Rows of the ``tool_calls`` view matching ``zagent audit``'s filters, each with ``asked``:
+        its row of the ``decisions`` view (who was asked what, and the answer), or None."""
+        ...
+
+    @abstractmethod
+    def stats(self) -> dict[str, int]:
+        """Counts for ``zagent doctor``: ``events``, ``sessions``, ``schema_version``."""
         ...

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from zagent_core.config import ModelConfig
+from zagent_core.errors import ZagentError
 from zagent_core.journal.events import Media, ModelReplied, RepliedCall
 
 
@@ -91,7 +92,7 @@ class Message(BaseModel):
     media: list[Media] = Field(default_factory=list)
 
 
-class ModelError(RuntimeError):
+class ModelError(ZagentError, RuntimeError):
     """The model could not be asked (network, HTTP error after retries, bad response, script ended)."""
 
 

@@ -1,0 +1,89 @@
+"""What the two SQL journals (SQLite and PostgreSQL) share beyond the views' SQL (``views.py``):
+times as stored text, reading event rows and head rows back, the audit rows' JSON columns,
+and the error for a journal a newer zagent made.
+
+Both stores keep the same tables, so a row means the same on both; keeping its reading
+here is what stops them from drifting apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from zagent_core.journal.protocol import JournalError, SessionSummary, StoredEvent
+
+#: A ``heads h`` row of a top-level session: no parent, or one this journal does not have (a child
+#: imported alone), which would otherwise be listed nowhere.
+TOP_LEVEL = ("(h.parent_session_id IS NULL"
+             " OR NOT EXISTS (SELECT 1 FROM heads p WHERE p.session_id = h.parent_session_id))")
+
+
+class JournalVersionError(JournalError):
+    """The journal was made by a newer zagent."""
+
+
+def format_time(when: datetime) -> str:
+    """``2026-11-30T04:46:00.123Z``: sortable as text, readable in any SQL client."""
+    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]]) -> Iterator[StoredEvent]:
+    """``(seq, version, type, at, data)`` rows of a session as :class:`StoredEvent` s, parsed lazily
+    (what both stores read; a body that does not load is named by its seq and version)."""
+    from zagent_core.journal.events import EventSchemaError, load_event_json
+
+    times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
+    for seq, version, type_, at, data in rows:
+        try:
+            event = load_event_json(type_, data)
+        except EventSchemaError as exc:
+            raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
+        when = times.get(at)
+        if when is None:
+            when = times[at] = parse_time(at)
+        yield StoredEvent(seq, session_id, version, when, event)
+
+
+def session_summary(row: Sequence[Any]) -> SessionSummary:
+    """A line of ``sessions()`` from a ``heads`` row joined with its newest snapshot: ``(session_id,
+    started_at, last_at, version, calls, ended, status, status_version, parent_session_id,
+    parent_call_id, label, depth)``."""
+    (sid, first, last, count, calls, ended, status, status_version, parent, parent_call, label, depth) = row
+    return SessionSummary(
+        session_id=sid, started_at=parse_time(first), last_at=parse_time(last), events=count,
+        calls=calls, ended=bool(ended), status=status, status_version=status_version,
+        parent_session_id=parent, parent_call_id=parent_call, label=label, depth=depth,
+    )
+
+
+def running_owners(rows: Sequence[tuple[str]], running: Callable[[dict[str, Any]], bool]) -> list[str]:
+    """Of the owners (canonical JSON) of expired leases, the ones ``running`` says still run."""
+    return [owner for (owner,) in rows if running(json.loads(owner))]
+
+
+def _json_column(row: dict[str, Any], key: str) -> None:
+    """A column that holds JSON text, as the value it stands for."""
+    if isinstance(row.get(key), str):
+        with contextlib.suppress(ValueError):
+            row[key] = json.loads(row[key])
+
+
+def with_decisions(rows: list[dict[str, Any]], asked: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the ``tool_calls`` view as ``audit()`` gives them: ``arguments`` parsed, and each with
+    ``asked``, its row of the ``decisions`` view (keyed by session and call) or None."""
+    for row in rows:
+        _json_column(row, "arguments")
+        decision = row["asked"] = asked.get((row["session_id"], row["call_id"]))
+        if decision is not None:
+            _json_column(decision, "choices")
+            if decision["kind"] == "approval":  # what was asked is the call's arguments
+                _json_column(decision, "asked")
+    return rows

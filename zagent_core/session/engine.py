@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from zagent_core.builtins import registry
 from zagent_core.config import CapabilitiesConfig, Config, load_config
+from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.ids import new_session_id
 from zagent_core.journal.events import (
@@ -72,7 +73,7 @@ class ChildDriver(Protocol):
     def __call__(self, parent: Session, context: BuiltinContext, arguments: Arguments) -> ToolResult: ...
 
 
-class UnknownSessionError(LookupError):
+class UnknownSessionError(ZagentError, LookupError):
     """No such session in the journal."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from zagent_core.errors import ZagentError
 from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -34,11 +35,11 @@ log = get_logger(__name__)
 ASK_WHY = 'its manifest says "permission": "ask"'
 
 
-class NoQuestionError(LookupError):
+class NoQuestionError(ZagentError, LookupError):
     """An answer for a session (or call) with no question waiting; the message says which."""
 
 
-class NoApprovalError(LookupError):
+class NoApprovalError(ZagentError, LookupError):
     """A decision for a session (or call) with no call waiting for approval; the message says which."""
 
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from zagent_core.errors import ZagentError
 from zagent_core.journal.events import Event
 from zagent_core.journal.fold import SessionState, fold, projection_tag, to_snapshot
 from zagent_core.journal.protocol import Journal, JournalError, Lease, StoredEvent
@@ -29,7 +30,7 @@ SNAPSHOT_EVERY = 1000
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
-class SessionEndedError(RuntimeError):
+class SessionEndedError(ZagentError, RuntimeError):
     """A call or an end on a session that already ended."""
 
 

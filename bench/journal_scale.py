@@ -512,7 +512,7 @@ def snapshot_version(versions_and_types: Iterable[tuple[int, str]]) -> int:
     ``Session`` snapshots every ``SNAPSHOT_EVERY`` events, at the end of each turn, and
     when the session ends (0: none yet).
     """
-    from zagent_core.session.engine import SNAPSHOT_EVERY
+    from zagent_core.session.writer import SNAPSHOT_EVERY
 
     last = 0
     for version, type_ in versions_and_types:

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import zagent_core.session.engine as engine_module
+import zagent_core.session.host as engine_module
 import zagent_core.tools.runner as runner_module
 from zagent_core import Engine, Home
 from zagent_store import SQLiteJournal

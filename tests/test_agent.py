@@ -195,7 +195,7 @@ def test_an_idle_agent_never_sees_a_task_gone_without_its_wake_up(home_dir: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A task's end and its wake-up are one step: folded between the two, a session must
     not look idle with nothing to wait for (the run ended and the wake-up was lost)."""
-    from zagent_core.session import engine as engine_module
+    from zagent_core.session import writer as engine_module
     from zagent_core.journal.events import TaskExited
 
     folded = engine_module.fold

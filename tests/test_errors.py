@@ -33,3 +33,13 @@ def test_the_stores_errors_are_journal_errors(error: type[Exception]) -> None:
 def test_one_except_catches_what_a_store_raises() -> None:
     with pytest.raises(ZagentError, match="version 2"):
         raise ConcurrencyError("s", 1, 2)
+
+
+def test_the_sessions_errors_are_zagent_errors_and_keep_their_builtin_bases() -> None:
+    from zagent_core.session.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
+    from zagent_core.session.leases import SessionBusyError
+
+    for error, kept in [(SessionEndedError, RuntimeError), (SessionBusyError, RuntimeError),
+                        (UnknownSessionError, LookupError), (NoQuestionError, LookupError),
+                        (NoApprovalError, LookupError)]:
+        assert issubclass(error, ZagentError) and issubclass(error, kept), error

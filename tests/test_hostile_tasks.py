@@ -15,7 +15,7 @@ from conftest import python_tool, running
 from zagent_core import Engine
 
 from zagent_core.tools import tasks
-from zagent_core.tools.invocation import Invocation
+from zagent_core.tools.runner import ProcessSpec as Invocation
 from zagent_core.tools.processes import read_json
 from zagent_core.tools.supervisor import EXIT_FILE, SUPERVISOR_FILE
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import python_tool
 
 from zagent_core import Engine, rebuild
-from zagent_core.session import engine as engine_module
+from zagent_core.session import writer as engine_module
 from zagent_core.agent.loop import Agent
 from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.agent.models import ModelReply, ToolCallRequest

@@ -430,7 +430,7 @@ class Bridge:
 def _call(session: Session, name: str, arguments: Any, call_id: str) -> types.CallToolResult:
     """One call, in a worker thread: run and journaled as ``zagent run`` does, then made MCP content."""
     try:
-        result = session.call(name, arguments, call_id=call_id)
+        result: ToolResult = session.call(name, arguments, call_id=call_id)
     except KeyboardInterrupt:  # interrupt_calls: the tool was stopped and its call journaled interrupted
         result = stopped_result(name)
     return call_result(result)

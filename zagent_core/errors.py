@@ -17,17 +17,17 @@ caught it by before (``except RuntimeError`` still catches a ``JournalError``). 
      ├ EventSchemaError (ValueError) ...... zagent_core.journal.events: an event this zagent cannot read
      ├ ExportError (ValueError) ........... zagent_core.history.exports: a file that is not a zagent export
      ├ ModelError (RuntimeError) .......... zagent_core.agent.models: the model could not be asked
-     └ OrphanedCallError (RuntimeError) ... zagent_core.agent.loop: a tool call without a result
+     ├ OrphanedCallError (RuntimeError) ... zagent_core.agent.loop: a tool call without a result
+     ├ SessionEndedError (RuntimeError) ... zagent_core.session.writer: the session has ended
+     ├ SessionBusyError (RuntimeError) .... zagent_core.session.leases: a live process drives the session
+     ├ UnknownSessionError (LookupError) .. zagent_core.session.engine: no such session in the journal
+     ├ NoQuestionError (LookupError) ...... zagent_core.session.people: no open question to answer
+     └ NoApprovalError (LookupError) ...... zagent_core.session.people: no call waiting for approval
 
-Still to be rebased onto it, where drawn here (their modules were being split when the tree was made):
+Still to be rebased onto it, where drawn here (its module was being split when the tree was made):
 
     ZagentError
-     ├ InconsistentJournalError (ValueError) .. zagent_core.journal.fold: an event names an unknown call or task
-     ├ SessionEndedError (RuntimeError) ....... zagent_core.session: the session has ended
-     ├ SessionBusyError (RuntimeError) ........ zagent_core.session.leases: a live process drives the session
-     ├ UnknownSessionError (LookupError) ...... zagent_core.session: no such session in the journal
-     ├ NoQuestionError (LookupError) .......... zagent_core.session: no open question to answer
-     └ NoApprovalError (LookupError) .......... zagent_core.session: no call waiting for approval
+     └ InconsistentJournalError (ValueError) .. zagent_core.journal.fold: an event names an unknown call or task
 
 Not in the tree: exceptions a tool call turns into its result for the model (``PathRefused``,
 ``StateValueError``, ``SearchError``, ``GlobError``, ``FileProblem``, ``ServerDown``), the

@@ -9,7 +9,7 @@ thread of the parent's spawn call. The order of the journal is what makes it dur
 3. the child runs until it is idle (``completed``), fails, times out or is stopped;
 4. the parent journals ``child_ended`` with the spawn call's result, in one transaction.
 
-A crash anywhere leaves the spawn call open; driven again (:meth:`Session.go_on`), it
+A crash anywhere leaves the spawn call open; driven again (:meth:`Session.continue_call`), it
 finds its child by call id in the parent's ``children`` and goes on with that session,
 so a child never runs twice and the call never gets a result its child did not give.
 """
@@ -239,8 +239,7 @@ def _tools(parent: Session, preset: SubagentConfig) -> list[str] | None:
     if preset.tools is not None:
         wanted: list[str] | None = list(preset.tools)
     elif preset.readonly:
-        wanted = [b.name for b in parent.offered_builtins() if b.replay == "safe" and b.concurrency_safe is True]
-        wanted += [t.name for t in parent.offered_tools() if t.manifest.replay == "safe"]
+        wanted = [tool.name for tool in parent.offered() if tool.read_only]
     else:
         wanted = None
     limit = parent.state.parent.tools if parent.state.parent is not None else None

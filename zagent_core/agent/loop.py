@@ -38,7 +38,7 @@ from zagent_core.session.engine import Session
 
 log = get_logger(__name__)
 
-#: A call to run: from a model reply, or one a crash cut off that goes on (:meth:`Session.go_on`).
+#: A call to run: from a model reply, or one a crash cut off that goes on (:meth:`Session.continue_call`).
 _Call = RepliedCall | CallView
 
 #: How often an idle agent looks for wake-ups while background tasks run.
@@ -184,10 +184,8 @@ class Agent:
 
     def tool_specs(self) -> list[ToolSpec]:
         """What the model is told about the tools: name, description, parameters."""
-        specs = [ToolSpec(name=t.name, description=t.description, parameters=t.manifest.parameters)
-                 for t in self.session.offered_tools()]
-        return specs + [ToolSpec(name=b.name, description=b.description, parameters=b.parameters)
-                        for b in self.session.offered_builtins()]
+        return [ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+                for t in self.session.offered()]
 
     def _run_calls(self, calls: Sequence[_Call], run: Callable[[Any], Any] | None = None) -> None:
         """Run a reply's calls in the order asked, with concurrency-safe ones together.
@@ -329,7 +327,7 @@ class Agent:
         # Calls a crash or Ctrl-C cut off that go on where they were (a spawn's child) get
         # their real results first: the model must not see them before, and a question
         # waiting beside them does not hold them back.
-        self._run_calls(self.session.continuing_calls(), self.session.go_on)
+        self._run_calls(self.session.continuing_calls(), self.session.continue_call)
         parked = self._parked()  # nothing can go to the model before a person acts
         if parked is not None:
             return RunResult(reason=parked, requests=0)

@@ -30,7 +30,7 @@ PARAMETERS: dict[str, Any] = task_parameters({})
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Kill a task at hand with everything it started; answers how it ended and its output."""
-    task = terminal.task_at_hand(context, arguments["task_id"])
+    task = terminal.kept_task(context, arguments["task_id"])
     return task if isinstance(task, ToolResult) else terminal.kill(context, task.task_id)
 
 

@@ -57,11 +57,11 @@ def ended(task: TaskView) -> ToolResult:
     return ToolResult(output=f"{describe(task)}\n{task.output or ''}".rstrip(), is_error=bool(task.is_error))
 
 
-def task_at_hand(context: BuiltinContext, number: int | str) -> TaskView | ToolResult:
+def kept_task(context: BuiltinContext, number: int | str) -> TaskView | ToolResult:
     """The task numbered ``number`` (a call's argument) if the session keeps it at hand, else the error result
     saying why."""
     task_id = str(number)
-    tasks_kept, numbered = context.host.tasks_at_hand()
+    tasks_kept, numbered = context.host.kept_tasks()
     for task in tasks_kept:
         if task.task_id == task_id:
             return task
@@ -95,7 +95,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Carry out one validated terminal call."""
     action = arguments["action"]
     if action == "list":
-        tasks_kept, numbered = context.host.tasks_at_hand()
+        tasks_kept, numbered = context.host.kept_tasks()
         if not tasks_kept:
             return ToolResult(output="no background tasks in this session", is_error=False)
         lines = [describe(t) for t in _in_order(tasks_kept)]
@@ -105,7 +105,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
         return ToolResult(output="\n".join(lines), is_error=False)
     if "task" not in arguments:
         return ToolResult(output=f'"{action}" needs "task": the task number', is_error=True)
-    found = task_at_hand(context, arguments["task"])
+    found = kept_task(context, arguments["task"])
     if isinstance(found, ToolResult):
         return found
     task_id = found.task_id

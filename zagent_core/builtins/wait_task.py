@@ -32,7 +32,7 @@ PARAMETERS: dict[str, Any] = task_parameters({
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Wait for a task at hand; answers how it ended and its output, or that it still runs."""
-    found = terminal.task_at_hand(context, arguments["task_id"])
+    found = terminal.kept_task(context, arguments["task_id"])
     if isinstance(found, ToolResult):
         return found
     task_id = found.task_id

@@ -43,7 +43,7 @@ def run_tool(engine: Engine, name: str, arguments: dict[str, Any], display: Disp
 def _loaded_tool(engine: Engine, name: str, display: Display) -> ToolSet:
     """The home's tools, once ``name`` is known to be one of them (or a built-in)."""
     toolset = engine.load_tools()
-    if name not in toolset.tools and name not in engine.builtins:
+    if engine.toolbox(toolset).get(name) is None:
         from zagent_core.problems import did_you_mean
 
         reasons = [str(p) for p in toolset.broken if p.source == f"tools/{name}"]
@@ -60,10 +60,9 @@ def _call_once(session: Session, name: str, arguments: dict[str, Any], display: 
     """Run the call, and wait for it if it runs in the background: its result and call id."""
     try:
         result = session.call(name, arguments)
-        call_id = session.state.last_call_id or ""
-        task_id = next((t.task_id for t in session.state.tasks.values() if t.call_id == call_id), None)
-        if task_id is not None and not result.is_error:
-            return _background_result(session, task_id, result, display), call_id
+        call_id = result.call_id
+        if result.task_id is not None and not result.is_error:
+            return _background_result(session, result.task_id, result, display), call_id
     except KeyboardInterrupt:
         # The tool (or task) was stopped with us and its call journaled as interrupted; a
         # call that goes on (a spawn, with its child) stays open for resume.

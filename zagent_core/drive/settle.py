@@ -15,7 +15,7 @@ def settle_without_model(session: Session, display: Display) -> str:
     ``ended``, ``waiting_on_user`` or ``waiting_on_approval``."""
     for call in session.continuing_calls():
         display.status(f"going on with {call.tool} ({call.call_id})")
-        display.output(session.go_on(call).output)
+        display.output(session.continue_call(call).output)
     if session.state.questions or session.state.waiting_approvals:
         return "waiting_on_user" if session.state.questions else "waiting_on_approval"
     for task in session.state.running_tasks:

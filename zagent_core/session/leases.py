@@ -28,11 +28,12 @@ import time
 from datetime import datetime
 from typing import Any
 
+from zagent_core.errors import ZagentError
 from zagent_core.journal.protocol import Journal, JournalError, Lease, LeaseHeldError, canonical_owner
 from zagent_core.tools.processes import ProcessIdentity, boot_id
 
 
-class SessionBusyError(RuntimeError):
+class SessionBusyError(ZagentError, RuntimeError):
     """Another live process drives the session."""
 
     def __init__(self, session_id: str, holder: Lease) -> None:

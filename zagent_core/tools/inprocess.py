@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from zagent_core.config import Config
-from zagent_core.journal.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolStateWritten
+from zagent_core.config import CapabilitiesConfig, Config
+from zagent_core.journal.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolOffer, ToolStateWritten
 from zagent_core.tools.results import ToolResult, checked_state
+from zagent_core.tools.text import storable
+from zagent_core.version import zagent_version
 
 if TYPE_CHECKING:
     from zagent_core.journal.events import Event
     from zagent_core.journal.fold import TaskView
-    from zagent_core.tools.runner import ProcessOutcome
+    from zagent_core.tools.invocation import CallContext
+    from zagent_core.tools.runner import ProcessOutcome, ProcessSpec
 
 Arguments = dict[str, Any]
 
@@ -48,17 +52,34 @@ class Parked(Exception):  # noqa: N818 - not an error: the call waits, on purpos
 
 
 class Host(Protocol):
-    """What the session does for a built-in: its background tasks and processes.
+    """What the session does for a call of any tool: its processes and background tasks, questions.
 
-    :class:`zagent_core.session.engine.Session` implements it; a built-in never sees the session itself.
+    :class:`zagent_core.session.host.SessionHost` implements it; a tool never sees the session itself.
     """
+
+    def capabilities(self) -> CapabilitiesConfig:
+        """What the model of the session's latest turn can take: which media a result attaches."""
+        ...
+
+    def call_context(self, context: BuiltinContext, state_file: Path | None = None) -> CallContext:
+        """Where the call's process runs and what it is told (the session's scratch folder made)."""
+        ...
+
+    def run_process(self, context: BuiltinContext, spec: ProcessSpec) -> ProcessOutcome:
+        """Run the call's process, journaling its notes as it runs and recording who it is."""
+        ...
+
+    def start_task(self, context: BuiltinContext, spec: ProcessSpec) -> ToolResult:
+        """Start ``spec`` as the call's background task (its ``task_started`` staged on the context);
+        returns what the model is told at once."""
+        ...
 
     def calls_stopped(self) -> bool:
         """Whether the session's running calls are being stopped (Ctrl-C, a client's cancel):
         a built-in that waits on something else than a process looks at it while it waits."""
         ...
 
-    def tasks_at_hand(self) -> tuple[list[TaskView], int]:
+    def kept_tasks(self) -> tuple[list[TaskView], int]:
         """The tasks the session keeps at hand (running, then the latest ended), and how many were numbered."""
         ...
 
@@ -97,14 +118,15 @@ class ToolState:
     """
 
     def __init__(self, values: Mapping[str, Any]) -> None:
-        self._before = values
+        #: The state as it was before the call.
+        self.before = values
         self.staged: dict[str, Any] = {}
 
     def get(self, key: str, default: Any = None) -> Any:
         if key in self.staged:
             value = self.staged[key]
             return default if value is None else value
-        return self._before.get(key, default)
+        return self.before.get(key, default)
 
     def set(self, key: str, value: Any) -> None:
         """Stage ``value`` for ``key`` (``None`` removes the key): JSON, at most 64 KiB, and a
@@ -186,6 +208,15 @@ class BuiltinContext:
         return events
 
 
+@dataclass(frozen=True)
+class PreparedCall:
+    """One call of a tool, ready to run: what its ``tool_call_started`` records of it (beyond
+    what every call records), and how it runs (see :class:`zagent_core.tools.toolbox.ToolEntry`)."""
+
+    started: dict[str, Any]
+    run: Callable[[], ToolResult]
+
+
 def _never(arguments: Arguments) -> bool:
     return False
 
@@ -229,9 +260,44 @@ class Builtin:
     #: Where it comes from, as ``zagent tools list`` and the session's offer say.
     origin: str = "(built-in)"
 
+    #: A person decides each call (``ask``): never for a built-in, which asks inside the call if it must.
+    permission: Literal["allow", "ask"] = "allow"
+
     @property
     def identity(self) -> str:
         return self.source or f"builtin:{self.name}"
+
+    @property
+    def read_only(self) -> bool:
+        """Whether a call only looks (a read-only sub-agent is given it): replay-safe, and safe beside others whatever
+        its arguments."""
+        return self.replay == "safe" and self.concurrency_safe is True
+
+    def offer(self) -> ToolOffer:
+        return ToolOffer(name=self.name, description=self.description, folder=self.origin,
+                         manifest_hash=self.definition_hash, identity=self.identity)
+
+    def delivery_problems(self, arguments: Arguments) -> list[str]:
+        """Valid arguments that still cannot reach the tool: none, a built-in takes them as they are."""
+        return []
+
+    def prepare(self, context: BuiltinContext, arguments: Arguments) -> PreparedCall:
+        call_dir = context.call_dir
+
+        def run() -> ToolResult:
+            started = time.monotonic()
+            result = self.run(context, arguments)
+            # What a built-in says may quote what it found on disk (a file name that is not UTF-8).
+            return result.model_copy(update={"output": storable(result.output), "duration_ms": result.duration_ms
+                                             or round((time.monotonic() - started) * 1000)})
+
+        return PreparedCall(started={
+            "argv": [], "cwd": str(context.workspace), "input_mode": "builtin", "output_mode": "text",
+            "output_dir": str(call_dir / "output") if call_dir else None,
+            "notify_file": str(call_dir / "notify") if call_dir else None, "timeout_seconds": None,
+            "identity": self.identity, "tool_version": self.version or zagent_version(),
+            "manifest_hash": self.definition_hash,
+        }, run=run)
 
     @functools.cached_property
     def validator(self) -> Any:

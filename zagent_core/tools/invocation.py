@@ -1,4 +1,4 @@
-"""From a tool, its arguments and a call's folders to the exact process to run.
+"""From a tool, its arguments and a call's folders to the exact process to run (a :class:`ProcessSpec`).
 
 This is where the manifest's ``command``, ``input``, ``cwd``, ``env`` and
 ``timeout_seconds`` meet one call: per-call placeholders are expanded, arguments are
@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zagent_core.config import LimitsConfig
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.manifest import Tool, expand
+from zagent_core.tools.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT
+from zagent_core.tools.runner import ProcessSpec
 
 #: Variables that describe the call to the tool; the seed's table.
 CALL_VARIABLES = (
@@ -58,19 +61,6 @@ class CallContext:
         return variables
 
 
-@dataclass(frozen=True)
-class Invocation:
-    """The process for one call, and what the journal may record of it (no env values)."""
-
-    argv: list[str]
-    cwd: Path
-    env: dict[str, str]
-    stdin: bytes | None
-    timeout: float | None
-    #: Names of the variables the engine set or the manifest added, for the journal.
-    env_names: list[str]
-
-
 def _arg_variable(name: str) -> str:
     return "ZAGENT_ARG_" + re.sub(r"[^A-Z0-9_]", "_", name.upper())
 
@@ -91,10 +81,11 @@ def build_invocation(
     arguments: dict[str, Any],
     context: CallContext,
     *,
-    default_timeout: float,
+    limits: LimitsConfig,
     environ: Mapping[str, str] | None = None,
-) -> Invocation:
-    """Everything needed to start ``tool`` for one call."""
+) -> ProcessSpec:
+    """Everything needed to start ``tool`` for one call, in the folder of ``context``'s
+    ``output_dir``: the output beyond what is kept spills there."""
     manifest = tool.manifest
     placeholders = {
         "{dir}": str(tool.folder),
@@ -124,15 +115,22 @@ def build_invocation(
     if manifest.timeout_seconds == -1:
         timeout = None
     else:
-        timeout = manifest.timeout_seconds or default_timeout
+        timeout = manifest.timeout_seconds or limits.default_timeout_seconds
     cwd = tool.folder if manifest.cwd == "tool_dir" else context.workspace
     # The working folder as the process sees it: an inherited PWD would name zagent's own.
     env["PWD"] = str(cwd)
-    return Invocation(
+    text_mode = manifest.output == "text"
+    call_dir = context.output_dir.parent
+    return ProcessSpec(
         argv=argv,
         cwd=cwd,
         env=env,
         stdin=stdin,
         timeout=timeout,
         env_names=sorted(added),
+        merge_stderr=text_mode,
+        kill_grace=limits.kill_grace_seconds,
+        capture_limit=limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT,
+        spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"),
+        tag=f"ZAGENT_OUTPUT_DIR={context.output_dir}",
     )

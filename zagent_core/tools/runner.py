@@ -44,18 +44,21 @@ _POLL_SECONDS = 0.02
 
 @dataclass(frozen=True)
 class ProcessSpec:
-    """What to run and how."""
+    """What to run and how: one call's process (a folder tool's, a built-in's, a task's), and
+    what the journal may record of it (``env_names``, never the values)."""
 
     argv: list[str]
     cwd: Path
     env: dict[str, str]
     #: Bytes written to stdin, which is then closed; ``None`` closes it at once.
     stdin: bytes | None
-    #: Send stderr into stdout (in order), as text-mode tools are read.
-    merge_stderr: bool
     timeout: float | None
-    kill_grace: float
-    capture_limit: int
+    #: Names of the variables the engine set or the manifest added, for the journal.
+    env_names: list[str] = dataclasses.field(default_factory=list)
+    #: Send stderr into stdout (in order), as text-mode tools are read.
+    merge_stderr: bool = False
+    kill_grace: float = 2.0
+    capture_limit: int = 0
     #: Where the whole of stdout goes once it outgrows ``capture_limit``.
     spill_path: Path | None = None
     #: Where the whole of stderr goes (when not merged); otherwise its tail is kept.

@@ -23,17 +23,16 @@ from typing import Any
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.logs import get_logger
 from zagent_core.tools.credentials import tool_environment
-from zagent_core.tools.invocation import Invocation
 from zagent_core.tools.processes import ProcessIdentity, open_regular, read_json, write_json
 from zagent_core.tools.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
-from zagent_core.tools.runner import ProcessOutcome
+from zagent_core.tools.runner import ProcessOutcome, ProcessSpec
 from zagent_core.tools.supervisor import EXIT_FILE, OUTPUT_FILE, STDERR_FILE, STOP_SIGNALS, SUPERVISOR_FILE, TOOL_FILE
 from zagent_core.tools.text import storable
 
 log = get_logger(__name__)
 
 
-def launch(task_dir: Path, invocation: Invocation, *, merge_stderr: bool, kill_grace: float,
+def launch(task_dir: Path, invocation: ProcessSpec, *, merge_stderr: bool, kill_grace: float,
            tag: str) -> subprocess.Popen[bytes]:
     """Start the task's supervisor in its own session; returns once it has its request.
 

@@ -1,0 +1,318 @@
+"""Tool calls: what a session may call, and :meth:`CallRunner.execute`, the one path every kind of tool runs by.
+
+A call is journaled as it happens: ``tool_call_requested`` with ``tool_call_rejected`` or
+``tool_call_started`` (committed before anything runs), then what the call staged (its
+effects) with ``tool_call_finished``. A call of a tool that needs approval is journaled
+with ``approval_requested`` and starts only after ``approval_decided`` says yes (see
+:mod:`zagent_core.session.people`). Nothing a tool does, and no mistake in a call, raises here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from zagent_core.config import Config
+from zagent_core.ids import new_call_id
+from zagent_core.journal.events import (
+    Coercion,
+    RejectReason,
+    ToolCallFinished,
+    ToolCallInterrupted,
+    ToolCallRejected,
+    ToolCallRequested,
+    ToolCallStarted,
+    dump_event,
+)
+from zagent_core.journal.protocol import JournalError
+from zagent_core.logs import get_logger
+from zagent_core.problems import did_you_mean
+from zagent_core.session.background import Background, state_written
+from zagent_core.session.crashpoints import crash_point
+from zagent_core.session.host import SessionHost
+from zagent_core.session.people import People
+from zagent_core.session.writer import Writer
+from zagent_core.tools.inprocess import Arguments, BuiltinContext, Parked, ToolState
+from zagent_core.tools.results import ToolResult
+from zagent_core.tools.text import storable_json
+from zagent_core.tools.toolbox import Toolbox, ToolEntry
+from zagent_core.tools.validation import validate_arguments
+
+log = get_logger(__name__)
+
+#: Call ids name folders: no separators, no leading dot.
+CALL_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:~-]{0,127}")
+
+
+class CallOutcome(ToolResult):
+    """What a call gave the model, with the call's id in the journal and the task it started, if any.
+
+    It is the call's :class:`~zagent_core.tools.results.ToolResult` (``.output``, ``.is_error``...):
+    nobody has to read ``state.last_call_id`` or scan ``state.tasks`` after a call.
+    """
+
+    call_id: str
+    task_id: str | None = None
+
+    def event_fields(self) -> dict[str, Any]:
+        """The result's fields as an event records them (the ids are the event's own)."""
+        return {k: v for k, v in super().event_fields().items() if k not in _IDS}
+
+
+_IDS = ("call_id", "task_id")
+
+
+def outcome(call_id: str, result: ToolResult, task_id: str | None = None) -> CallOutcome:
+    """``result`` as the outcome of call ``call_id`` (and of the task it started)."""
+    return CallOutcome(**{k: v for k, v in result if k not in _IDS}, call_id=call_id, task_id=task_id)
+
+
+def journal_call_id(model_id: str, taken: Callable[[str], bool]) -> str:
+    """The model's id when it can name a folder and is new in the session; else one derived from it."""
+    base = model_id if CALL_ID.fullmatch(model_id) else "call_" + re.sub(r"[^A-Za-z0-9_.:-]", "_", model_id)[:100]
+    if not CALL_ID.fullmatch(base):
+        base = new_call_id()
+    candidate, n = base, 1
+    while taken(candidate):  # some servers number calls per reply: call_0 again and again
+        n += 1
+        candidate = f"{base[:120]}~{n}"
+    return candidate
+
+
+def _unrecordable(requested: ToolCallRequested) -> str | None:
+    """Why the arguments cannot be journaled (and so cannot be run), or None."""
+    try:
+        json.dumps(requested.arguments, allow_nan=False)
+        dump_event(requested)
+    except (ValueError, RecursionError, TypeError):
+        try:
+            surrogates = storable_json(requested.arguments) != requested.arguments
+        except RecursionError:
+            surrogates = False
+        if surrogates:
+            return ("the arguments hold a lone surrogate (such as \\ud800), which is not valid Unicode; "
+                    "send the text as UTF-8")
+        return ("the arguments are not plain JSON (NaN or Infinity, or nested too deeply); "
+                "send finite numbers and flatter objects")
+    return None
+
+
+class CallRunner:
+    """Decides what a session may call, and runs calls: validated, approved, journaled and executed."""
+
+    def __init__(self, writer: Writer, toolbox: Toolbox, host: SessionHost, people: People, background: Background,
+                 *, config: Config, workspace: Path) -> None:
+        self._writer = writer
+        self.toolbox = toolbox
+        self._host = host
+        self._people = people
+        self._background = background
+        self._config = config
+        self._workspace = workspace
+
+    # -- what the session may call ---------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """0 for a top-level session, 1 for its sub-agents, 2 for theirs..."""
+        parent = self._writer.state.parent
+        return parent.depth if parent is not None else 0
+
+    def refusal(self, name: str) -> tuple[RejectReason, str] | None:
+        """Why tool ``name`` cannot run in this session at all, whatever the arguments."""
+        toolbox = self.toolbox
+        if toolbox.get(name) is None:
+            known = [entry.name for entry in toolbox.listed()]
+            listing = f"; available tools: {', '.join(known)}" if known else "; no tools are loaded"
+            return "unknown_tool", f'unknown tool "{name}"{did_you_mean(name, known)}{listing}'
+        if toolbox.is_disabled(name):
+            return "disabled", f'tool "{name}" is disabled in config.json ("tools": {{"disabled": [...]}}), so it was not run'
+        if not self.offers(name):
+            offered = [entry.name for entry in self.offered()]
+            return "not_offered", (f'tool "{name}" is not offered to this sub-agent, so it was not run; its tools: '
+                                   f"{', '.join(offered) or 'none'}")
+        return None
+
+    def needs_approval(self, name: str) -> bool:
+        """Whether a person decides each call of ``name``."""
+        entry = self.toolbox.get(name)
+        return entry is not None and entry.permission == "ask" and name not in self._config.approvals.allow
+
+    def served_in_replay(self, name: str) -> bool:
+        entry = self.toolbox.get(name)
+        return (entry is not None and entry.served_in_replay) or self.needs_approval(name)
+
+    def concurrency_safe(self, name: str, arguments: Any) -> bool:
+        entry = self.toolbox.get(name)
+        # A person answers one approval at a time: such a call runs alone.
+        return entry is not None and entry.is_concurrency_safe(arguments) and not self.needs_approval(name)
+
+    def validator_of(self, name: str) -> Any | None:
+        entry = self.toolbox.get(name)
+        return entry.validator if entry is not None else None
+
+    def replay_policy(self, name: str) -> Literal["safe", "unsafe"] | None:
+        entry = self.toolbox.get(name)
+        return entry.replay if entry is not None else None
+
+    def continues(self, name: str) -> bool:
+        entry = self.toolbox.get(name)
+        return entry is not None and entry.continues
+
+    def offers(self, name: str) -> bool:
+        """Whether this session may use tool ``name`` at all: a sub-agent only has what its parent gave it."""
+        entry = self.toolbox.get(name)
+        if entry is not None and not entry.offered(self._config, self.depth):
+            return False
+        if self.depth > 0 and self.needs_approval(name):
+            return False  # no person is in a sub-agent's loop: only tools approvals.allow pre-approves
+        parent = self._writer.state.parent
+        return parent is None or parent.tools is None or name in parent.tools
+
+    def offered(self) -> list[ToolEntry]:
+        """The tools the model is told about: the folder tools, then the built-ins."""
+        return [entry for entry in self.toolbox.listed() if self.offers(entry.name)]
+
+    # -- calls -----------------------------------------------------------------------
+
+    def call(self, name: str, arguments: Any, call_id: str | None) -> CallOutcome:
+        """Validate, run and journal one call of tool ``name``; returns what the model receives."""
+        call_id = call_id or new_call_id()
+        if not CALL_ID.fullmatch(call_id):
+            raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
+                             "(it names the call's folder)")
+        if self._writer.has_call(call_id):
+            raise ValueError(f"call id {call_id!r} is already used in session {self._writer.session_id}")
+        requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments)
+        unrecordable = _unrecordable(requested)
+        if unrecordable:
+            # Journal what can be journaled, and tell the model why nothing ran.
+            requested = requested.model_copy(update={"arguments": f"<not recorded: {unrecordable}>"})
+            message = f"{name} was not run: {unrecordable}"
+            self._writer.append([requested, ToolCallRejected(call_id=call_id, reason="invalid_arguments",
+                                                             message=message, problems=[unrecordable])])
+            return outcome(call_id, ToolResult(output=message, is_error=True))
+        return self.run_requested(requested)
+
+    def _admitted(self, requested: ToolCallRequested) -> tuple[ToolEntry, dict[str, Any], list[Coercion]] | ToolCallRejected:
+        """The tool and the validated arguments of a call, or why it is rejected (validated against the tool as it is now)."""
+        name = requested.tool
+        refusal = self.refusal(name)
+        if refusal is not None:
+            reason, message = refusal
+            return ToolCallRejected(call_id=requested.call_id, reason=reason, message=message, problems=[])
+        entry = self.toolbox.get(name)
+        assert entry is not None  # not refused: the tool exists
+        validated = validate_arguments(entry.validator, requested.arguments)
+        problems = validated.problems or entry.delivery_problems(validated.arguments)
+        if problems:
+            message = f"{name} was not run: its arguments do not match its parameters.\n" + "\n".join(problems)
+            return ToolCallRejected(call_id=requested.call_id, reason="invalid_arguments", message=message,
+                                    problems=problems)
+        return entry, validated.arguments, validated.coercions
+
+    def run_requested(self, requested: ToolCallRequested) -> CallOutcome:
+        """A new call: journal its request with its rejection, its approval asked, or its start, and run it."""
+        admitted = self._admitted(requested)
+        if isinstance(admitted, ToolCallRejected):
+            self._writer.append([requested, admitted])
+            return outcome(requested.call_id, ToolResult(output=admitted.message, is_error=True))
+        entry, arguments, coercions = admitted
+        if entry.permission == "ask":
+            waiting = self._people.ask_approval(requested)
+            if waiting is not None:
+                return outcome(requested.call_id, waiting)
+            return self.run_journaled(requested)
+        return self.execute(entry, requested, arguments, coercions)
+
+    def run_journaled(self, requested: ToolCallRequested) -> CallOutcome:
+        """A call whose request is in the journal already, because a person approved it (with its
+        approval: it runs now) or it was cut off and goes on; checked against the tool as it is now."""
+        admitted = self._admitted(requested)
+        if isinstance(admitted, ToolCallRejected):
+            self._writer.append([admitted])
+            return outcome(requested.call_id, ToolResult(output=admitted.message, is_error=True))
+        entry, arguments, coercions = admitted
+        return self.execute(entry, requested, arguments, coercions, again=True)
+
+    def execute(self, entry: ToolEntry, requested: ToolCallRequested, arguments: Arguments,
+                coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0,
+                attempt: int = 1) -> CallOutcome:
+        """Run a validated call of any kind of tool: ``tool_call_started``, then the run, then what
+        it staged committed with ``tool_call_finished`` (one step: a crash keeps both or neither).
+
+        ``again``: the call was journaled before (approved, or a crash cut it off); one that
+        had started already and :attr:`~ToolEntry.continues` goes on without being started again.
+        ``notify_offset``: where the cut-off attempt's journaled notes end in the call's notify
+        file, which the new attempt appends to.
+        """
+        writer, call_id, name = self._writer, requested.call_id, entry.name
+        call_dir = self._host.call_folder(call_id) if entry.runs_process(arguments) else None
+        cut_off = writer.state.calls.get(call_id)
+        going_on = again and entry.continues and cut_off is not None and cut_off.status == "running"
+        with writer.lock:  # the task number is taken and journaled in one step
+            state = writer.state
+            task_id = str(state.tasks_numbered + 1) if entry.background(arguments) else None
+            context = BuiltinContext(
+                session_id=writer.session_id, call_id=call_id, tool=name, workspace=self._workspace,
+                config=self._config, host=self._host, origin=state.origin, read_state=state.read_state,
+                state=ToolState(state.tool_state.get(name, {})), call_dir=call_dir, task_id=task_id,
+            )
+            prepared = entry.prepare(context, arguments)
+            writer.append([] if going_on else [
+                *([] if again else [requested]),
+                ToolCallStarted(call_id=call_id, task_id=task_id, tool=name, arguments=arguments,
+                                coercions=coercions, notify_offset=notify_offset, attempt=attempt,
+                                **prepared.started),
+            ])
+        log.info("tool_call_started", session=writer.session_id, call_id=call_id, tool=name, task_id=task_id)
+        crash_point("after_tool_call_started")
+        started = time.monotonic()
+        try:
+            result = prepared.run()
+        except JournalError:
+            raise  # the journal itself failed (disk full): no result can be recorded; the caller says so
+        except Parked as parked:  # no result yet: the answer brings it (see People.answer)
+            log.info("tool_call_parked", session=writer.session_id, call_id=call_id, tool=name)
+            return outcome(call_id, ToolResult(output=str(parked), is_error=False), task_id)
+        except Exception as exc:  # a bug of ours must not leave the call without a result
+            log.error("tool_call_failed", exc_info=True, call_id=call_id, tool=name)
+            result = ToolResult(output=f"zagent failed while running {name}: {exc!r}", is_error=True,
+                                duration_ms=round((time.monotonic() - started) * 1000))
+        except BaseException:  # Ctrl-C, SystemExit: the tool was stopped with us; say so
+            if not entry.continues:  # one that continues stays open, to go on when driven again
+                self._stopped(call_id)
+            raise
+        return outcome(call_id, self._finish(context, result), task_id)
+
+    def _finish(self, context: BuiltinContext, result: ToolResult) -> ToolResult:
+        """Journal a call's result with what it staged; a task it started is watched from now on."""
+        writer, call_id, name = self._writer, context.call_id, context.tool
+        log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, exit_code=result.exit_code,
+                 duration_ms=result.duration_ms, timed_out=result.timed_out)
+        if context.task_id is None:  # a task's start is journaled with its call's end: "after_task_started"
+            crash_point("before_tool_call_finished")
+        try:
+            writer.append([*context.effects(), *state_written(call_id, name, result),
+                           ToolCallFinished(call_id=call_id, **result.event_fields())])
+        except (ValueError, TypeError) as exc:  # what it staged cannot be journaled: a bug of the tool
+            log.error("tool_call_unrecordable", exc_info=True, call_id=call_id, tool=name)
+            result = ToolResult(output=f"zagent could not record what {name} returned: {exc}", is_error=True,
+                                duration_ms=result.duration_ms)
+            writer.append([ToolCallFinished(call_id=call_id, **result.event_fields())])
+        if context.task_id is not None and context.task_id in writer.state.tasks:
+            crash_point("after_task_started")
+            self._background.watch()
+        return result
+
+    def _stopped(self, call_id: str) -> None:
+        """Ctrl-C or SystemExit while a call ran: the tool was stopped with us; say so."""
+        with contextlib.suppress(Exception):
+            self._writer.append([ToolCallInterrupted(
+                call_id=call_id, message="zagent was stopped while the tool ran; its effect may or may not "
+                "have happened")])

@@ -1,0 +1,137 @@
+"""What a tool may ask of its session: :class:`SessionHost`, the session's side of
+:class:`zagent_core.tools.inprocess.Host`.
+
+A call of any kind of tool is handed a context whose host runs its processes (journaling
+their notes as they run), starts its background tasks, asks a person, or starts a
+sub-agent. The host calls down into the session's parts; what needs the agent wing (a
+sub-agent's driver) is given to it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from zagent_core.config import CapabilitiesConfig, Config
+from zagent_core.home import Home
+from zagent_core.journal.fold import TaskView
+from zagent_core.session.background import Background
+from zagent_core.session.people import People
+from zagent_core.session.writer import Writer
+from zagent_core.tools import tasks
+from zagent_core.tools.credentials import tool_environment
+from zagent_core.tools.inprocess import Arguments, BuiltinContext
+from zagent_core.tools.invocation import CallContext
+from zagent_core.tools.processes import ProcessIdentity, write_json
+from zagent_core.tools.results import FULL_OUTPUT_NAME, ToolResult
+from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
+
+#: Starts (or goes on with) the sub-agent of a spawn call; its outcome is the call's result.
+Spawner = Callable[[BuiltinContext, Arguments], ToolResult]
+
+
+class SessionHost:
+    """Runs what a call asks for, on behalf of one session."""
+
+    def __init__(self, writer: Writer, background: Background, people: People, *, home: Home, config: Config,
+                 spawner: Spawner) -> None:
+        self._writer = writer
+        self._background = background
+        self._people = people
+        self._home = home
+        self._config = config
+        self._spawner = spawner
+        #: Set, running foreground calls stop their process trees and are journaled interrupted
+        #: (Ctrl-C reaches the main thread only: the agent sets this for calls running beside each other).
+        self.interrupt_calls = threading.Event()
+
+    def calls_stopped(self) -> bool:
+        return self.interrupt_calls.is_set()
+
+    def capabilities(self) -> CapabilitiesConfig:
+        return self._background.capabilities()
+
+    def kept_tasks(self) -> tuple[list[TaskView], int]:
+        return self._background.kept_tasks()
+
+    def wait_task(self, task_id: str, timeout: float | None) -> TaskView:
+        return self._background.wait_task(task_id, timeout)
+
+    def kill_task(self, task_id: str) -> TaskView:
+        return self._background.kill_task(task_id)
+
+    def answer_wakes(self, task_id: str) -> None:
+        self._background.answer_wakes(task_id)
+
+    def ask_user(self, context: BuiltinContext, question: str, choices: list[str] | None) -> str:
+        return self._people.ask_user(context, question, choices)
+
+    def spawn(self, context: BuiltinContext, arguments: Arguments) -> ToolResult:
+        return self._spawner(context, arguments)
+
+    def call_folder(self, call_id: str) -> Path:
+        """The call's folder, with its ``output/`` and its (empty) notify file, made."""
+        call_dir = self._home.call_dir(self._writer.session_id, call_id)
+        (call_dir / "output").mkdir(parents=True, exist_ok=True)
+        (call_dir / "notify").touch()
+        return call_dir
+
+    def call_context(self, context: BuiltinContext, state_file: Path | None = None) -> CallContext:
+        assert context.call_dir is not None, f"{context.tool} runs a process: its runs_process must say so"
+        scratch = self._home.scratch_dir(self._writer.session_id)
+        scratch.mkdir(parents=True, exist_ok=True)
+        return CallContext(
+            session_id=self._writer.session_id, home=self._home.root, workspace=context.workspace, scratch=scratch,
+            output_dir=context.call_dir / "output", notify_file=context.call_dir / "notify",
+            caps=self.capabilities().as_env(), state_file=state_file,
+        )
+
+    def run_process(self, context: BuiltinContext, spec: ProcessSpec) -> ProcessOutcome:
+        call_id, call_dir = context.call_id, context.call_dir
+        assert call_dir is not None
+
+        def tick() -> bool:
+            self._background.collect_notes(call_id)
+            return self.interrupt_calls.is_set()
+
+        def started(pid: int) -> None:
+            # Who the tool is, so a resume after a crash can stop it if it still runs.
+            who = ProcessIdentity.of(pid)
+            write_json(call_dir / tasks.TOOL_FILE, who.model_dump() if who else {"pid": pid})
+
+        outcome = run_process(spec, on_tick=tick, on_start=started)
+        self._background.collect_notes(call_id)  # what it wrote last
+        if outcome.stopped and self.interrupt_calls.is_set():
+            raise KeyboardInterrupt  # as in the main thread: the call is journaled interrupted
+        return outcome
+
+    def start_task(self, context: BuiltinContext, spec: ProcessSpec) -> ToolResult:
+        assert context.call_dir is not None and context.task_id is not None, (
+            f"{context.tool} starts a task: its runs_process and background must say so")
+        result, started = self._background.launch(context.tool, context.call_id, context.task_id, context.call_dir,
+                                                  spec)
+        if started is not None:
+            context.staged.append(started)
+        return result
+
+    def _builtin_spec(self, context: BuiltinContext, argv: list[str], timeout: float | None,
+                      capture_limit: int) -> ProcessSpec:
+        """A built-in's process: the engine's environment, less its credentials, plus the call's variables."""
+        assert context.call_dir is not None, f"{context.tool} runs a process: its runs_process must say so"
+        added = self.call_context(context).variables(context.tool)
+        # PWD is where the process runs (the workspace, links resolved), so paths the model
+        # copies from `pwd` are the ones the read-before-edit gate knows.
+        env = tool_environment() | added | {"PWD": str(context.workspace)}
+        return ProcessSpec(
+            argv=argv, cwd=context.workspace, env=env, stdin=None, timeout=timeout, env_names=sorted(added),
+            merge_stderr=True, kill_grace=self._config.limits.kill_grace_seconds, capture_limit=capture_limit,
+            spill_path=context.call_dir / FULL_OUTPUT_NAME, tag=f"ZAGENT_OUTPUT_DIR={context.call_dir / 'output'}",
+        )
+
+    def run_call_process(self, context: BuiltinContext, argv: list[str], *, timeout: float | None,
+                         capture_limit: int) -> ProcessOutcome:
+        return self.run_process(context, self._builtin_spec(context, argv, timeout, capture_limit))
+
+    def start_call_task(self, context: BuiltinContext, argv: list[str], *, timeout: float | None) -> ToolResult:
+        return self.start_task(context, self._builtin_spec(context, argv, timeout, 0))

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from zagent_cli.show import LiveConversation
     from zagent_core import Config, Engine, Home, Problem, SessionState, StoredEvent, ToolResult, ToolSet
     from zagent_core.agent.models import Model
-    from zagent_core.journal.fold import ApprovalView
     from zagent_core.journal.protocol import Journal
+    from zagent_core.journal.views import ApprovalView
     from zagent_core.session.engine import Session
     from zagent_core.tools.inprocess import Builtin
     from zagent_store.locate import AnyJournal

@@ -28,7 +28,7 @@ from zagent_core.session.engine import Engine, SessionEndedError, UnknownSession
 
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
-    from zagent_core.journal.fold import SessionState
+    from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Session
 
 log = get_logger(__name__)

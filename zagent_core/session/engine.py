@@ -66,7 +66,10 @@ from zagent_core.journal.events import (
     WakeRequested,
     dump_event,
 )
-from zagent_core.journal.fold import (
+from zagent_core.journal.fold import fold, rebuild
+from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
+from zagent_core.journal.snapshots import open_state, projection_tag, to_snapshot
+from zagent_core.journal.views import (
     ApprovalView,
     CallView,
     NoteView,
@@ -74,17 +77,12 @@ from zagent_core.journal.fold import (
     SessionState,
     TaskView,
     WakeView,
-    fold,
-    projection_tag,
-    rebuild,
-    to_snapshot,
 )
-from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.session import leases
 from zagent_core.session.crashpoints import crash_point
-from zagent_core.session.status import open_state, session_status, status_of_state
+from zagent_core.session.status import session_status, status_of_state
 from zagent_core.tools import tasks
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, Parked, ToolState

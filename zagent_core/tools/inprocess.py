@@ -28,7 +28,7 @@ from zagent_core.tools.results import ToolResult, checked_state
 
 if TYPE_CHECKING:
     from zagent_core.journal.events import Event
-    from zagent_core.journal.fold import TaskView
+    from zagent_core.journal.views import TaskView
     from zagent_core.tools.runner import ProcessOutcome
 
 Arguments = dict[str, Any]

@@ -91,7 +91,9 @@ class _Folding:
     It is the state's own storage seen through typed attributes, not a copy (see
     :meth:`over`): a live session folds every event it commits into the state its readers
     hold, and copying the state's fields in and out at each event would cost more than
-    most events' handlers. ``history`` is how to fold, not a field of the state.
+    most events' handlers. Its annotations are :class:`SessionState`'s, field for field
+    (``tests/test_state.py`` holds them to it); ``history`` is how to fold, not a field of
+    the state.
     """
 
     __slots__ = ("history", "__dict__")
@@ -138,7 +140,7 @@ class _Folding:
 
     @classmethod
     def over(cls, state: SessionState, *, history: bool) -> _Folding:
-        """``state``'s fields to fold into; the frozen model is written here and nowhere else."""
+        """``state``'s fields to fold into: the one way a frozen state is ever written."""
         folding = cls.__new__(cls)
         folding.__dict__ = state.__dict__
         folding.history = history

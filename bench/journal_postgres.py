@@ -51,8 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from journal_append import BATCH, _now, in_alternating_blocks, make_event, row_of  # noqa: E402
 
 from zagent_core.journal.events import Event, SessionStarted  # noqa: E402
-from zagent_core.journal.fold import projection_tag, rebuild, status_of, to_snapshot  # noqa: E402
-from zagent_core.session.status import open_state  # noqa: E402
+from zagent_core.journal.fold import rebuild  # noqa: E402
+from zagent_core.journal.snapshots import open_state, projection_tag, to_snapshot  # noqa: E402
+from zagent_core.journal.views import status_of  # noqa: E402
 from pg_cluster import fresh_database  # noqa: E402
 
 from zagent_store.postgres import PostgresJournal  # noqa: E402

@@ -523,7 +523,9 @@ def snapshot_version(versions_and_types: Iterable[tuple[int, str]]) -> int:
 
 def snapshot_at(journal: SQLiteJournal, session_id: str, version: int) -> int:
     """Save the session's state at ``version`` as its snapshot, as ``Session.snapshot`` does; its size."""
-    from zagent_core.journal.fold import projection_tag, rebuild, status_of, to_snapshot
+    from zagent_core.journal.fold import rebuild
+    from zagent_core.journal.snapshots import projection_tag, to_snapshot
+    from zagent_core.journal.views import status_of
 
     state = rebuild(itertools.islice(journal.read(session_id), version))
     data = to_snapshot(state)

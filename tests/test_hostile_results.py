@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zagent_core import Engine, Home
-from zagent_core.journal.fold import status_of
+from zagent_core.journal.views import status_of
 from zagent_core.config import Config, LimitsConfig
 from zagent_core.tools.results import MAX_RECORDED_FILES
 

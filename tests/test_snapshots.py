@@ -17,7 +17,7 @@ from zagent_core.agent.loop import Agent
 from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.agent.models import ModelReply, ToolCallRequest
 from zagent_core.agent.models.scripted import ScriptedModel
-from zagent_core.journal.fold import projection_tag, to_snapshot
+from zagent_core.journal.snapshots import projection_tag, to_snapshot
 
 # The store's promises hold for the engine on each of them: run on SQLite and PostgreSQL.
 pytestmark = pytest.mark.stores

@@ -31,7 +31,8 @@ from zagent_core.journal.events import (
     ToolCallRequested,
     ToolCallStarted,
 )
-from zagent_core.journal.fold import SessionState, rebuild
+from zagent_core.journal.fold import rebuild
+from zagent_core.journal.views import SessionState
 from zagent_store import SQLiteJournal
 
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from zagent_core import SessionState, apply, rebuild
-from zagent_core.journal.fold import from_snapshot, to_snapshot
+from zagent_core.journal.fold import _Folding
+from zagent_core.journal.snapshots import from_snapshot, to_snapshot
 from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -260,3 +261,10 @@ class SessionHistory(RuleBasedStateMachine):
 TestSessionHistory = SessionHistory.TestCase
 TestSessionHistory.settings = settings(max_examples=60, stateful_step_count=25, deadline=None,
                                        suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_the_fold_writes_every_field_of_the_state_as_the_state_types_it() -> None:
+    # The handlers write the state through _Folding's typed attributes, which mypy checks
+    # against _Folding's annotations only: they must be SessionState's, field for field.
+    folded = {name: kind for name, kind in _Folding.__annotations__.items() if name != "history"}
+    assert folded == SessionState.__annotations__

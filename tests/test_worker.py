@@ -25,7 +25,8 @@ from zagent_core import Engine, Home
 from zagent_core.config import Config, JournalConfig
 from zagent_core.journal.protocol import Journal
 from zagent_core.session.leases import holder_alive
-from zagent_core.session.status import open_state, status_of_state
+from zagent_core.journal.snapshots import open_state
+from zagent_core.session.status import status_of_state
 
 pytestmark = pytest.mark.stores
 

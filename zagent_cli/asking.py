@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from zagent_core.journal.fold import ApprovalView
+    from zagent_core.journal.views import ApprovalView
     from zagent_core.session.engine import Session
 
 

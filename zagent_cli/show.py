@@ -46,8 +46,8 @@ from zagent_core.journal.events import (
     WakeRequested,
     dump_event,
 )
-from zagent_core.journal.fold import ChildView, SessionState, TaskView
 from zagent_core.journal.protocol import SessionSummary, StoredEvent
+from zagent_core.journal.views import ChildView, SessionState, TaskView
 
 if TYPE_CHECKING:
     from zagent_core.history.trees import TreeNode

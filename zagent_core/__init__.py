@@ -29,12 +29,6 @@ if TYPE_CHECKING:
     from zagent_core.config import load_config as load_config
     from zagent_core.home import Home as Home
     from zagent_core.journal.fold import (
-        CallView as CallView,
-    )
-    from zagent_core.journal.fold import (
-        SessionState as SessionState,
-    )
-    from zagent_core.journal.fold import (
         apply as apply,
     )
     from zagent_core.journal.fold import (
@@ -51,6 +45,12 @@ if TYPE_CHECKING:
     )
     from zagent_core.journal.protocol import (
         StoredEvent as StoredEvent,
+    )
+    from zagent_core.journal.views import (
+        CallView as CallView,
+    )
+    from zagent_core.journal.views import (
+        SessionState as SessionState,
     )
     from zagent_core.problems import Problem as Problem
     from zagent_core.session.engine import Session as Session
@@ -78,7 +78,7 @@ _EXPORTS = {
     "load_tools": "zagent_core.tools.manifest",
     "Problem": "zagent_core.problems",
     "ToolResult": "zagent_core.tools.results",
-    "CallView": "zagent_core.journal.fold", "SessionState": "zagent_core.journal.fold",
+    "CallView": "zagent_core.journal.views", "SessionState": "zagent_core.journal.views",
     "apply": "zagent_core.journal.fold", "rebuild": "zagent_core.journal.fold",
 }
 

@@ -293,7 +293,7 @@ def _copy_session(source: EventLog, target: EventLog, session_id: str, batch: in
 
 
 def _copy_snapshot(source: SnapshotLog, target: SnapshotLog, session_id: str, version: int) -> bool:
-    from zagent_core.journal.fold import projection_tag
+    from zagent_core.journal.snapshots import projection_tag
 
     snapshot = source.load_snapshot(session_id, projection_tag())
     if snapshot is None or snapshot.version > version:  # newer than what was copied: of events the target lacks

@@ -28,8 +28,8 @@ from zagent_core.agent.models import Model, load_model, scripted
 from zagent_core.config import SubagentConfig
 from zagent_core.ids import new_session_id
 from zagent_core.journal.events import ChildEnded, ChildSpawned, ModelReplied, ParentLink, SpawnStats
-from zagent_core.journal.fold import SessionState
 from zagent_core.journal.protocol import JournalError
+from zagent_core.journal.views import SessionState
 from zagent_core.logs import get_logger
 from zagent_core.problems import did_you_mean
 from zagent_core.session.crashpoints import crash_point

@@ -31,8 +31,8 @@ from zagent_core.journal.events import (
     UserMessage,
     WakeRequested,
 )
-from zagent_core.journal.fold import CallView
 from zagent_core.journal.protocol import StoredEvent
+from zagent_core.journal.views import CallView
 from zagent_core.logs import get_logger
 from zagent_core.session.engine import Session
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zagent_core.journal.fold import MAX_ENDED_TASKS, TaskView
+from zagent_core.journal.fold import MAX_ENDED_TASKS
+from zagent_core.journal.views import TaskView
 from zagent_core.tools import tasks
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import ToolResult

@@ -24,8 +24,8 @@ from zagent_core.drive.errors import (
 
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
-    from zagent_core.journal.fold import SessionState
     from zagent_core.journal.protocol import Journal
+    from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Engine, Session
 
 #: Why a drive stopped that is no failure: the agent is done, or it asked a person.

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from zagent_core.journal.fold import SessionState
+    from zagent_core.journal.views import SessionState
 
 
 class DriveError(Exception):

@@ -9,7 +9,7 @@ from zagent_core.drive.errors import NoModelError
 
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
-    from zagent_core.journal.fold import SessionState
+    from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Engine
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from zagent_core.session.status import first_prompt, open_state, session_status
+from zagent_core.journal.snapshots import open_state
+from zagent_core.session.status import first_prompt, session_status
 
 if TYPE_CHECKING:
-    from zagent_core.journal.fold import ChildView, SessionState
     from zagent_core.journal.protocol import Journal
+    from zagent_core.journal.views import ChildView, SessionState
 
 #: The status of a child its parent journaled (``child_spawned``) but whose session does not
 #: exist yet: the crash came before it started (``zagent resume PARENT`` starts it).

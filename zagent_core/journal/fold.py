@@ -1,14 +1,14 @@
-"""Projections: session state as a fold of its events.
+"""The fold: a session's state as a fold of its events, one handler per event type.
 
 State is never stored on its own. :func:`apply` is a pure function of the previous
 state and one event, so the state kept incrementally by a running session, the state
 rebuilt from the whole journal, and a snapshot plus the events after it are equal.
 
-The state holds what resuming a session needs, not its history: calls that are still
-open (and background calls whose task runs, for their notify file), every task, the
-notes and wake-ups not yet delivered, and counters. A finished call leaves the state;
-the journal and its audit views keep it. That keeps a snapshot, and opening a session
-from one, the same size whatever the session's length.
+The state (:mod:`zagent_core.journal.views`) holds what resuming a session needs, not its
+history: calls that are still open (and background calls whose task runs, for their
+notify file), every task, the notes and wake-ups not yet delivered, and counters. A
+finished call leaves the state; the journal and its audit views keep it. That keeps a
+snapshot, and opening a session from one, the same size whatever the session's length.
 
 Folding is linear: :func:`rebuild` and a live session fold into the state's own
 containers in place (:func:`fold`), one dict entry per event, instead of copying every
@@ -18,27 +18,22 @@ the state they had.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel
 
 from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
     ChildEnded,
     ChildSpawned,
-    Coercion,
     InputAnswered,
     InputRequested,
-    Media,
     ModelReplied,
     NoteReceived,
     NotesDelivered,
-    OutputFile,
     ParentLink,
     ReadEntry,
     ReadStateUpdated,
@@ -47,7 +42,6 @@ from zagent_core.journal.events import (
     SessionForked,
     SessionResumed,
     SessionStarted,
-    SpawnStats,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
@@ -66,9 +60,18 @@ from zagent_core.journal.events import (
     WakeRequested,
 )
 from zagent_core.journal.protocol import StoredEvent
-
-CallStatus = Literal["requested", "rejected", "running", "finished", "interrupted"]
-TaskStatus = Literal["running", "exited", "killed", "interrupted"]
+from zagent_core.journal.views import (
+    ApprovalView,
+    CallView,
+    ChildView,
+    NoteView,
+    QuestionView,
+    ResultView,
+    SessionState,
+    TaskStatus,
+    TaskView,
+    WakeView,
+)
 
 #: Ended tasks kept in the state (for ``terminal`` and ``sessions show``), the latest ones.
 MAX_ENDED_TASKS = 20
@@ -78,264 +81,83 @@ MAX_ENDED_TASKS = 20
 PROJECTION_VERSION = 5
 
 
-class CallView(BaseModel):
-    """One open tool call as the journal tells it so far."""
-
-    model_config = ConfigDict(frozen=True)
-
-    call_id: str
-    tool: str
-    arguments: Any
-    status: CallStatus = "requested"
-    requested_at: datetime
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    argv: list[str] = Field(default_factory=list)
-    coercions: list[Coercion] = Field(default_factory=list)
-    output_dir: str | None = None
-    notify_file: str | None = None
-    #: The background task this call started, if it is a background call.
-    task_id: str | None = None
-    cwd: str | None = None
-    output_mode: str | None = None
-    attach_outputs: bool = False
-    timeout_seconds: float | None = None
-    #: Where reading the notify file resumes: the offset after the last journaled note.
-    notify_offset: int = 0
-    #: Which run of the call this is: 2 when a resume ran it again after a crash.
-    attempt: int = 1
-    pid: int | None = None
-    output: str | None = None
-    is_error: bool | None = None
-    exit_code: int | None = None
-    timed_out: bool = False
-    duration_ms: int | None = None
-    files: list[OutputFile] = Field(default_factory=list)
-
-
-class TaskView(BaseModel):
-    """One background task as the journal tells it so far."""
-
-    model_config = ConfigDict(frozen=True)
-
-    task_id: str
-    call_id: str
-    tool: str
-    status: TaskStatus = "running"
-    pid: int
-    start_ticks: int
-    boot_id: str
-    task_dir: str
-    started_at: datetime
-    ended_at: datetime | None = None
-    output: str | None = None
-    is_error: bool | None = None
-    exit_code: int | None = None
-    timed_out: bool = False
-    duration_ms: int | None = None
-    files: list[OutputFile] = Field(default_factory=list)
-    media: list[Media] = Field(default_factory=list)
-
-
-class NoteView(BaseModel):
-    """A note not yet delivered to the agent."""
-
-    model_config = ConfigDict(frozen=True)
-
-    version: int
-    call_id: str
-    task_id: str | None
-    text: str
-    wake: bool
-    at: datetime
-
-
-class WakeView(BaseModel):
-    """A wake-up not yet delivered to the agent."""
-
-    model_config = ConfigDict(frozen=True)
-
-    wake_id: str
-    reason: str
-    text: str
-    call_id: str | None
-    task_id: str | None
-    at: datetime
-
-
-class QuestionView(BaseModel):
-    """A question an ``ask_user`` call asked that has no answer yet: its call waits on it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    call_id: str
-    question: str
-    choices: list[str] | None = None
-    at: datetime
-
-
-class ApprovalView(BaseModel):
-    """A call that needs a person's approval and has not started: waiting for the decision
-    (``approved`` None), or approved and not started yet (a crash came first)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    call_id: str
-    tool: str
-    arguments: Any
-    why: str
-    at: datetime
-    approved: bool | None = None
-
-
-class ChildView(BaseModel):
-    """A sub-agent this session spawned: running (its spawn call waits on it) or how it ended."""
-
-    model_config = ConfigDict(frozen=True)
-
-    label: str
-    session_id: str
-    #: The spawn call it answers now (a resumed child answers the call that resumed it).
-    call_id: str
-    task: str
-    subagent_type: str | None = None
-    model: str
-    status: Literal["running", "completed", "error", "aborted", "timeout"] = "running"
-    #: The child's journal version when it was given ``task`` (see ``child_spawned``).
-    from_version: int = 0
-    text: str = ""
-    stats: SpawnStats = SpawnStats()
-    spawned_at: datetime
-
-
-class SessionState(BaseModel):
-    """What resuming a session needs, rebuilt from its events.
-
-    Frozen to its users; the fold alone writes it (see :func:`fold`). A live session's
-    ``state`` is updated in place as events are committed: keep ``apply``'s result, or a
-    ``model_copy(deep=True)``, to hold on to one moment.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    session_id: str = ""
-    version: int = 0
-    status: Literal["new", "open", "ended"] = "new"
-    origin: str | None = None
-    workspace: str | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    last_at: datetime | None = None
-    tools: list[ToolOffer] = []
-    warnings: list[str] = []
-    #: ``PARENT@SEQ`` when the session is a fork.
-    forked_from: str | None = None
-    #: Open calls (requested or running, and background calls whose task still runs),
-    #: in the order they were requested. Finished calls are in the journal, not here.
-    calls: dict[str, CallView] = {}
-    calls_requested: int = 0
-    #: The call requested last (open or not).
-    last_call_id: str | None = None
-    #: The highest background task number given so far.
-    tasks_numbered: int = 0
-    #: Notes and wake-ups journaled but not yet taken by a turn, by version / wake id.
-    pending_notes: dict[int, NoteView] = {}
-    pending_wakes: dict[str, WakeView] = {}
-    #: Background tasks by number ("1", "2", ...): the running ones, then the latest
-    #: ``MAX_ENDED_TASKS`` that ended, in the order they ended.
-    tasks: dict[str, TaskView] = {}
-    notes_received: int = 0
-    turns: int = 0
-    #: A turn began and has not ended: the agent was working (or was cut off doing so).
-    in_turn: bool = False
-    #: The turn's last model reply asked for no tool, and nothing reached the model since: a
-    #: crash before its ``turn_ended`` cut off nothing the model must be asked again about.
-    turn_answered: bool = False
-    #: A user message no turn has taken up yet (the run stopped between the two).
-    unanswered_message: bool = False
-    last_turn_end: str | None = None
-    model_replies: int = 0
-    #: Tool calls of the last model reply that have not been requested yet (cut off before running).
-    unrequested: dict[str, RepliedCall] = {}
-    input_tokens: int = 0
-    output_tokens: int = 0
-    #: The model the latest turn asked, and its endpoint (``zagent resume`` asks it again).
-    model: str | None = None
-    model_base_url: str | None = None
-    #: What the model was shown of each file, by path: the read-before-edit gate.
-    read_state: dict[str, ReadEntry] = {}
-    #: Each tool's durable key/value state, by tool name.
-    tool_state: dict[str, dict[str, Any]] = {}
-    #: Questions asked (``input_requested``) and not answered yet, by call id, oldest first:
-    #: their calls are parked, not cut off.
-    questions: dict[str, QuestionView] = {}
-    #: Calls that need approval and have not started (``approval_requested``), by call id,
-    #: oldest first: parked while undecided, to be started when approved.
-    approvals: dict[str, ApprovalView] = {}
-    #: Set for a sub-agent: the parent session and the spawn call it answers.
-    parent: ParentLink | None = None
-    #: The sub-agents this session spawned, by label (``child-1``...), in the order spawned.
-    children: dict[str, ChildView] = {}
-
-    @property
-    def waiting_approvals(self) -> dict[str, ApprovalView]:
-        """The approvals no one has decided yet: their calls are parked, not cut off."""
-        return {call_id: a for call_id, a in list(self.approvals.items()) if a.approved is None}
-
-    @property
-    def running_children(self) -> list[ChildView]:
-        """Children whose spawn call has no result yet: resume drives them on."""
-        return [child for child in list(self.children.values()) if child.status == "running"]
-
-    @property
-    def running_calls(self) -> list[CallView]:
-        """Calls that started and have no result yet (cut off, if the engine is gone)."""
-        # list() first: a session's watcher thread may fold an event meanwhile.
-        return [call for call in list(self.calls.values()) if call.status == "running"]
-
-    @property
-    def running_tasks(self) -> list[TaskView]:
-        return [task for task in list(self.tasks.values()) if task.status == "running"]
-
-
-def status_of(state: SessionState) -> str:
-    """``ended``, ``waiting on user`` (a question waits for ``zagent answer``), ``waiting on
-    approval`` (a call waits for ``zagent approve`` or ``deny``), ``interrupted`` (cut off
-    mid-turn or mid-call), ``waiting on tasks`` or ``idle``.
-
-    Whether a live process drives the session (``running``) is the lease's to say, not the journal's.
-    """
-    if state.status == "ended":
-        return "ended"
-    if state.questions:
-        return "waiting on user"
-    if state.waiting_approvals:
-        return "waiting on approval"
-    # A question answered (or a call approved) whose turn has not gone on yet (the process
-    # died first) is a cut-off turn too: ``zagent resume`` continues it (and starts the call).
-    if (state.in_turn or state.unanswered_message or state.running_calls or state.unrequested or state.approvals
-            or state.last_turn_end in ("waiting_on_user", "waiting_on_approval")):
-        return "interrupted"
-    if state.running_tasks:
-        return "waiting on tasks"
-    return "idle"
-
-
 class InconsistentJournalError(ValueError):
     """An event refers to a call or task the session never had."""
 
 
-# -- the fold: one handler per event type ------------------------------------------------
+class _Folding:
+    """A :class:`SessionState`'s fields, typed and writable: what the handlers change.
 
-_Handler = TypeVar("_Handler", bound=Callable[..., None])
-_HANDLERS: dict[type[BaseModel], Callable[[dict[str, Any], Any, StoredEvent], None]] = {}
+    It is the state's own storage seen through typed attributes, not a copy (see
+    :meth:`over`): a live session folds every event it commits into the state its readers
+    hold, and copying the state's fields in and out at each event would cost more than
+    most events' handlers. Its annotations are :class:`SessionState`'s, field for field
+    (``tests/test_state.py`` holds them to it); ``history`` is how to fold, not a field of
+    the state.
+    """
+
+    __slots__ = ("history", "__dict__")
+
+    #: Keep closed calls in ``calls`` (and every ended task), for display: see :func:`rebuild`.
+    history: bool
+
+    session_id: str
+    version: int
+    status: Literal["new", "open", "ended"]
+    origin: str | None
+    workspace: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    last_at: datetime | None
+    tools: list[ToolOffer]
+    warnings: list[str]
+    forked_from: str | None
+    calls: dict[str, CallView]
+    calls_requested: int
+    last_call_id: str | None
+    tasks_numbered: int
+    pending_notes: dict[int, NoteView]
+    pending_wakes: dict[str, WakeView]
+    tasks: dict[str, TaskView]
+    notes_received: int
+    turns: int
+    in_turn: bool
+    turn_answered: bool
+    unanswered_message: bool
+    last_turn_end: str | None
+    model_replies: int
+    unrequested: dict[str, RepliedCall]
+    input_tokens: int
+    output_tokens: int
+    model: str | None
+    model_base_url: str | None
+    read_state: dict[str, ReadEntry]
+    tool_state: dict[str, dict[str, Any]]
+    questions: dict[str, QuestionView]
+    approvals: dict[str, ApprovalView]
+    parent: ParentLink | None
+    children: dict[str, ChildView]
+
+    @classmethod
+    def over(cls, state: SessionState, *, history: bool) -> _Folding:
+        """``state``'s fields to fold into: the one way a frozen state is ever written."""
+        folding = cls.__new__(cls)
+        folding.__dict__ = state.__dict__
+        folding.history = history
+        return folding
 
 
-def _on(*types: type[BaseModel]) -> Callable[[_Handler], _Handler]:
-    """Register the decorated function as the fold's handler of these event types."""
-    def register(handler: _Handler) -> _Handler:
-        for event_type in types:
-            _HANDLERS[event_type] = handler
+# -- the handlers: one per event type --------------------------------------------------------
+
+_E = TypeVar("_E", bound=BaseModel)
+_Handler = Callable[[_Folding, _E, StoredEvent], None]
+_HANDLERS: dict[type[BaseModel], _Handler[Any]] = {}
+
+
+def _on(event_type: type[_E]) -> Callable[[_Handler[_E]], _Handler[_E]]:
+    """Register the decorated function as the fold's handler of ``event_type``."""
+    def register(handler: _Handler[_E]) -> _Handler[_E]:
+        _HANDLERS[event_type] = handler
         return handler
     return register
 
@@ -356,241 +178,284 @@ def _changed(view: _V, changes: dict[str, Any]) -> _V:
     return new
 
 
-def _update_call(s: dict[str, Any], call_id: str, **changes: Any) -> None:
-    calls: dict[str, CallView] = s["calls"]
-    calls[call_id] = _changed(calls[call_id], changes)
+_RESULT_FIELDS = tuple(ResultView.model_fields)
 
 
-class _History(dict):  # type: ignore[type-arg]
-    """The ``calls`` of a state folded with ``history=True``: closed calls stay, for display."""
+def _result_of(event: ToolCallFinished | TaskExited | TaskKilled) -> dict[str, Any]:
+    """The result fields calls and tasks share (:class:`ResultView`), as ``event`` gives them."""
+    fields = event.__dict__
+    return {name: fields[name] for name in _RESULT_FIELDS}
 
 
-def _close_call(s: dict[str, Any], call_id: str, **changes: Any) -> None:
+def _update_call(f: _Folding, call_id: str, changes: dict[str, Any]) -> None:
+    f.calls[call_id] = _changed(f.calls[call_id], changes)
+
+
+def _close_call(f: _Folding, call_id: str, changes: dict[str, Any]) -> None:
     """A call got its result: it leaves the state, unless its background task still runs."""
-    calls: dict[str, CallView] = s["calls"]
-    call = calls.get(call_id)
-    s["questions"].pop(call_id, None)  # a result, whatever it is, ends the wait
-    for child in list(s["children"].values()):
+    call = f.calls.get(call_id)
+    f.questions.pop(call_id, None)  # a result, whatever it is, ends the wait
+    for child in list(f.children.values()):
         if child.call_id == call_id and child.status == "running":
             # Its call got a result with no outcome of the child (it could not go on): the
             # child no longer runs for it, and `resume` may give it a new task.
-            s["children"][child.label] = _changed(child, {"status": "aborted"})
-    s["approvals"].pop(call_id, None)
+            f.children[child.label] = _changed(child, {"status": "aborted"})
+    f.approvals.pop(call_id, None)
     if call is None:  # closed already (a result journaled twice, as old journals may hold): nothing is open
         return
-    task = s["tasks"].get(call.task_id) if call.task_id is not None else None
-    if isinstance(calls, _History) or (task is not None and task.status == "running"):
-        calls[call_id] = _changed(call, changes)
+    task = f.tasks.get(call.task_id) if call.task_id is not None else None
+    if f.history or (task is not None and task.status == "running"):
+        f.calls[call_id] = _changed(call, changes)
     else:
-        del calls[call_id]
+        del f.calls[call_id]
 
 
-def _end_task(s: dict[str, Any], task_id: str, **changes: Any) -> None:
-    tasks: dict[str, TaskView] = s["tasks"]
-    task = _changed(tasks.pop(task_id), changes)
-    tasks[task_id] = task  # ended tasks follow the running ones, in the order they ended
-    if isinstance(s["calls"], _History):
+def _end_task(f: _Folding, task_id: str, changes: dict[str, Any]) -> None:
+    task = _changed(f.tasks.pop(task_id), changes)
+    f.tasks[task_id] = task  # ended tasks follow the running ones, in the order they ended
+    if f.history:
         return
-    call = s["calls"].get(task.call_id)
+    call = f.calls.get(task.call_id)
     if call is not None and call.status not in ("requested", "running"):
-        del s["calls"][task.call_id]  # its notify file has nothing more to tell
-    ended = [other.task_id for other in tasks.values() if other.status != "running"]
+        del f.calls[task.call_id]  # its notify file has nothing more to tell
+    ended = [other.task_id for other in f.tasks.values() if other.status != "running"]
     for old in ended[:-MAX_ENDED_TASKS]:  # the journal keeps them; the state stays the same size
-        del tasks[old]
+        del f.tasks[old]
+
+
+def _task_result(event: TaskExited | TaskKilled, status: TaskStatus, stored: StoredEvent) -> dict[str, Any]:
+    return {"status": status, "ended_at": event.ended_at or stored.at, "media": event.media} | _result_of(event)
+
+
+def _delivered(f: _Folding, notes: list[int], wakes: list[str]) -> None:
+    """A turn, or a turn's next request, took these notes and wake-ups to the model."""
+    for version in notes:
+        f.pending_notes.pop(version, None)
+    for wake_id in wakes:
+        f.pending_wakes.pop(wake_id, None)
+    f.turn_answered = False
 
 
 @_on(SessionStarted)
-def _session_started(s: dict[str, Any], event: SessionStarted, stored: StoredEvent) -> None:
-    s.update(status="open", origin=event.origin, workspace=event.workspace, started_at=stored.at,
-             tools=event.tools, warnings=event.warnings, parent=event.parent)
+def _session_started(f: _Folding, event: SessionStarted, stored: StoredEvent) -> None:
+    f.status = "open"
+    f.origin = event.origin
+    f.workspace = event.workspace
+    f.started_at = stored.at
+    f.tools = event.tools
+    f.warnings = event.warnings
+    f.parent = event.parent
 
 
 @_on(SessionEnded)
-def _session_ended(s: dict[str, Any], event: SessionEnded, stored: StoredEvent) -> None:
-    s.update(status="ended", ended_at=stored.at)
+def _session_ended(f: _Folding, event: SessionEnded, stored: StoredEvent) -> None:
+    f.status = "ended"
+    f.ended_at = stored.at
 
 
 @_on(SessionResumed)
-def _session_resumed(s: dict[str, Any], event: SessionResumed, stored: StoredEvent) -> None:
-    s.update(status="open", tools=event.tools, warnings=event.warnings)
+def _session_resumed(f: _Folding, event: SessionResumed, stored: StoredEvent) -> None:
+    f.status = "open"
+    f.tools = event.tools
+    f.warnings = event.warnings
 
 
 @_on(SessionForked)
-def _session_forked(s: dict[str, Any], event: SessionForked, stored: StoredEvent) -> None:
-    s["forked_from"] = f"{event.parent_session_id}@{event.parent_seq}"
+def _session_forked(f: _Folding, event: SessionForked, stored: StoredEvent) -> None:
+    f.forked_from = f"{event.parent_session_id}@{event.parent_seq}"
     # A fork is a person's own session, even of a sub-agent's: its own tools, top-level.
-    s["parent"] = None
+    f.parent = None
 
 
 @_on(ToolCallRequested)
-def _call_requested(s: dict[str, Any], event: ToolCallRequested, stored: StoredEvent) -> None:
-    s["calls"][event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
-                                         requested_at=stored.at)
-    s["unrequested"].pop(event.call_id, None)
-    s["calls_requested"] += 1
-    s["last_call_id"] = event.call_id
+def _call_requested(f: _Folding, event: ToolCallRequested, stored: StoredEvent) -> None:
+    f.calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
+                                      requested_at=stored.at)
+    f.unrequested.pop(event.call_id, None)
+    f.calls_requested += 1
+    f.last_call_id = event.call_id
 
 
 @_on(ToolCallRejected)
-def _call_rejected(s: dict[str, Any], event: ToolCallRejected, stored: StoredEvent) -> None:
-    _close_call(s, event.call_id, status="rejected", finished_at=stored.at, output=event.message, is_error=True)
+def _call_rejected(f: _Folding, event: ToolCallRejected, stored: StoredEvent) -> None:
+    _close_call(f, event.call_id, {"status": "rejected", "finished_at": stored.at, "output": event.message,
+                                   "is_error": True})
 
 
 @_on(ToolCallStarted)
-def _call_started(s: dict[str, Any], event: ToolCallStarted, stored: StoredEvent) -> None:
-    calls: dict[str, CallView] = s["calls"]
-    if event.call_id not in calls:  # a cut-off call run again after its interruption closed it
-        calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
-                                        requested_at=stored.at)
-    s["approvals"].pop(event.call_id, None)  # approved and started: the usual cut-off rules apply now
-    _update_call(s, event.call_id, status="running", started_at=stored.at, argv=event.argv,
-                 arguments=event.arguments, coercions=event.coercions, output_dir=event.output_dir,
-                 notify_file=event.notify_file, task_id=event.task_id, cwd=event.cwd,
-                 output_mode=event.output_mode, attach_outputs=event.attach_outputs,
-                 timeout_seconds=event.timeout_seconds, notify_offset=event.notify_offset, attempt=event.attempt)
+def _call_started(f: _Folding, event: ToolCallStarted, stored: StoredEvent) -> None:
+    if event.call_id not in f.calls:  # a cut-off call run again after its interruption closed it
+        f.calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
+                                          requested_at=stored.at)
+    f.approvals.pop(event.call_id, None)  # approved and started: the usual cut-off rules apply now
+    _update_call(f, event.call_id, {
+        "status": "running", "started_at": stored.at, "argv": event.argv, "arguments": event.arguments,
+        "coercions": event.coercions, "output_dir": event.output_dir, "notify_file": event.notify_file,
+        "task_id": event.task_id, "cwd": event.cwd, "output_mode": event.output_mode,
+        "attach_outputs": event.attach_outputs, "timeout_seconds": event.timeout_seconds,
+        "notify_offset": event.notify_offset, "attempt": event.attempt})
     if event.task_id is not None and event.task_id.isdigit():
-        s["tasks_numbered"] = max(s["tasks_numbered"], int(event.task_id))
+        f.tasks_numbered = max(f.tasks_numbered, int(event.task_id))
 
 
 @_on(ToolCallFinished)
-def _call_finished(s: dict[str, Any], event: ToolCallFinished, stored: StoredEvent) -> None:
-    _close_call(s, event.call_id, status="finished", finished_at=stored.at, pid=event.pid, output=event.output,
-                is_error=event.is_error, exit_code=event.exit_code, timed_out=event.timed_out,
-                duration_ms=event.duration_ms, files=event.files)
+def _call_finished(f: _Folding, event: ToolCallFinished, stored: StoredEvent) -> None:
+    _close_call(f, event.call_id, {"status": "finished", "finished_at": stored.at, "pid": event.pid}
+                | _result_of(event))
 
 
 @_on(ToolCallInterrupted)
-def _call_interrupted(s: dict[str, Any], event: ToolCallInterrupted, stored: StoredEvent) -> None:
-    _close_call(s, event.call_id, status="interrupted", finished_at=stored.at, output=event.message, is_error=True)
+def _call_interrupted(f: _Folding, event: ToolCallInterrupted, stored: StoredEvent) -> None:
+    _close_call(f, event.call_id, {"status": "interrupted", "finished_at": stored.at, "output": event.message,
+                                   "is_error": True})
 
 
 @_on(TaskStarted)
-def _task_started(s: dict[str, Any], event: TaskStarted, stored: StoredEvent) -> None:
-    s["tasks"][event.task_id] = TaskView(
+def _task_started(f: _Folding, event: TaskStarted, stored: StoredEvent) -> None:
+    f.tasks[event.task_id] = TaskView(
         task_id=event.task_id, call_id=event.call_id, tool=event.tool, pid=event.pid,
         start_ticks=event.start_ticks, boot_id=event.boot_id, task_dir=event.task_dir, started_at=stored.at)
 
 
-@_on(TaskExited, TaskKilled)
-def _task_ended(s: dict[str, Any], event: TaskExited | TaskKilled, stored: StoredEvent) -> None:
-    _end_task(s, event.task_id, status="exited" if isinstance(event, TaskExited) else "killed",
-              ended_at=event.ended_at or stored.at, output=event.output,
-              is_error=event.is_error, exit_code=event.exit_code, timed_out=event.timed_out,
-              duration_ms=event.duration_ms, files=event.files, media=event.media)
+@_on(TaskExited)
+def _task_exited(f: _Folding, event: TaskExited, stored: StoredEvent) -> None:
+    _end_task(f, event.task_id, _task_result(event, "exited", stored))
+
+
+@_on(TaskKilled)
+def _task_killed(f: _Folding, event: TaskKilled, stored: StoredEvent) -> None:
+    _end_task(f, event.task_id, _task_result(event, "killed", stored))
 
 
 @_on(TaskInterrupted)
-def _task_interrupted(s: dict[str, Any], event: TaskInterrupted, stored: StoredEvent) -> None:
-    _end_task(s, event.task_id, status="interrupted", ended_at=stored.at, output=event.message, is_error=True)
+def _task_interrupted(f: _Folding, event: TaskInterrupted, stored: StoredEvent) -> None:
+    _end_task(f, event.task_id, {"status": "interrupted", "ended_at": stored.at, "output": event.message,
+                                 "is_error": True})
 
 
 @_on(NoteReceived)
-def _note_received(s: dict[str, Any], event: NoteReceived, stored: StoredEvent) -> None:
-    if event.call_id in s["calls"]:  # a closed call's last lines (a replay re-creates them) move nothing
-        _update_call(s, event.call_id, notify_offset=event.offset)
-    s["pending_notes"][stored.version] = NoteView(
+def _note_received(f: _Folding, event: NoteReceived, stored: StoredEvent) -> None:
+    if event.call_id in f.calls:  # a closed call's last lines (a replay re-creates them) move nothing
+        _update_call(f, event.call_id, {"notify_offset": event.offset})
+    f.pending_notes[stored.version] = NoteView(
         version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text, wake=event.wake,
         at=stored.at)
-    s["notes_received"] += 1
+    f.notes_received += 1
 
 
 @_on(WakeRequested)
-def _wake_requested(s: dict[str, Any], event: WakeRequested, stored: StoredEvent) -> None:
-    s["pending_wakes"][event.wake_id] = WakeView(wake_id=event.wake_id, reason=event.reason, text=event.text,
-                                                 call_id=event.call_id, task_id=event.task_id, at=stored.at)
+def _wake_requested(f: _Folding, event: WakeRequested, stored: StoredEvent) -> None:
+    f.pending_wakes[event.wake_id] = WakeView(wake_id=event.wake_id, reason=event.reason, text=event.text,
+                                              call_id=event.call_id, task_id=event.task_id, at=stored.at)
 
 
-@_on(TurnStarted, NotesDelivered)
-def _delivered(s: dict[str, Any], event: TurnStarted | NotesDelivered, stored: StoredEvent) -> None:
-    for version in event.notes:
-        s["pending_notes"].pop(version, None)
-    for wake_id in event.wakes:
-        s["pending_wakes"].pop(wake_id, None)
-    s["turn_answered"] = False
-    if isinstance(event, TurnStarted):
-        s["turns"] += 1
-        s["in_turn"] = event.reason != "delivery"
-        s["unanswered_message"] = False
-        if event.model is not None:
-            s.update(model=event.model, model_base_url=event.model_base_url)
+@_on(TurnStarted)
+def _turn_started(f: _Folding, event: TurnStarted, stored: StoredEvent) -> None:
+    _delivered(f, event.notes, event.wakes)
+    f.turns += 1
+    f.in_turn = event.reason != "delivery"
+    f.unanswered_message = False
+    if event.model is not None:
+        f.model = event.model
+        f.model_base_url = event.model_base_url
+
+
+@_on(NotesDelivered)
+def _notes_delivered(f: _Folding, event: NotesDelivered, stored: StoredEvent) -> None:
+    _delivered(f, event.notes, event.wakes)
 
 
 @_on(UserMessage)
-def _user_message(s: dict[str, Any], event: UserMessage, stored: StoredEvent) -> None:
-    s["unanswered_message"] = True
+def _user_message(f: _Folding, event: UserMessage, stored: StoredEvent) -> None:
+    f.unanswered_message = True
 
 
 @_on(WakeAnswered)
-def _wakes_answered(s: dict[str, Any], event: WakeAnswered, stored: StoredEvent) -> None:
+def _wakes_answered(f: _Folding, event: WakeAnswered, stored: StoredEvent) -> None:
     for wake_id in event.wakes:
-        s["pending_wakes"].pop(wake_id, None)
+        f.pending_wakes.pop(wake_id, None)
 
 
 @_on(TurnEnded)
-def _turn_ended(s: dict[str, Any], event: TurnEnded, stored: StoredEvent) -> None:
-    s.update(in_turn=False, last_turn_end=event.reason)
+def _turn_ended(f: _Folding, event: TurnEnded, stored: StoredEvent) -> None:
+    f.in_turn = False
+    f.last_turn_end = event.reason
 
 
 @_on(ModelReplied)
-def _model_replied(s: dict[str, Any], event: ModelReplied, stored: StoredEvent) -> None:
-    s["model_replies"] += 1
-    s["turn_answered"] = not event.tool_calls
-    s["unrequested"].update((call.call_id, call) for call in event.tool_calls)
-    s["input_tokens"] += event.input_tokens
-    s["output_tokens"] += event.output_tokens
+def _model_replied(f: _Folding, event: ModelReplied, stored: StoredEvent) -> None:
+    f.model_replies += 1
+    f.turn_answered = not event.tool_calls
+    f.unrequested.update((call.call_id, call) for call in event.tool_calls)
+    f.input_tokens += event.input_tokens
+    f.output_tokens += event.output_tokens
 
 
 @_on(ReadStateUpdated)
-def _read_state_updated(s: dict[str, Any], event: ReadStateUpdated, stored: StoredEvent) -> None:
+def _read_state_updated(f: _Folding, event: ReadStateUpdated, stored: StoredEvent) -> None:
     for entry in event.entries:
-        s["read_state"][entry.path] = entry
+        f.read_state[entry.path] = entry
 
 
 @_on(ToolStateWritten)
-def _tool_state_written(s: dict[str, Any], event: ToolStateWritten, stored: StoredEvent) -> None:
+def _tool_state_written(f: _Folding, event: ToolStateWritten, stored: StoredEvent) -> None:
     # A new dict, never an edit of the old one: a state kept by apply's caller shares it.
-    values = {**s["tool_state"].get(event.tool, {}), **event.values}
-    s["tool_state"][event.tool] = {key: value for key, value in values.items() if value is not None}
+    values = {**f.tool_state.get(event.tool, {}), **event.values}
+    f.tool_state[event.tool] = {key: value for key, value in values.items() if value is not None}
 
 
 @_on(InputRequested)
-def _input_requested(s: dict[str, Any], event: InputRequested, stored: StoredEvent) -> None:
-    s["questions"][event.call_id] = QuestionView(call_id=event.call_id, question=event.question,
-                                                 choices=event.choices, at=stored.at)
+def _input_requested(f: _Folding, event: InputRequested, stored: StoredEvent) -> None:
+    f.questions[event.call_id] = QuestionView(call_id=event.call_id, question=event.question,
+                                              choices=event.choices, at=stored.at)
 
 
 @_on(InputAnswered)
-def _input_answered(s: dict[str, Any], event: InputAnswered, stored: StoredEvent) -> None:
-    s["questions"].pop(event.call_id, None)
+def _input_answered(f: _Folding, event: InputAnswered, stored: StoredEvent) -> None:
+    f.questions.pop(event.call_id, None)
 
 
 @_on(ApprovalRequested)
-def _approval_requested(s: dict[str, Any], event: ApprovalRequested, stored: StoredEvent) -> None:
-    s["approvals"][event.call_id] = ApprovalView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
-                                                 why=event.why, at=stored.at)
+def _approval_requested(f: _Folding, event: ApprovalRequested, stored: StoredEvent) -> None:
+    f.approvals[event.call_id] = ApprovalView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
+                                              why=event.why, at=stored.at)
 
 
 @_on(ApprovalDecided)
-def _approval_decided(s: dict[str, Any], event: ApprovalDecided, stored: StoredEvent) -> None:
-    approvals: dict[str, ApprovalView] = s["approvals"]
-    if event.call_id in approvals:  # a denial's rejection, in the same step, closes it
-        approvals[event.call_id] = _changed(approvals[event.call_id], {"approved": event.approved})
+def _approval_decided(f: _Folding, event: ApprovalDecided, stored: StoredEvent) -> None:
+    if event.call_id in f.approvals:  # a denial's rejection, in the same step, closes it
+        f.approvals[event.call_id] = _changed(f.approvals[event.call_id], {"approved": event.approved})
 
 
 @_on(ChildSpawned)
-def _child_spawned(s: dict[str, Any], event: ChildSpawned, stored: StoredEvent) -> None:
-    children: dict[str, ChildView] = s["children"]
-    children.pop(event.label, None)  # a resumed child moves to the end, as the latest spawned
-    children[event.label] = ChildView(label=event.label, session_id=event.child_session_id, call_id=event.call_id,
-                                      task=event.task, subagent_type=event.subagent_type, model=event.model,
-                                      from_version=event.from_version, spawned_at=stored.at)
+def _child_spawned(f: _Folding, event: ChildSpawned, stored: StoredEvent) -> None:
+    f.children.pop(event.label, None)  # a resumed child moves to the end, as the latest spawned
+    f.children[event.label] = ChildView(label=event.label, session_id=event.child_session_id, call_id=event.call_id,
+                                        task=event.task, subagent_type=event.subagent_type, model=event.model,
+                                        from_version=event.from_version, spawned_at=stored.at)
 
 
 @_on(ChildEnded)
-def _child_ended(s: dict[str, Any], event: ChildEnded, stored: StoredEvent) -> None:
-    children: dict[str, ChildView] = s["children"]
-    children[event.label] = _changed(children[event.label], {"status": event.status, "text": event.text,
-                                                             "stats": event.stats})
+def _child_ended(f: _Folding, event: ChildEnded, stored: StoredEvent) -> None:
+    f.children[event.label] = _changed(f.children[event.label], {"status": event.status, "text": event.text,
+                                                                 "stats": event.stats})
+
+
+# -- folding -----------------------------------------------------------------------------------
+
+
+def _fold(f: _Folding, stored: StoredEvent) -> None:
+    handler = _HANDLERS.get(type(stored.event))
+    try:
+        if handler is not None:
+            handler(f, stored.event, stored)
+    except KeyError as missing:
+        raise InconsistentJournalError(
+            f"event #{stored.seq} ({stored.event.type}) of session {stored.session_id} refers to {missing}, which "
+            "the session never had: the journal was edited or damaged") from None
+    f.session_id = stored.session_id
+    f.version = stored.version
+    f.last_at = stored.at
 
 
 def fold(state: SessionState, stored: StoredEvent) -> None:
@@ -599,16 +464,7 @@ def fold(state: SessionState, stored: StoredEvent) -> None:
     Only the fold's owner (a live session, :func:`rebuild`) may call this; everyone
     else uses :func:`apply`.
     """
-    fields = state.__dict__  # the frozen model's own storage: written here and nowhere else
-    handler = _HANDLERS.get(type(stored.event))
-    try:
-        if handler is not None:
-            handler(fields, stored.event, stored)
-    except KeyError as missing:
-        raise InconsistentJournalError(
-            f"event #{stored.seq} ({stored.event.type}) of session {stored.session_id} refers to {missing}, which "
-            "the session never had: the journal was edited or damaged") from None
-    fields.update(session_id=stored.session_id, version=stored.version, last_at=stored.at)
+    _fold(_Folding.over(state, history=False), stored)
 
 
 _CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested", "read_state", "tool_state",
@@ -617,7 +473,7 @@ _CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested"
 
 def _own_copy(state: SessionState) -> SessionState:
     """A copy whose containers are its own, so folding into it leaves ``state`` as it was."""
-    return state.model_copy(update={name: type(getattr(state, name))(getattr(state, name)) for name in _CONTAINERS})
+    return state.model_copy(update={name: dict(getattr(state, name)) for name in _CONTAINERS})
 
 
 def apply(state: SessionState, stored: StoredEvent) -> SessionState:
@@ -634,40 +490,8 @@ def rebuild(events: Iterable[StoredEvent], state: SessionState | None = None, *,
     ``history=True`` keeps every call, closed ones too, in ``calls`` (what
     ``zagent sessions show`` lists); such a state is for display, not for snapshots.
     """
-    if state is not None:
-        state = _own_copy(state)
-    else:
-        state = SessionState.model_construct(calls=_History()) if history else SessionState()
+    state = _own_copy(state) if state is not None else SessionState()
+    folding = _Folding.over(state, history=history)
     for stored in events:
-        fold(state, stored)
+        _fold(folding, stored)
     return state
-
-
-# -- snapshots -----------------------------------------------------------------------------
-
-
-@functools.cache
-def projection_tag() -> str:
-    """Names this projection in stored snapshots: its version and the shape of its state.
-
-    A snapshot with another tag was made by other code (older, newer, or a changed
-    ``SessionState``) and is never loaded.
-    """
-    import json
-
-    shape = json.dumps(SessionState.model_json_schema(), sort_keys=True)
-    return f"session/{PROJECTION_VERSION}/{hashlib.sha256(shape.encode()).hexdigest()[:12]}"
-
-
-def to_snapshot(state: SessionState) -> str:
-    """The state as the JSON text a snapshot stores."""
-    return state.model_dump_json()
-
-
-def from_snapshot(data: str | bytes) -> SessionState | None:
-    """The state a snapshot holds, or None when it cannot be read (damaged: fold from the start)."""
-    try:
-        return SessionState.model_validate_json(data)
-    except (ValidationError, ValueError):
-        return None
-

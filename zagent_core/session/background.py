@@ -26,8 +26,8 @@ from zagent_core.journal.events import (
     WakeAnswered,
     WakeRequested,
 )
-from zagent_core.journal.fold import TaskView
 from zagent_core.journal.protocol import JournalError
+from zagent_core.journal.views import TaskView
 from zagent_core.logs import get_logger
 from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.writer import Writer

@@ -36,8 +36,10 @@ from zagent_core.journal.events import (
     SessionResumed,
     SessionStarted,
 )
-from zagent_core.journal.fold import ApprovalView, CallView, QuestionView, SessionState, TaskView, rebuild
+from zagent_core.journal.fold import rebuild
 from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
+from zagent_core.journal.snapshots import open_state
+from zagent_core.journal.views import ApprovalView, CallView, QuestionView, SessionState, TaskView
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
 from zagent_core.session import leases
@@ -46,7 +48,7 @@ from zagent_core.session.calls import CallOutcome, CallRunner
 from zagent_core.session.host import SessionHost
 from zagent_core.session.people import NoApprovalError, NoQuestionError, People, why_no_approval, why_no_question
 from zagent_core.session.resume import Settler
-from zagent_core.session.status import open_state, session_status
+from zagent_core.session.status import session_status
 from zagent_core.session.turns import Delivery, Turns
 from zagent_core.session.writer import SessionEndedError, Writer
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext

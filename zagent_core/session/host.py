@@ -15,7 +15,7 @@ from pathlib import Path
 
 from zagent_core.config import CapabilitiesConfig, Config
 from zagent_core.home import Home
-from zagent_core.journal.fold import TaskView
+from zagent_core.journal.views import TaskView
 from zagent_core.session.background import Background
 from zagent_core.session.people import People
 from zagent_core.session.writer import Writer

@@ -20,8 +20,8 @@ from zagent_core.journal.events import (
     ToolCallRejected,
     ToolCallRequested,
 )
-from zagent_core.journal.fold import ApprovalView, QuestionView
 from zagent_core.journal.protocol import Journal
+from zagent_core.journal.views import ApprovalView, QuestionView
 from zagent_core.logs import get_logger
 from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.writer import Writer

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zagent_core.journal.events import Event, ToolCallFinished, ToolCallInterrupted, ToolCallRequested
-from zagent_core.journal.fold import ApprovalView, CallView
+from zagent_core.journal.views import ApprovalView, CallView
 from zagent_core.session.background import Background, started_result, task_started
 from zagent_core.session.calls import CallOutcome, CallRunner
 from zagent_core.session.turns import Turns

@@ -1,8 +1,9 @@
-"""Opening a session's state, and what ``zagent sessions list`` says of it, without an engine.
+"""What ``zagent sessions list`` and ``show`` say of a session's status, without an engine.
 
 Reading commands use these directly, so they import neither the runner nor the tools:
-the latest snapshot plus the events after it give the state, and the lease says whether
-a live process drives the session.
+the state (its latest snapshot plus the events after it, see
+:func:`zagent_core.journal.snapshots.open_state`) says how the session stands, and the
+lease says whether a live process drives the session.
 """
 
 from __future__ import annotations
@@ -13,26 +14,7 @@ from zagent_core.journal.protocol import Journal, SessionSummary
 from zagent_core.session import leases
 
 if TYPE_CHECKING:
-    from zagent_core.journal.fold import SessionState
-
-def open_state(journal: Journal, session_id: str) -> SessionState:
-    """A session as its latest snapshot and the events after it tell (empty if it has none).
-
-    A snapshot that cannot be read, or that another version of the projection made, is
-    passed over with a warning: the events alone always give the state.
-    """
-    from zagent_core.journal.fold import from_snapshot, projection_tag, rebuild
-
-    snapshot = journal.load_snapshot(session_id, projection_tag())
-    state = from_snapshot(snapshot.data) if snapshot is not None else None
-    if snapshot is not None and (state is None or state.version != snapshot.version
-                                 or state.session_id != session_id):
-        from zagent_core.logs import get_logger  # only now: listing sessions does not pay for structlog
-
-        get_logger(__name__).warning("snapshot_skipped", session=session_id, version=snapshot.version,
-                    why="it cannot be read; the session is rebuilt from its events")
-        state = None
-    return rebuild(journal.read(session_id, after_version=state.version if state else 0), state)
+    from zagent_core.journal.views import SessionState
 
 
 def turn_failure(state: SessionState) -> str | None:
@@ -50,7 +32,7 @@ def status_of_state(state: SessionState) -> str:
     ``interrupted``, ``failed`` (the last turn was stopped by an error or a limit), ``wake-up
     pending`` (an idle agent has a wake-up to be woken with: what ``zagent resume`` delivers),
     ``waiting on tasks`` or ``idle``."""
-    from zagent_core.journal.fold import status_of  # the event models: only when a fold is needed
+    from zagent_core.journal.views import status_of  # the event models: only when a fold is needed
 
     status = status_of(state)
     if status in ("idle", "waiting on tasks"):
@@ -63,6 +45,8 @@ def status_of_state(state: SessionState) -> str:
 
 def session_status(journal: Journal, session_id: str, state: SessionState | None = None) -> str:
     """:func:`status_of_state`, or ``running`` when a live process holds the session's lease."""
+    from zagent_core.journal.snapshots import open_state  # the event models: only when a state is opened
+
     state = state or open_state(journal, session_id)
     if state.status != "ended" and leases.holder_alive(journal, session_id) is not None:
         return "running"

@@ -24,7 +24,7 @@ from zagent_core.journal.events import (
     TurnStarted,
     UserMessage,
 )
-from zagent_core.journal.fold import NoteView, WakeView
+from zagent_core.journal.views import NoteView, WakeView
 from zagent_core.session.calls import CallRunner, journal_call_id
 from zagent_core.session.writer import Writer
 

@@ -16,8 +16,10 @@ from typing import Any
 
 from zagent_core.errors import ZagentError
 from zagent_core.journal.events import Event
-from zagent_core.journal.fold import SessionState, fold, projection_tag, to_snapshot
+from zagent_core.journal.fold import fold
 from zagent_core.journal.protocol import Journal, JournalError, Lease, StoredEvent
+from zagent_core.journal.snapshots import projection_tag, to_snapshot
+from zagent_core.journal.views import SessionState
 from zagent_core.logs import get_logger
 from zagent_core.session import leases
 from zagent_core.session.status import status_of_state

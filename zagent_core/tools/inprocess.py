@@ -31,7 +31,7 @@ from zagent_core.version import zagent_version
 
 if TYPE_CHECKING:
     from zagent_core.journal.events import Event
-    from zagent_core.journal.fold import TaskView
+    from zagent_core.journal.views import TaskView
     from zagent_core.tools.invocation import CallContext
     from zagent_core.tools.runner import ProcessOutcome, ProcessSpec
 

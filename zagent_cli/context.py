@@ -15,7 +15,7 @@ from zagent_cli.output import terminal_safe
 
 if TYPE_CHECKING:
     from zagent_core import Engine, Home
-    from zagent_store.locate import AnyJournal
+    from zagent_core.journal.protocol import AdminJournal
 
 
 def home_problem(root: Path) -> str | None:
@@ -62,7 +62,7 @@ class Context:
         """Whether there is a journal to read: a SQLite file is made by the first session; a
         PostgreSQL database is there once its URL is given."""
         from zagent_core.journal.protocol import JournalError
-        from zagent_store.locate import is_postgres, sqlite_path
+        from zagent_store.opening import is_postgres, sqlite_path
 
         location = self.journal_location
         try:
@@ -70,19 +70,19 @@ class Context:
         except JournalError as exc:
             raise click.UsageError(str(exc)) from None
 
-    def existing_journal(self, *, read_only: bool = True) -> AnyJournal:
+    def existing_journal(self, *, read_only: bool = True) -> AdminJournal:
         """The journal, never created by a mistyped --home; read-only unless told (so reading
         commands work in a home nobody may write to)."""
         if not self.journal_exists():
-            from zagent_store.locate import describe
+            from zagent_store.opening import describe
 
             raise click.UsageError(f"no journal at {describe(self.journal_location)} (no session has run in this "
                                    "home yet; check --home or $ZAGENT_HOME, --journal or $ZAGENT_JOURNAL)")
         return self.journal(read_only=read_only)
 
-    def journal(self, *, read_only: bool = False) -> AnyJournal:
+    def journal(self, *, read_only: bool = False) -> AdminJournal:
         from zagent_core.journal.protocol import JournalError
-        from zagent_store.locate import is_postgres, open_journal
+        from zagent_store.opening import is_postgres, open_journal
 
         location = self.journal_location
         try:
@@ -95,7 +95,7 @@ class Context:
         except (JournalError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
 
-    def engine(self, journal: AnyJournal) -> Engine:
+    def engine(self, journal: AdminJournal) -> Engine:
         """The engine, with its logs set up (only commands that run tools pay for them)."""
         from zagent_core.drive.engine import open_engine
         from zagent_core.drive.errors import WorkspaceError

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
     """Doctor's look at the journal: where it is, whether it exists, its problems and counts."""
-    from zagent_store.locate import describe
+    from zagent_store.opening import describe
 
     report: dict[str, Any] = {"path": describe(obj.journal_location), "exists": obj.journal_exists(), "problems": []}
     if report["exists"]:

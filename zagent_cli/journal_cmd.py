@@ -12,7 +12,7 @@ import click
 from zagent_cli.output import OK, WARNING, emit_json, plural, say
 
 if TYPE_CHECKING:
-    from zagent_store.locate import AnyJournal
+    from zagent_core.journal.protocol import AdminJournal
 
 
 @click.group("journal")
@@ -42,10 +42,10 @@ def journal_recover(source: Path, target: Path) -> None:
                f"{report.unreadable} unreadable, {report.after_gaps} left out after a gap")
 
 
-def _open_for_copy(location: str, role: str, *, read_only: bool) -> AnyJournal:
+def _open_for_copy(location: str, role: str, *, read_only: bool) -> AdminJournal:
     """The journal at ``location`` for ``journal copy``: a missing SQLite source is a usage error, never made."""
     from zagent_core.journal.protocol import JournalError
-    from zagent_store.locate import is_postgres, open_journal, sqlite_path
+    from zagent_store.opening import is_postgres, open_journal, sqlite_path
 
     if not is_postgres(location):
         try:

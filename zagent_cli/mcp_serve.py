@@ -89,15 +89,10 @@ def tool_listing(session: Session) -> list[types.Tool]:
     (name, description, parameters), with hints from the manifest: ``readOnlyHint`` when calls
     may run beside others (``concurrency_safe``), ``idempotentHint`` when a call may be run again
     (``replay: "safe"``)."""
-    tools = [types.Tool(name=tool.name, description=tool.description, input_schema=tool.manifest.parameters,
-                        annotations=types.ToolAnnotations(read_only_hint=tool.manifest.concurrency_safe,
-                                                          idempotent_hint=tool.manifest.replay == "safe"))
-             for tool in session.offered_tools()]
-    # A built-in whose safety depends on its arguments (terminal: list and read only look) is not read-only.
-    return tools + [types.Tool(name=b.name, description=b.description, input_schema=b.parameters,
-                               annotations=types.ToolAnnotations(read_only_hint=b.concurrency_safe is True,
-                                                                 idempotent_hint=b.replay == "safe"))
-                    for b in session.offered_builtins()]
+    return [types.Tool(name=tool.name, description=tool.description, input_schema=tool.parameters,
+                       annotations=types.ToolAnnotations(read_only_hint=tool.safe_beside_others,
+                                                         idempotent_hint=tool.replay == "safe"))
+            for tool in session.offered()]
 
 
 def call_result(result: ToolResult) -> types.CallToolResult:

@@ -64,7 +64,7 @@ def complete_sessions(ctx: click.Context, param: click.Parameter, incomplete: st
     from click.shell_completion import CompletionItem
 
     try:
-        from zagent_store.locate import is_postgres, open_journal
+        from zagent_store.opening import is_postgres, open_journal
 
         location = _completion_home(ctx).journal_location(ctx.find_root().params.get("journal_url"))
         if not is_postgres(location) and not Path(location.removeprefix("sqlite:///")).is_file():

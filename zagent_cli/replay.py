@@ -14,7 +14,7 @@ from zagent_cli.params import TEXT, complete_sessions
 
 if TYPE_CHECKING:
     from zagent_core.history.replay_report import ReplayReport
-    from zagent_store.locate import AnyJournal
+    from zagent_core.journal.protocol import AdminJournal
 
 
 def _is_journal(path: Path) -> bool:
@@ -112,7 +112,7 @@ def _progress(number: int, count: int, report: ReplayReport) -> None:
 
 
 def _recorded(obj: Context, tmp: Path, session_id: str | None, export_file: str | None,
-              journal_path: str | None) -> tuple[AnyJournal, str | None]:
+              journal_path: str | None) -> tuple[AdminJournal, str | None]:
     """The journal the recording is read from (an export imported into ``tmp``, a journal file,
     or the home's) and the session to replay (an export's own)."""
     from zagent_core.history.exports import ExportError, import_session, parse_export
@@ -125,7 +125,7 @@ def _recorded(obj: Context, tmp: Path, session_id: str | None, export_file: str 
                 imported = parse_export(handle, source=export_file)
         except (ExportError, UnicodeDecodeError) as exc:
             raise click.UsageError(str(exc)) from None
-        source: AnyJournal = SQLiteJournal(tmp / "recorded.db")
+        source: AdminJournal = SQLiteJournal(tmp / "recorded.db")
         try:
             return source, import_session(source, imported, home=Home(tmp))
         except ExportError as exc:

@@ -12,7 +12,7 @@ from zagent_cli.output import JSON_ESCAPES, emit_json, say
 from zagent_cli.params import TEXT, complete_sessions
 
 if TYPE_CHECKING:
-    from zagent_store.locate import AnyJournal
+    from zagent_core.journal.protocol import AdminJournal
 
 
 @click.group()
@@ -164,7 +164,7 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
     print_session(state, status, events, fmt=fmt, show_events=show_events)
 
 
-def _show_tree(journal: AnyJournal, session_id: str, as_json: bool) -> None:
+def _show_tree(journal: AdminJournal, session_id: str, as_json: bool) -> None:
     """``sessions show --tree``: the session and the sub-agents below it."""
     from zagent_core.history.trees import session_tree
 

@@ -27,11 +27,13 @@ from abc import abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from zagent_core.errors import ZagentError
+
+_Opened = TypeVar("_Opened", bound="Journal")
 
 if TYPE_CHECKING:  # building the event models is most of a listing's start-up: only who reads events pays
     from zagent_core.journal.events import Event
@@ -331,6 +333,12 @@ class Journal(SessionIndex, Leases, Protocol):
     @abstractmethod
     def close(self) -> None:
         ...
+
+    def __enter__(self: _Opened) -> _Opened:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @runtime_checkable

@@ -62,6 +62,10 @@ class FolderTool:
     def read_only(self) -> bool:
         return self.tool.manifest.replay == "safe"
 
+    @property
+    def safe_beside_others(self) -> bool:
+        return self.tool.manifest.concurrency_safe
+
     def offered(self, config: Config, depth: int) -> bool:
         return True
 

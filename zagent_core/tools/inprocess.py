@@ -271,7 +271,13 @@ class Builtin:
     def read_only(self) -> bool:
         """Whether a call only looks (a read-only sub-agent is given it): replay-safe, and safe beside others whatever
         its arguments."""
-        return self.replay == "safe" and self.concurrency_safe is True
+        return self.replay == "safe" and self.safe_beside_others
+
+    @property
+    def safe_beside_others(self) -> bool:
+        """Whether every call may run beside others, whatever its arguments (terminal's list and read
+        only look, its other actions do not: it is not)."""
+        return self.concurrency_safe is True
 
     def offer(self) -> ToolOffer:
         return ToolOffer(name=self.name, description=self.description, folder=self.origin,

@@ -64,6 +64,11 @@ class ToolEntry(Protocol):
         """A call only looks: a read-only sub-agent is given the tool."""
         ...
 
+    @property
+    def safe_beside_others(self) -> bool:
+        """Every call may run beside other calls, whatever its arguments (MCP's ``readOnlyHint``)."""
+        ...
+
     def offered(self, config: Config, depth: int) -> bool:
         """Whether a session at ``depth`` (0: top-level) is offered it at all."""
         ...

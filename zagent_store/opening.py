@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
-from zagent_core.journal.protocol import JournalError
+from zagent_core.journal.protocol import AdminJournal, JournalError
 
 if TYPE_CHECKING:
-    from zagent_store.postgres import PostgresJournal
-    from zagent_store.sqlite import SQLiteJournal, Synchronous
-
-    #: The journals a URL can name; both are :class:`~zagent_core.journal.protocol.AdminJournal` s.
-    AnyJournal = Union[SQLiteJournal, PostgresJournal]
+    from zagent_store.sqlite import Synchronous
 
 _POSTGRES = ("postgresql://", "postgres://")
 
@@ -42,7 +38,7 @@ def sqlite_path(location: str | os.PathLike[str]) -> Path:
 
 
 def open_journal(location: str | os.PathLike[str], *, read_only: bool = False,
-                 synchronous: Synchronous = "FULL") -> AnyJournal:
+                 synchronous: Synchronous = "FULL") -> AdminJournal:
     """The journal at ``location``. ``read_only`` and ``synchronous`` concern SQLite's file;
     a PostgreSQL journal commits durably as its server is set up to."""
     if is_postgres(location):

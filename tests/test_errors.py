@@ -43,3 +43,11 @@ def test_the_sessions_errors_are_zagent_errors_and_keep_their_builtin_bases() ->
                         (UnknownSessionError, LookupError), (NoQuestionError, LookupError),
                         (NoApprovalError, LookupError)]:
         assert issubclass(error, ZagentError) and issubclass(error, kept), error
+
+
+def test_a_damaged_journal_and_a_refused_drive_are_zagent_errors() -> None:
+    from zagent_core.drive.errors import DriveError, NoModelError
+    from zagent_core.journal.fold import InconsistentJournalError
+
+    assert issubclass(InconsistentJournalError, ZagentError) and issubclass(InconsistentJournalError, ValueError)
+    assert issubclass(NoModelError, DriveError) and issubclass(DriveError, ZagentError)

@@ -15,6 +15,7 @@ caught it by before (``except RuntimeError`` still catches a ``JournalError``). 
      │     └ CopyMismatchError
      ├ ConcurrencyError (RuntimeError) .... zagent_core.journal.protocol: another writer appended first
      ├ EventSchemaError (ValueError) ...... zagent_core.journal.events: an event this zagent cannot read
+     ├ InconsistentJournalError (ValueError) zagent_core.journal.fold: an event names an unknown call or task
      ├ ExportError (ValueError) ........... zagent_core.history.exports: a file that is not a zagent export
      ├ ModelError (RuntimeError) .......... zagent_core.agent.models: the model could not be asked
      ├ OrphanedCallError (RuntimeError) ... zagent_core.agent.loop: a tool call without a result
@@ -22,16 +23,15 @@ caught it by before (``except RuntimeError`` still catches a ``JournalError``). 
      ├ SessionBusyError (RuntimeError) .... zagent_core.session.leases: a live process drives the session
      ├ UnknownSessionError (LookupError) .. zagent_core.session.engine: no such session in the journal
      ├ NoQuestionError (LookupError) ...... zagent_core.session.people: no open question to answer
-     └ NoApprovalError (LookupError) ...... zagent_core.session.people: no call waiting for approval
-
-Still to be rebased onto it, where drawn here (its module was being split when the tree was made):
-
-    ZagentError
-     └ InconsistentJournalError (ValueError) .. zagent_core.journal.fold: an event names an unknown call or task
+     ├ NoApprovalError (LookupError) ...... zagent_core.session.people: no call waiting for approval
+     └ DriveError ......................... zagent_core.drive.errors: what a session's rules refuse a driver
+        ├ WorkspaceError, UnknownToolError, NoModelError, SessionUnavailableError
+        └ WaitsForPersonError, WaitedChildError, NothingToContinueError, DecisionRefusedError
 
 Not in the tree: exceptions a tool call turns into its result for the model (``PathRefused``,
 ``StateValueError``, ``SearchError``, ``GlobError``, ``FileProblem``, ``ServerDown``), the
-retry signal of a broken model stream (``StreamCut``) and control flow (``Parked``): none
+retry signal of a broken model stream (``StreamCut``) and control flow (``Parked``, and
+``Stopped``: a person stopped a drive): none
 of them reaches a caller of zagent.
 """
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from zagent_core.errors import ZagentError
+
 if TYPE_CHECKING:
     from zagent_core.journal.views import SessionState
 
 
-class DriveError(Exception):
+class DriveError(ZagentError):
     """A driver was asked for something the session's rules refuse."""
 
 

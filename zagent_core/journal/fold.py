@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from zagent_core.errors import ZagentError
 from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -81,7 +82,7 @@ MAX_ENDED_TASKS = 20
 PROJECTION_VERSION = 5
 
 
-class InconsistentJournalError(ValueError):
+class InconsistentJournalError(ZagentError, ValueError):
     """An event refers to a call or task the session never had."""
 
 

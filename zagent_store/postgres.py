@@ -281,7 +281,7 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
                 MIGRATIONS[number](conn)
             conn.execute("UPDATE zagent_schema SET version = %s", (len(MIGRATIONS),))
 
-    # -- the Journal protocol -------------------------------------------------------
+    # -- the event log and the session index ---------------------------------------
 
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
                at: Sequence[datetime] | None = None,

@@ -264,7 +264,7 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
                 MIGRATIONS[number](self.db)
             conn.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
 
-    # -- the Journal protocol -------------------------------------------------------
+    # -- the event log and the session index ---------------------------------------
 
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
                at: Sequence[datetime] | None = None,

@@ -18,43 +18,41 @@ both. What PostgreSQL changes:
   (a tool printing NUL bytes) is stored with U+FFFD in its place.
 - **Times** are stored as the same ISO-8601 UTC text SQLite keeps (``at::timestamptz``
   makes a timestamp of one), so the views return identical rows on both.
+
+This module holds the schema and :class:`PostgresJournal`'s own part: the event log, its
+snapshots and the session index. The journal inherits who drives a session from
+``postgres_leases.py`` and what an operator reads from ``postgres_admin.py``, over the
+connection of ``postgres_base.py`` (whose docstring says why it is built so).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import re
-import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from zagent_core.journal.protocol import (
     WORK_EVENTS,
     AdminJournal,
-    Claim,
     ConcurrencyError,
     JournalError,
-    Lease,
-    LeaseHeldError,
     SessionSummary,
     Snapshot,
     StoredEvent,
-    canonical_owner,
     parent_columns,
 )
 from zagent_store import clock
+from zagent_store.postgres_admin import PostgresAdmin
+from zagent_store.postgres_base import dialect, first_line, redacted
+from zagent_store.postgres_leases import CHANNEL, PostgresLeases
 from zagent_store.sql import (
     TOP_LEVEL,
     JournalVersionError,
     format_time,
-    parse_time,
-    running_owners,
     session_summary,
     stored_events,
-    with_decisions,
 )
 from zagent_store.views import (
     ARTIFACTS,
@@ -66,42 +64,12 @@ from zagent_store.views import (
     SESSIONS_7,
     TASKS_4,
     TOOL_CALLS_4,
-    WANTS_DRIVER,
-    audit_query,
 )
 
 if TYPE_CHECKING:
     import psycopg
 
     from zagent_core.journal.events import Event
-
-#: How the JSON fields the views read are typed in PostgreSQL (``->>`` gives text; SQLite's
-#: ``json_extract`` gives numbers and 0/1 for booleans, and the views must answer alike).
-_TYPED = {"is_error": "::boolean::int", "approved": "::boolean", "exit_code": "::bigint", "duration_ms": "::bigint",
-          "pid": "::bigint", "depth": "::int", "wake": "::boolean::int"}
-
-_JSON_EXTRACT = re.compile(r"json_extract\((?:(\w+)\.)?data, '\$\.(\w+)'\)")
-_ARRAY_LENGTH = re.compile(r"json_array_length\(json_extract\((?:(\w+)\.)?data, '\$\.(\w+)'\)\)")
-
-
-def dialect(sql: str) -> str:
-    """SQLite's SQL of the views and audit queries, in PostgreSQL's: JSON access and placeholders.
-
-    One spelling of each view, kept in ``views.py``, so the two stores cannot drift apart.
-    """
-    def field(match: re.Match[str]) -> str:
-        alias, key = match.group(1), match.group(2)
-        column = f"{alias}.data" if alias else "data"
-        cast = _TYPED.get(key)
-        return f"(({column}->>'{key}'){cast})" if cast else f"({column}->>'{key}')"
-
-    sql = _ARRAY_LENGTH.sub(lambda m: f"jsonb_array_length({m.group(1) + '.' if m.group(1) else ''}data->'{m.group(2)}')",
-                            sql)
-    sql = _JSON_EXTRACT.sub(field, sql)
-    # SQLite forces a join's order with CROSS JOIN ... ON; PostgreSQL plans it and wants JOIN.
-    sql = sql.replace("CROSS JOIN", "JOIN")
-    return sql.replace("%", "%%").replace("?", "%s")
-
 
 _VIEWS = {"tool_calls": TOOL_CALLS_4, "tasks": TASKS_4, "notes": NOTES, "artifacts": ARTIFACTS,
           "decisions": DECISIONS, "sessions": SESSIONS_7}
@@ -219,7 +187,7 @@ def _append_statement(new_session: bool, snapshot: bool, notify: bool) -> str:
             " ON CONFLICT (session_id, projection) DO UPDATE SET version = excluded.version,"
             " status = excluded.status, data = excluded.data WHERE excluded.version >= snapshots.version)"
             if snapshot else "")
-    told = f", pg_notify('{_CHANNEL}', %(session)s)" if notify else ""  # told at the commit
+    told = f", pg_notify('{CHANNEL}', %(session)s)" if notify else ""  # told at the commit
     return (
         "WITH positions AS (UPDATE journal_position SET seq = seq + %(n)s RETURNING seq),"
         f" head AS ({head}),"
@@ -258,12 +226,7 @@ def _body(event: Event) -> str:
     return text
 
 
-def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
-
-
-class PostgresJournal(AdminJournal):
+class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
     """The journal in a PostgreSQL database, shared by every host that has its URL.
 
     One connection per journal object, used under a lock (the engine's threads take
@@ -277,18 +240,13 @@ class PostgresJournal(AdminJournal):
         except ImportError:
             raise JournalError("the journal is on PostgreSQL and psycopg is not installed: "
                                "pip install 'zagent[postgres]'") from None
-        self.url = url
-        self.read_only = False
-        self._psycopg = psycopg
-        self._lock = threading.Lock()
-        #: The connection ``wait_for_work`` listens on, made by the first wait.
-        self._listener: psycopg.Connection[Any] | None = None
         try:
-            self._conn: psycopg.Connection[Any] = psycopg.connect(
+            conn: psycopg.Connection[Any] = psycopg.connect(
                 url, autocommit=True, connect_timeout=max(1, int(connect_timeout)),
                 application_name="zagent")
         except psycopg.Error as exc:
-            raise JournalError(f"cannot open the journal {redacted(url)}: {_first_line(exc)}") from None
+            raise JournalError(f"cannot open the journal {redacted(url)}: {first_line(exc)}") from None
+        super().__init__(url, conn)
         try:
             self._migrate()
         except BaseException:
@@ -297,27 +255,6 @@ class PostgresJournal(AdminJournal):
 
     def __repr__(self) -> str:
         return f"PostgresJournal({redacted(self.url)!r})"
-
-    @property
-    def location(self) -> str:
-        """Where the journal is, for messages: the URL without its password."""
-        return redacted(self.url)
-
-    @contextlib.contextmanager
-    def _reported(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
-        """The connection, under the lock; the driver's errors leave as :class:`JournalError`."""
-        with self._lock:
-            try:
-                yield self._conn
-            except self._psycopg.Error as exc:
-                if isinstance(exc, self._psycopg.errors.UniqueViolation):
-                    raise
-                raise JournalError(f"could not {doing} the journal {self.location}: {_first_line(exc)}") from None
-
-    @contextlib.contextmanager
-    def _transaction(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
-        with self._reported(doing) as conn, conn.transaction():
-            yield conn
 
     # -- schema -----------------------------------------------------------------
 
@@ -344,7 +281,7 @@ class PostgresJournal(AdminJournal):
                 MIGRATIONS[number](conn)
             conn.execute("UPDATE zagent_schema SET version = %s", (len(MIGRATIONS),))
 
-    # -- the Journal protocol -------------------------------------------------------
+    # -- the event log and the session index ---------------------------------------
 
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
                at: Sequence[datetime] | None = None,
@@ -437,168 +374,8 @@ class PostgresJournal(AdminJournal):
                                (session_id, projection)).fetchone()
         return None if row is None else Snapshot(version=row[0], projection=projection, data=row[1], status=row[2])
 
-    # -- leases ---------------------------------------------------------------------
-
-    # Expiry is the server's clock, never a host's: the hosts sharing a journal need not agree on the time.
-
-    def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
-                      replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
-        wanted = canonical_owner(owner)
-        since = clock.now()
-        with self._transaction("take a lease in") as conn:
-            # Serialises the takers of one session (the row may not exist yet to lock); claims take it too.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (session_id,))
-            row = conn.execute(f"SELECT owner, since, {_EXPIRY} FROM leases WHERE session_id = %s",
-                               (session_id,)).fetchone()
-            if row is not None and row[0] != wanted and (replacing is None or row[0] != canonical_owner(replacing)):
-                raise LeaseHeldError(_lease_of(session_id, row))
-            taken = conn.execute(
-                f"INSERT INTO leases (session_id, owner, since, expires_at) VALUES (%s, %s, %s, {_EXPIRES})"
-                " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at,"
-                " since = CASE WHEN leases.owner = excluded.owner THEN leases.since ELSE excluded.since END"
-                f" RETURNING owner, since, {_EXPIRY}", (session_id, wanted, format_time(since), ttl)).fetchone()
-        assert taken is not None
-        return _lease_of(session_id, taken)
-
-    def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
-        with self._transaction("renew leases in") as conn:
-            rows = conn.execute(f"UPDATE leases SET expires_at = {_EXPIRES} WHERE owner = %s AND session_id = ANY(%s)"
-                                " RETURNING session_id", (ttl, canonical_owner(owner), list(session_ids))).fetchall()
-        return {row[0] for row in rows}
-
-    def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
-                       exclude: Collection[str] = (),
-                       running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
-        wanted = canonical_owner(owner)
-        with self._transaction("claim sessions in") as conn:
-            # Both statements look at the transaction's start (now()): a lease that expired while
-            # ``running`` was asked about its owners is not claimed without being asked about.
-            spared = running_owners(conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < now()")
-                                     .fetchall(), running) if running else []
-            # Rows another claimer has locked are skipped, not waited for; the advisory lock
-            # skips a session whose lease a driver (zagent resume) is taking this moment.
-            rows = conn.execute(
-                f"""SELECT h.session_id, l.owner, l.since, {_EXPIRY.replace("expires_at", "l.expires_at")}
-                    FROM heads h LEFT JOIN leases l ON l.session_id = h.session_id
-                    WHERE NOT h.ended AND (l.session_id IS NULL OR l.expires_at < now())
-                      AND {dialect(WANTS_DRIVER)} AND NOT (h.session_id = ANY(%s))
-                      AND (l.owner IS NULL OR NOT (l.owner = ANY(%s)))
-                      AND pg_try_advisory_xact_lock(hashtext(h.session_id))
-                    ORDER BY h.last_seq LIMIT %s FOR UPDATE OF h SKIP LOCKED""",
-                (list(exclude), spared, limit)).fetchall()
-            claims = []
-            for sid, held, since, expires, expired in rows:
-                taken = conn.execute(
-                    f"INSERT INTO leases (session_id, owner, since, expires_at) VALUES (%s, %s, %s, {_EXPIRES})"
-                    " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, since = excluded.since,"
-                    " expires_at = excluded.expires_at WHERE leases.expires_at < clock_timestamp()"
-                    " RETURNING session_id", (sid, wanted, format_time(clock.now()), ttl)).fetchone()
-                if taken is not None:
-                    previous = None if held is None else _lease_of(sid, (held, since, expires, expired))
-                    claims.append(Claim(sid, previous))
-        return claims
-
-    def wait_for_work(self, timeout: float) -> bool:
-        """``LISTEN`` on a connection of its own: a release or a wake-up anywhere wakes the worker at once."""
-        try:
-            if self._listener is None:
-                self._listener = self._psycopg.connect(self.url, autocommit=True, application_name="zagent worker")
-                self._listener.execute(f"LISTEN {_CHANNEL}")
-            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
-                return True
-        except self._psycopg.Error as exc:
-            raise JournalError(f"could not wait for work in the journal {self.location}: {_first_line(exc)}") from None
-        return False
-
-    def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
-        with self._transaction("release a lease in") as conn:
-            released = conn.execute("DELETE FROM leases WHERE session_id = %s AND owner = %s",
-                                    (session_id, canonical_owner(owner))).rowcount
-            if released:
-                conn.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, session_id))
-
-    def lease(self, session_id: str) -> Lease | None:
-        with self._reported("read") as conn:
-            row = conn.execute(f"SELECT owner, since, {_EXPIRY} FROM leases WHERE session_id = %s",
-                               (session_id,)).fetchone()
-        return None if row is None else _lease_of(session_id, row)
-
-    # -- audit and health -------------------------------------------------------------
-
-    def audit(self, **filters: Any) -> list[dict[str, Any]]:
-        """As :meth:`SQLiteJournal.audit`: rows of ``tool_calls``, each with its ``asked`` decision or None."""
-        sql, params = audit_query(**filters)
-        with self._reported("read") as conn:
-            cursor = conn.execute(dialect(sql), params)
-            names = [column.name for column in cursor.description or ()]
-            rows = [dict(zip(names, row)) for row in cursor.fetchall()]
-            cursor = conn.execute("SELECT * FROM decisions WHERE session_id = ANY(%s)",
-                                  (sorted({row["session_id"] for row in rows}),))
-            names = [column.name for column in cursor.description or ()]
-            asked = {(row[0], row[1]): dict(zip(names, row)) for row in cursor.fetchall()}
-        return with_decisions(rows, asked)
-
-    def check(self) -> list[str]:
-        """Gaps in versions, heads behind their events, and bodies that do not load."""
-        from zagent_core.journal.events import EventSchemaError, load_event_json
-
-        try:
-            with self._reported("check") as conn:
-                gaps = conn.execute("SELECT session_id FROM events GROUP BY session_id"
-                                    " HAVING count(*) != max(version) LIMIT 20").fetchall()
-                behind = conn.execute(
-                    """SELECT e.session_id FROM (SELECT session_id, max(version) AS version FROM events
-                                                 GROUP BY session_id) AS e
-                       LEFT JOIN heads h ON h.session_id = e.session_id
-                       WHERE h.version IS DISTINCT FROM e.version LIMIT 20""").fetchall()
-                bodies = conn.execute("SELECT seq, type, data::text FROM events ORDER BY seq").fetchall()
-        except JournalError as exc:
-            return [str(exc)]
-        problems = [f"session {sid} has a gap in its versions (events were written around zagent)" for (sid,) in gaps]
-        problems += [f"session {sid}: its row in heads is behind its events (events were written around zagent)"
-                     for (sid,) in behind]
-        for seq, type_, data in bodies:
-            try:
-                load_event_json(type_, data)
-            except EventSchemaError as exc:
-                problems.append(f"event #{seq}: {exc}")
-            if len(problems) >= 20:
-                break
-        return problems
-
-    def stats(self) -> dict[str, int]:
-        """Counts for ``zagent doctor``: events, sessions, schema version."""
-        with self._reported("read") as conn:
-            row = conn.execute("SELECT (SELECT seq FROM journal_position), (SELECT count(*) FROM heads),"
-                               " (SELECT version FROM zagent_schema)").fetchone()
-        assert row is not None
-        return {"events": int(row[0]), "sessions": int(row[1]), "schema_version": int(row[2])}
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-            if self._listener is not None:
-                self._listener.close()
-
     def __enter__(self) -> PostgresJournal:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-#: The NOTIFY channel of work for workers: a released lease, or a wake-up or message appended.
-_CHANNEL = "zagent_work"
-#: A lease's expiry ``%s`` seconds from now, by the server's clock (NULL seconds: no expiry).
-_EXPIRES = "clock_timestamp() + make_interval(secs => %s)"
-#: A lease's expiry as read, and whether it has passed.
-_EXPIRY = "expires_at, coalesce(expires_at < clock_timestamp(), FALSE)"
-
-
-def _lease_of(session_id: str, row: Sequence[Any]) -> Lease:
-    owner, since, expires_at, expired = row
-    return Lease(session_id, json.loads(owner), parse_time(since), expires_at=expires_at, expired=bool(expired))
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

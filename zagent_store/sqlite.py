@@ -11,36 +11,28 @@ indexes: most events touch none but ``(session_id, version)``) and one row of ``
 per append, not per event: the session's version, counts and last activity. Updating
 that row at the expected version is the optimistic concurrency check, and what makes
 ``sessions`` and the ``sessions`` view free of a scan of the events.
+
+This module holds the schema and :class:`SQLiteJournal`'s own part: the event log, its
+snapshots and the session index. The journal inherits who drives a session from
+``sqlite_leases.py`` and what an operator reads from ``sqlite_admin.py``, over the connection
+and transaction of ``sqlite_base.py`` (whose docstring says why it is built so).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import functools
-import json
-import os
 import sqlite3
-import threading
-import time
-import urllib.parse
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from zagent_core.journal.protocol import (
     AdminJournal,
-    Claim,
     ConcurrencyError,
     JournalError,
-    Lease,
-    LeaseHeldError,
     SessionSummary,
     Snapshot,
     StoredEvent,
-    canonical_owner,
     parent_columns,
 )
 from zagent_store import clock
@@ -48,18 +40,16 @@ from zagent_store.sql import (
     TOP_LEVEL,
     JournalVersionError,
     format_time,
-    parse_time,
-    running_owners,
     session_summary,
     stored_events,
-    with_decisions,
 )
+from zagent_store.sqlite_admin import SQLiteAdmin
+from zagent_store.sqlite_base import connect_read_only, damage, reported
+from zagent_store.sqlite_leases import SQLiteLeases
 from zagent_store.views import (
     CALLS_AND_TASKS,
     SESSIONS_7,
-    WANTS_DRIVER,
     artifacts_view,
-    audit_query,
     create_audit_views,
     decisions_view,
     lean_audit_schema,
@@ -216,93 +206,11 @@ _SAVE_SNAPSHOT = (
 _READ = "SELECT seq, version, type, at, data FROM events WHERE session_id = ?"
 
 
-_DAMAGED = "run `zagent journal recover {path} NEW_FILE` to copy what can be read into a new journal"
-_DAMAGE_SIGNS = ("malformed", "not a database", "corrupt", "decode", "codec")
-
-
-def _damage(path: Path, doing: str, exc: BaseException) -> JournalError:
-    """The error for a journal SQLite cannot use: what failed, and what to do."""
-    text = str(exc)
-    doing = "cannot open" if doing == "open" else f"could not {doing}"
-    if isinstance(exc, UnicodeDecodeError) or any(sign in text for sign in _DAMAGE_SIGNS):
-        return JournalError(f"{doing} the journal {path}: {text}: the file is damaged; "
-                            + _DAMAGED.format(path=path))
-    if "locked" in text or "busy" in text:
-        return JournalError(f"{doing} the journal {path}: {text} (another process held it longer "
-                            "than the busy timeout); try again")
-    return JournalError(f"{doing} the journal {path}: {text}")
-
-
-class _WriterLock:
-    """One writer at a time across processes, taken before SQLite's own write lock.
-
-    SQLite's busy handler sleeps with growing back-off while another connection writes,
-    so under steady contention a writer can lose the race for seconds and then fail
-    with "database is locked" (bench/journal_writers.py: 8 writers, one failed after
-    5 s). zagent's writers first wait for an ``flock`` on ``<journal>-lock``, which the
-    kernel hands over the moment it is released (and releases when its holder dies),
-    so they take turns; SQLite's lock is then free but for raw writers, whom the busy
-    timeout still covers. Only SQLite calls run under it. A home where the file cannot
-    be made falls back to SQLite's busy handler alone.
-    """
-
-    def __init__(self, path: Path) -> None:
-        try:
-            self.fd: int | None = os.open(f"{path}-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError:
-            self.fd = None
-
-    def __enter__(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
-def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """A connection that writes nothing, not even WAL's shared-memory file when it cannot.
-
-    ``mode=ro`` reads a WAL journal when its ``-shm`` file exists or can be made. In a
-    folder nobody may write to, a journal closed cleanly has neither ``-wal`` nor
-    ``-shm``; it is then read as ``immutable``. With a ``-wal`` left and no way to read it,
-    that would silently skip committed events, so it is refused instead.
-    """
-    if not path.is_file():
-        raise sqlite3.OperationalError(f"no journal file at {path}")
-    location = f"file:{urllib.parse.quote(str(path))}"
-    conn = sqlite3.connect(f"{location}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        return conn
-    except sqlite3.OperationalError:
-        conn.close()
-        if Path(f"{path}-wal").exists():
-            raise sqlite3.OperationalError(
-                "its write-ahead log cannot be read here (the folder is read-only and the journal was not closed "
-                "cleanly): open it once where it can be written") from None
-    return sqlite3.connect(f"{location}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
-
-
-@contextlib.contextmanager
-def _reported(path: Path, doing: str) -> Iterator[None]:
-    try:
-        yield
-    except (sqlite3.Error, UnicodeDecodeError) as exc:
-        raise _damage(path, doing, exc) from exc
-
-
 class _Conflict(Exception):
     """The session is not at the version an append expected (raised inside its transaction)."""
 
 
-class SQLiteJournal(AdminJournal):
+class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
     """The embedded journal, in one SQLite file (``<home>/journal.db`` by default).
 
     ``synchronous="FULL"`` (the default) makes every append durable before it returns,
@@ -313,69 +221,28 @@ class SQLiteJournal(AdminJournal):
 
     def __init__(self, path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout_ms: int = 5000,
                  read_only: bool = False) -> None:
-        self.path = Path(path)
-        #: Opened for reading only (``mode=ro``): appends, snapshots and leases fail; nothing
-        #: is created, migrated or changed, so it works in a home nobody may write to.
-        self.read_only = read_only
+        path = Path(path)
         try:
             if read_only:
-                conn = _connect_read_only(self.path)
+                conn = connect_read_only(path)
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            raise _damage(self.path, "open", exc) from exc
+            raise damage(path, "open", exc) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             if not read_only:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={synchronous}")
-            self._conn = conn
-            self._lock = threading.Lock()
-            self._writer = _WriterLock(self.path)
+            super().__init__(path, conn, read_only=read_only)
             self._migrate()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             conn.close()
-            raise _damage(self.path, "open", exc) from exc
+            raise damage(path, "open", exc) from exc
         except BaseException:
             conn.close()
             raise
-
-    @functools.cached_property
-    def db(self) -> sqlite_utils.Database:
-        """The journal as a sqlite-utils Database, for schema work and ad-hoc queries.
-
-        Imported on first use: sqlite-utils' import (numpy, where installed) would
-        otherwise add tens of milliseconds to every command.
-        """
-        import sqlite_utils
-
-        return sqlite_utils.Database(self._conn)
-
-    @contextlib.contextmanager
-    def _transaction(self, doing: str = "write to") -> Iterator[sqlite3.Connection]:
-        """One write transaction under the lock: committed on success, rolled back otherwise.
-
-        ``sqlite3`` errors leave as :class:`JournalError`; a unique violation is left to
-        the caller (see :meth:`_is_unique_violation`), as is any non-SQLite exception.
-        """
-        with self._lock, self._writer:
-            conn = self._conn
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error) and not self._is_unique_violation(exc):
-                    raise _damage(self.path, doing, exc) from exc
-                raise
-
-    @staticmethod
-    def _is_unique_violation(exc: BaseException) -> bool:
-        """Whether ``exc`` is the database refusing a second row at the same key."""
-        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 
     # -- schema -----------------------------------------------------------------
 
@@ -397,7 +264,7 @@ class SQLiteJournal(AdminJournal):
                 MIGRATIONS[number](self.db)
             conn.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
 
-    # -- the Journal protocol -------------------------------------------------------
+    # -- the event log and the session index ---------------------------------------
 
     def append(self, session_id: str, events: Sequence[Event], expected_version: int, *,
                at: Sequence[datetime] | None = None,
@@ -475,7 +342,7 @@ class SQLiteJournal(AdminJournal):
         return row[0] or 0
 
     def head(self, session_id: str) -> int:
-        with self._lock, _reported(self.path, "read"):
+        with self._lock, reported(self.path, "read"):
             return self._version(self._conn, session_id)
 
     def read(self, session_id: str, after_version: int = 0, *,
@@ -484,17 +351,17 @@ class SQLiteJournal(AdminJournal):
         if types is not None:
             sql += f" AND type IN ({', '.join('?' * len(types))})"
             params += list(types)
-        with self._lock, _reported(self.path, "read"):
+        with self._lock, reported(self.path, "read"):
             rows = self._conn.execute(sql + " ORDER BY version", params).fetchall()
         return stored_events(session_id, rows)
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
-        with self._lock, _reported(self.path, "read"):
+        with self._lock, reported(self.path, "read"):
             rows = self._conn.execute(_READ + " ORDER BY version DESC LIMIT ?", (session_id, max(count, 0))).fetchall()
         return list(stored_events(session_id, rows[::-1]))
 
     def has_call(self, session_id: str, call_id: str) -> bool:
-        with self._lock, _reported(self.path, "read"):
+        with self._lock, reported(self.path, "read"):
             return self._conn.execute(
                 # The range term lets SQLite use the partial index of call and task events.
                 f"SELECT 1 FROM events WHERE session_id = ? AND call_id = ? AND {CALLS_AND_TASKS}"
@@ -504,7 +371,7 @@ class SQLiteJournal(AdminJournal):
     def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
         # The head rows hold the counts and the parent; only the newest snapshot of each is looked up.
         picked = f"SELECT * FROM heads h WHERE {TOP_LEVEL}" if top_level else "SELECT * FROM heads"
-        with self._lock, _reported(self.path, "read"):
+        with self._lock, reported(self.path, "read"):
             rows = self._conn.execute(
                 f"""SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version,
                           h.parent_session_id, h.parent_call_id, h.label, h.depth
@@ -527,84 +394,12 @@ class SQLiteJournal(AdminJournal):
             conn.execute(_SAVE_SNAPSHOT, (session_id, projection, version, status, data))
 
     def load_snapshot(self, session_id: str, projection: str) -> Snapshot | None:
-        with self._lock, _reported(self.path, "read"):
+        with self._lock, reported(self.path, "read"):
             row = self._conn.execute(
                 "SELECT version, data, status FROM snapshots WHERE session_id = ? AND projection = ?",
                 (session_id, projection),
             ).fetchone()
         return None if row is None else Snapshot(version=row[0], projection=projection, data=row[1], status=row[2])
-
-    # -- leases ---------------------------------------------------------------------
-
-    @staticmethod
-    def _lease_of(session_id: str, row: tuple[str, str, str | None], now: str) -> Lease:
-        owner, since, expires = row
-        return Lease(session_id, json.loads(owner), parse_time(since),
-                     expires_at=parse_time(expires) if expires else None,
-                     expired=expires is not None and expires < now)
-
-    def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
-                      replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
-        wanted = canonical_owner(owner)
-        with self._transaction("take a lease in") as conn:
-            # The time once the write lock is ours: waiting for it must not shorten the lease.
-            since = clock.now()
-            expires = format_time(since + timedelta(seconds=ttl)) if ttl is not None else None
-            row = conn.execute("SELECT owner, since, expires_at FROM leases WHERE session_id = ?",
-                               (session_id,)).fetchone()
-            if row is not None and row[0] == wanted:
-                conn.execute("UPDATE leases SET expires_at = ? WHERE session_id = ?", (expires, session_id))
-                return replace(self._lease_of(session_id, row, format_time(since)),
-                               expires_at=parse_time(expires) if expires else None, expired=False)
-            if row is not None and (replacing is None or row[0] != canonical_owner(replacing)):
-                raise LeaseHeldError(self._lease_of(session_id, row, format_time(since)))
-            conn.execute("INSERT OR REPLACE INTO leases (session_id, owner, since, expires_at) VALUES (?, ?, ?, ?)",
-                         (session_id, wanted, format_time(since), expires))
-        return Lease(session_id, owner, since, expires_at=parse_time(expires) if expires else None)
-
-    def renew_leases(self, owner: dict[str, Any], session_ids: Collection[str], ttl: float) -> set[str]:
-        with self._transaction("renew leases in") as conn:
-            expires = format_time(clock.now() + timedelta(seconds=ttl))
-            rows = conn.execute("UPDATE leases SET expires_at = ? WHERE owner = ?"
-                                " AND session_id IN (SELECT value FROM json_each(?)) RETURNING session_id",
-                                (expires, canonical_owner(owner), json.dumps(list(session_ids)))).fetchall()
-        return {row[0] for row in rows}
-
-    def claim_sessions(self, owner: dict[str, Any], *, ttl: float, limit: int,
-                       exclude: Collection[str] = (),
-                       running: Callable[[dict[str, Any]], bool] | None = None) -> list[Claim]:
-        # One write transaction: the file's lock is what keeps two claimers apart here.
-        with self._transaction("claim sessions in") as conn:
-            now = clock.now()
-            stamp, expires = format_time(now), format_time(now + timedelta(seconds=ttl))
-            spared = running_owners(conn.execute("SELECT DISTINCT owner FROM leases WHERE expires_at < ?",
-                                                  (stamp,)).fetchall(), running) if running else []
-            rows = conn.execute(
-                f"""SELECT h.session_id, l.owner, l.since, l.expires_at FROM heads h
-                    LEFT JOIN leases l ON l.session_id = h.session_id
-                    WHERE NOT h.ended AND (l.session_id IS NULL OR l.expires_at < ?) AND {WANTS_DRIVER}
-                      AND h.session_id NOT IN (SELECT value FROM json_each(?))
-                      AND (l.owner IS NULL OR l.owner NOT IN (SELECT value FROM json_each(?)))
-                    ORDER BY h.last_seq LIMIT ?""",
-                (stamp, json.dumps(list(exclude)), json.dumps(spared), limit)).fetchall()
-            conn.executemany("INSERT OR REPLACE INTO leases (session_id, owner, since, expires_at) VALUES (?, ?, ?, ?)",
-                             [(row[0], canonical_owner(owner), stamp, expires) for row in rows])
-        return [Claim(sid, None if held is None else self._lease_of(sid, (held, since, until), stamp))
-                for sid, held, since, until in rows]
-
-    def wait_for_work(self, timeout: float) -> bool:
-        time.sleep(timeout)  # one file on one host: nobody to be told by; the worker polls
-        return False
-
-    def release_lease(self, session_id: str, owner: dict[str, Any]) -> None:
-        with self._transaction("release a lease in") as conn:
-            conn.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, canonical_owner(owner)))
-
-    def lease(self, session_id: str) -> Lease | None:
-        with self._lock, _reported(self.path, "read"):
-            row = self._conn.execute("SELECT owner, since, expires_at FROM leases WHERE session_id = ?",
-                                     (session_id,)).fetchone()
-        return None if row is None else self._lease_of(session_id, row, format_time(clock.now()))
 
     def rebuild_heads(self) -> int:
         """Rebuild every session's head row from its events; returns the number of sessions.
@@ -617,91 +412,6 @@ class SQLiteJournal(AdminJournal):
             conn.execute(_INSERT_HEADS.format(where=""))
             conn.execute(_PARENTS_OF_HEADS.format(where=""))
             return int(conn.execute("SELECT count(*) FROM heads").fetchone()[0])
-
-    # -- audit and health -------------------------------------------------------------
-
-    def audit(self, **filters: Any) -> list[dict[str, Any]]:
-        """Rows of the ``tool_calls`` view matching ``zagent audit``'s filters (see :func:`audit_query`),
-        each with ``asked``: its row of the ``decisions`` view (who was asked what, and the
-        answer), or None when no person was asked about the call."""
-        sql, params = audit_query(**filters)
-        with self._lock, _reported(self.path, "read"):
-            cursor = self._conn.execute(sql, params)
-            names = [column[0] for column in cursor.description]
-            rows = [dict(zip(names, row)) for row in cursor.fetchall()]
-            # Few calls ask a person: one look at the sessions listed finds them all.
-            sessions = json.dumps(sorted({row["session_id"] for row in rows}))
-            cursor = self._conn.execute("SELECT * FROM decisions WHERE session_id IN (SELECT value FROM json_each(?))",
-                                        [sessions])
-            names = [column[0] for column in cursor.description]
-            asked = {(row[0], row[1]): dict(zip(names, row)) for row in cursor.fetchall()}
-        return with_decisions(rows, asked)
-
-    def check(self) -> list[str]:
-        """SQLite's integrity check, WAL mode, gaps in versions, and every body that does not load."""
-        try:
-            with self._lock:
-                problems = [row[0] for row in self._conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
-                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
-                gaps = self._conn.execute(
-                    "SELECT session_id FROM events GROUP BY session_id HAVING count(*) != max(version) LIMIT 20"
-                ).fetchall()
-                behind = self._conn.execute(
-                    """SELECT e.session_id FROM (SELECT session_id, max(version) AS version FROM events
-                                                 GROUP BY session_id) AS e
-                       LEFT JOIN heads h ON h.session_id = e.session_id
-                       WHERE h.version IS NOT e.version LIMIT 20"""
-                ).fetchall()
-            if mode.lower() != "wal" and not self.read_only:  # read as immutable, a WAL journal says "delete"
-                problems.append(f"journal_mode is {mode}, expected wal")
-            problems += [f"session {sid} has a gap in its versions (events were written around zagent)"
-                         for (sid,) in gaps]
-            problems += [f"session {sid}: its row in heads is behind its events (events were written around "
-                         "zagent), so sessions list shows it as it was; SQLiteJournal.rebuild_heads() fixes it"
-                         for (sid,) in behind]
-            problems += self._unreadable_bodies()
-        except (sqlite3.Error, UnicodeDecodeError) as exc:
-            return [f"cannot be checked ({exc}): " + _DAMAGED.format(path=self.path)]
-        return problems
-
-    def _unreadable_bodies(self, most: int = 20) -> list[str]:
-        """Events whose body is not JSON, or does not load as its type, by seq."""
-        found: list[str] = []
-        from zagent_core.journal.events import EventSchemaError, load_event_json
-
-        with self._lock:
-            # Bytes, not text: a body that is not UTF-8 must be named, not stop the check.
-            rows = self._conn.execute(
-                "SELECT seq, CAST(type AS BLOB), json_valid(data), CAST(data AS BLOB) FROM events ORDER BY seq")
-            for seq, type_, valid, data in rows:
-                kind = type_.decode(errors="replace")
-                if not valid:
-                    found.append(f"event #{seq} ({kind}) has a body that is not valid JSON")
-                else:
-                    try:
-                        load_event_json(kind, data)
-                    except EventSchemaError as exc:
-                        found.append(f"event #{seq}: {exc}")
-                if len(found) >= most:
-                    found.append(f"(stopped after {most} unreadable events)")
-                    break
-        if found:
-            found.append(_DAMAGED.format(path=self.path))
-        return found
-
-    def stats(self) -> dict[str, int]:
-        """Counts for ``zagent doctor``: events, sessions, schema version."""
-        with self._lock, _reported(self.path, "read"):
-            events, sessions = self._conn.execute(
-                "SELECT count(*), count(DISTINCT session_id) FROM events"
-            ).fetchone()
-            schema = self._conn.execute("PRAGMA user_version").fetchone()[0]
-        return {"events": events, "sessions": sessions, "schema_version": schema}
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-            self._writer.close()
 
     def __enter__(self) -> SQLiteJournal:
         return self

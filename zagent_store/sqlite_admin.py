@@ -1,0 +1,99 @@
+"""What an operator reads of a SQLite journal: ``zagent audit``'s rows, ``zagent doctor``'s counts, and the health check.
+
+One class, :class:`SQLiteAdmin`, that :class:`~zagent_store.sqlite.SQLiteJournal` inherits (see
+``sqlite_base.py`` for why the journal is made of parts this way). None of it is on the
+engine's path: it reads whole views and tables, and never writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from zagent_store.sql import with_decisions
+from zagent_store.sqlite_base import DAMAGED, SQLiteBase, reported
+from zagent_store.views import audit_query
+
+
+class SQLiteAdmin(SQLiteBase):
+    """``audit``, ``stats`` and ``check`` of a SQLite journal (:class:`~zagent_core.journal.protocol.AdminJournal`'s
+    own methods, and the health check every :class:`~zagent_core.journal.protocol.Journal` has)."""
+
+    def audit(self, **filters: Any) -> list[dict[str, Any]]:
+        """Rows of the ``tool_calls`` view matching ``zagent audit``'s filters (see :func:`audit_query`),
+        each with ``asked``: its row of the ``decisions`` view (who was asked what, and the
+        answer), or None when no person was asked about the call."""
+        sql, params = audit_query(**filters)
+        with self._lock, reported(self.path, "read"):
+            cursor = self._conn.execute(sql, params)
+            names = [column[0] for column in cursor.description]
+            rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+            # Few calls ask a person: one look at the sessions listed finds them all.
+            sessions = json.dumps(sorted({row["session_id"] for row in rows}))
+            cursor = self._conn.execute("SELECT * FROM decisions WHERE session_id IN (SELECT value FROM json_each(?))",
+                                        [sessions])
+            names = [column[0] for column in cursor.description]
+            asked = {(row[0], row[1]): dict(zip(names, row)) for row in cursor.fetchall()}
+        return with_decisions(rows, asked)
+
+    def check(self) -> list[str]:
+        """SQLite's integrity check, WAL mode, gaps in versions, and every body that does not load."""
+        try:
+            with self._lock:
+                problems = [row[0] for row in self._conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+                gaps = self._conn.execute(
+                    "SELECT session_id FROM events GROUP BY session_id HAVING count(*) != max(version) LIMIT 20"
+                ).fetchall()
+                behind = self._conn.execute(
+                    """SELECT e.session_id FROM (SELECT session_id, max(version) AS version FROM events
+                                                 GROUP BY session_id) AS e
+                       LEFT JOIN heads h ON h.session_id = e.session_id
+                       WHERE h.version IS NOT e.version LIMIT 20"""
+                ).fetchall()
+            if mode.lower() != "wal" and not self.read_only:  # read as immutable, a WAL journal says "delete"
+                problems.append(f"journal_mode is {mode}, expected wal")
+            problems += [f"session {sid} has a gap in its versions (events were written around zagent)"
+                         for (sid,) in gaps]
+            problems += [f"session {sid}: its row in heads is behind its events (events were written around "
+                         "zagent), so sessions list shows it as it was; SQLiteJournal.rebuild_heads() fixes it"
+                         for (sid,) in behind]
+            problems += self._unreadable_bodies()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            return [f"cannot be checked ({exc}): " + DAMAGED.format(path=self.path)]
+        return problems
+
+    def _unreadable_bodies(self, most: int = 20) -> list[str]:
+        """Events whose body is not JSON, or does not load as its type, by seq."""
+        found: list[str] = []
+        from zagent_core.journal.events import EventSchemaError, load_event_json
+
+        with self._lock:
+            # Bytes, not text: a body that is not UTF-8 must be named, not stop the check.
+            rows = self._conn.execute(
+                "SELECT seq, CAST(type AS BLOB), json_valid(data), CAST(data AS BLOB) FROM events ORDER BY seq")
+            for seq, type_, valid, data in rows:
+                kind = type_.decode(errors="replace")
+                if not valid:
+                    found.append(f"event #{seq} ({kind}) has a body that is not valid JSON")
+                else:
+                    try:
+                        load_event_json(kind, data)
+                    except EventSchemaError as exc:
+                        found.append(f"event #{seq}: {exc}")
+                if len(found) >= most:
+                    found.append(f"(stopped after {most} unreadable events)")
+                    break
+        if found:
+            found.append(DAMAGED.format(path=self.path))
+        return found
+
+    def stats(self) -> dict[str, int]:
+        """Counts for ``zagent doctor``: events, sessions, schema version."""
+        with self._lock, reported(self.path, "read"):
+            events, sessions = self._conn.execute(
+                "SELECT count(*), count(DISTINCT session_id) FROM events"
+            ).fetchone()
+            schema = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        return {"events": events, "sessions": sessions, "schema_version": schema}

@@ -53,7 +53,7 @@ def open_journal(location: str | os.PathLike[str], *, read_only: bool = False,
 def describe(location: str | os.PathLike[str]) -> str:
     """``location`` for messages: a path as it is, a URL without its password."""
     if is_postgres(location):
-        from zagent_store.postgres import redacted
+        from zagent_store.postgres_base import redacted
 
         return redacted(str(location))
     return str(sqlite_path(location))

@@ -109,4 +109,4 @@ class FolderTool:
             "attach_outputs": manifest.attach_outputs, "output_dir": str(call_dir / "output"),
             "notify_file": str(call_dir / "notify"), "env_names": spec.env_names, "timeout_seconds": spec.timeout,
             "manifest_hash": tool.manifest_hash, "files_hash": tool.files_hash(),
-        }, run=run)
+        }, run=run, crash_before_finished=context.task_id is None)

@@ -215,6 +215,9 @@ class PreparedCall:
 
     started: dict[str, Any]
     run: Callable[[], ToolResult]
+    #: Whether ``before_tool_call_finished`` is passed before its result is journaled (a folder
+    #: tool's background start never passed it: its task's start is "after_task_started").
+    crash_before_finished: bool = True
 
 
 def _never(arguments: Arguments) -> bool:

@@ -268,3 +268,26 @@ def test_the_fold_writes_every_field_of_the_state_as_the_state_types_it() -> Non
     # against _Folding's annotations only: they must be SessionState's, field for field.
     folded = {name: kind for name, kind in _Folding.__annotations__.items() if name != "history"}
     assert folded == SessionState.__annotations__
+
+
+def test_a_state_rebuilt_with_history_keeps_closed_calls_as_more_events_are_folded_onto_it() -> None:
+    from datetime import datetime, timezone
+
+    from zagent_core.journal.protocol import StoredEvent
+
+    bodies = [SessionStarted(origin="test", workspace="/w", zagent_version="0"),
+              ToolCallRequested(call_id="c1", tool="t", arguments={}),
+              ToolCallStarted(call_id="c1", tool="t", arguments={}, argv=["t"], cwd="/", input_mode="env",
+                              output_mode="text", output_dir="/o", notify_file="/n", timeout_seconds=1.0),
+              ToolCallFinished(call_id="c1", output="one", is_error=False, exit_code=0, duration_ms=1),
+              ToolCallRequested(call_id="c2", tool="t", arguments={}),
+              ToolCallStarted(call_id="c2", tool="t", arguments={}, argv=["t"], cwd="/", input_mode="env",
+                              output_mode="text", output_dir="/o", notify_file="/n", timeout_seconds=1.0),
+              ToolCallFinished(call_id="c2", output="two", is_error=False, exit_code=0, duration_ms=1)]
+    stored = [StoredEvent(n, "s", n, datetime.now(timezone.utc), body) for n, body in enumerate(bodies, start=1)]
+    shown = rebuild(stored[:4], history=True)
+    for event in stored[4:6]:
+        shown = apply(shown, event)
+    shown = rebuild(stored[6:], shown)
+    assert [(c.call_id, c.output) for c in shown.calls.values()] == [("c1", "one"), ("c2", "two")]
+    assert rebuild(stored).calls == {}  # without history, closed calls leave the state

@@ -465,7 +465,7 @@ def fold(state: SessionState, stored: StoredEvent) -> None:
     Only the fold's owner (a live session, :func:`rebuild`) may call this; everyone
     else uses :func:`apply`.
     """
-    _fold(_Folding.over(state, history=False), stored)
+    _fold(_Folding.over(state, history=state._history), stored)
 
 
 _CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested", "read_state", "tool_state",
@@ -489,9 +489,11 @@ def rebuild(events: Iterable[StoredEvent], state: SessionState | None = None, *,
     """Fold ``events`` onto ``state`` (a snapshot, which is left as it was) or onto an empty session.
 
     ``history=True`` keeps every call, closed ones too, in ``calls`` (what
-    ``zagent sessions show`` lists); such a state is for display, not for snapshots.
+    ``zagent sessions show`` lists), and so does every later fold onto that state (a state
+    rebuilt with history stays one); such a state is for display, not for snapshots.
     """
     state = _own_copy(state) if state is not None else SessionState()
+    state._history = history = history or state._history
     folding = _Folding.over(state, history=history)
     for stored in events:
         _fold(folding, stored)

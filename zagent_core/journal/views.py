@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from zagent_core.journal.events import (
     Coercion,
@@ -169,6 +169,10 @@ class SessionState(BaseModel):
     # schema): edited, it makes every stored snapshot a stranger, to be folded again.
 
     model_config = ConfigDict(frozen=True)
+
+    # Folded with history (rebuild(history=True)): events folded onto it later keep their
+    # closed calls too. Not a field: neither in snapshots nor in the projection's tag.
+    _history = PrivateAttr(default=False)
 
     session_id: str = ""
     version: int = 0

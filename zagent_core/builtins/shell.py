@@ -17,8 +17,7 @@ from zagent_core.builtins.shell_parse import explores, is_read_only
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 
 # One wording, for folder tools and shell alike, of how a process ended when it was not exit code 0.
-from zagent_core.tools.results import ToolResult
-from zagent_core.tools.results import _exit_note as ending_of
+from zagent_core.tools.results import ToolResult, _exit_note as ending_of
 from zagent_core.tools.runner import ProcessOutcome
 
 NAME = "shell"

@@ -105,14 +105,15 @@ class Toolbox:
     def __init__(self, tools: ToolSet, builtins: Mapping[str, Builtin]) -> None:
         self.tools = tools
         self._builtins = builtins
+        # Adapted once: every request and every call asks for its tools by name, several times.
+        self._folder = {name: FolderTool(tool) for name, tool in tools.tools.items()}
 
     def get(self, name: str) -> ToolEntry | None:
         """The tool called ``name``, disabled or not (None: no such tool)."""
         builtin = self._builtins.get(name)
         if builtin is not None:
             return builtin
-        tool = self.tools.tools.get(name)
-        return FolderTool(tool) if tool is not None else None
+        return self._folder.get(name)
 
     def is_disabled(self, name: str) -> bool:
         """Whether config.json's ``tools.disabled`` names it."""
@@ -120,7 +121,7 @@ class Toolbox:
 
     def listed(self) -> list[ToolEntry]:
         """The tools not disabled: the folder tools by name, then the built-ins."""
-        entries: list[ToolEntry] = [FolderTool(tool) for tool in self.tools.offered()]
+        entries: list[ToolEntry] = [self._folder[tool.name] for tool in self.tools.offered()]
         return entries + [b for b in self._builtins.values() if b.name not in self.tools.disabled]
 
     def offers(self) -> list[ToolOffer]:

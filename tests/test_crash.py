@@ -69,3 +69,36 @@ def test_a_kill_mid_line_never_breaks_or_misreads_the_drivers_output(seqs: list[
     whole_lines = printed[:cut].count("\n")
     assert acknowledged == seqs[:whole_lines]
     assert finished == (done and cut == len(printed))
+
+
+def test_a_built_in_background_call_killed_before_its_result_is_settled_by_resume(tmp_path: Path) -> None:
+    # Built-ins start tasks too (shell's run_in_background): the named point stops them where
+    # the supervisor runs and nothing of it is journaled yet, as it stops a foreground call.
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from crashcheck import check_invariants
+
+    from zagent_core import Engine, Home
+    from zagent_store import SQLiteJournal
+
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    workspace.mkdir()
+    arguments = json.dumps({"command": "sleep 0.3; echo hi", "run_in_background": True})
+    killed = subprocess.run(
+        [sys.executable, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace), "tools", "run",
+         "shell", "--args", arguments],
+        env={**os.environ, "ZAGENT_CRASH_AT": "before_tool_call_finished"}, capture_output=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    with SQLiteJournal(home / "journal.db") as journal:
+        (summary,) = journal.sessions()
+        session = Engine(Home(home), journal, workspace=workspace).resume(summary.session_id)
+        for task in session.state.running_tasks:
+            assert session.wait_task(task.task_id, 20).status != "running"
+        session.deliver()
+        session.end()
+        counts = check_invariants(list(journal.read(summary.session_id)))
+    assert counts["calls"] == 1 and counts["tasks"] == 1

@@ -288,15 +288,15 @@ class CallRunner:
             if not entry.continues:  # one that continues stays open, to go on when driven again
                 self._stopped(call_id)
             raise
-        return outcome(call_id, self._finish(context, result, prepared.crash_before_finished), task_id)
-
-    def _finish(self, context: BuiltinContext, result: ToolResult, crash_before_finished: bool) -> ToolResult:
-        """Journal a call's result with what it staged; a task it started is watched from now on."""
-        writer, call_id, name = self._writer, context.call_id, context.tool
         log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, exit_code=result.exit_code,
                  duration_ms=result.duration_ms, timed_out=result.timed_out)
-        if crash_before_finished:
+        if prepared.crash_before_finished:
             crash_point("before_tool_call_finished")
+        return outcome(call_id, self._finish(context, result), task_id)
+
+    def _finish(self, context: BuiltinContext, result: ToolResult) -> ToolResult:
+        """Journal a call's result with what it staged; a task it started is watched from now on."""
+        writer, call_id, name = self._writer, context.call_id, context.tool
         try:
             writer.append([*context.effects(), *state_written(call_id, name, result),
                            ToolCallFinished(call_id=call_id, **result.event_fields())])

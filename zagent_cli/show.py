@@ -23,6 +23,8 @@ from zagent_core.journal.events import (
     ArtifactRecorded,
     ChildEnded,
     ChildSpawned,
+    ContextCleared,
+    ContextCompacted,
     Event,
     InputAnswered,
     InputRequested,
@@ -326,6 +328,15 @@ class _Conversation:
                 return Entry(at, True, "session ended", text=reason)
             case ArtifactRecorded() as artifact:
                 return Entry(at, False, f"artifact recorded: {artifact_line(artifact)}")
+            case ContextCompacted() as compacted:
+                return Entry(at, True, f"context compacted ({compacted.trigger}): about {compacted.tokens_before:,} "
+                                       f"tokens -> {compacted.tokens_after:,}, summary by {compacted.model}",
+                             text=f"the model is shown this summary and what follows; everything above stays in the "
+                                  f"journal\n\n{compacted.summary}")
+            case ContextCleared() as cleared:
+                return Entry(at, True, f"context cleared: {cleared.results} old tool results ({cleared.bytes:,} bytes) "
+                                       f"no longer shown to the model, about {cleared.tokens_before:,} tokens -> "
+                                       f"{cleared.tokens_after:,}")
         return None
 
 

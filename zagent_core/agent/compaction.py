@@ -99,7 +99,9 @@ class Budget:
         return through
 
     def summary_due(self, conversation: Conversation, estimate: int) -> bool:
-        return bool(self.threshold) and estimate > self.threshold
+        # With no reply since the last summary there is nothing to summarise: the system
+        # prompt and the tools alone are too large, or a fresh message is.
+        return bool(self.threshold) and estimate > self.threshold and conversation.replies_shown > 0
 
 
 class RecordedCompactions:

@@ -234,6 +234,12 @@ class Conversation:
         self.requests = compacted.requests
         self._counted = None
 
+    @property
+    def replies_shown(self) -> int:
+        """The model replies the conversation shows whole (not as a summary): 0, and a summary
+        would have nothing to summarise."""
+        return sum(1 for message in self._messages if message.role == "assistant")
+
     def pending(self) -> tuple[dict[int, str], dict[str, tuple[str, str]]]:
         """The notes and wake-ups folded and not delivered yet: a compaction carries them."""
         return dict(self._note_text), dict(self._wakes)

@@ -20,11 +20,16 @@ from typing import Any
 import pytest
 from conftest import PYTHON, sql
 
+from zagent_core.journal.events import EVENT_TYPES
+from zagent_core.version import zagent_version
 from zagent_store import SQLiteJournal
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "journals"
-#: This process's environment, without the settings (ZAGENT_HOME, ZAGENT_JOURNAL...) a person's shell may have.
-ENV = {key: value for key, value in os.environ.items() if not key.startswith("ZAGENT_")} | {"NO_COLOR": "1"}
+#: This process's environment, without the settings (ZAGENT_HOME, ZAGENT_JOURNAL...) a person's shell may have,
+#: and with this checkout first on the path: the commands run in the fixture's folder, where a relative
+#: PYTHONPATH would find no zagent (and the installed one would answer).
+ENV = {key: value for key, value in os.environ.items() if not key.startswith("ZAGENT_")} | {
+    "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(FIXTURES.parents[2]), os.environ.get("PYTHONPATH")]))}
 FOLDERS = sorted(folder for folder in FIXTURES.iterdir() if (folder / "expect.json").is_file())
 
 
@@ -179,15 +184,74 @@ def test_an_old_journal_copies_into_postgresql_and_reads_there(old: Old, postgre
     assert old.expect["notes"][1] in shown and "approved (zagent approve)" in shown
     assert f"child-1  {old.child}  completed" in old.zagent("--journal", postgres_url, "sessions", "show", "--tree",
                                                            old.main).stdout
+    refusal = _from_the_future(postgres_url, old.main)
+    assert refused(old.zagent("--journal", postgres_url, "sessions", "show", old.main, ok=False)) == f"Error: {refusal}"
+    assert refusal in old.zagent("--journal", postgres_url, "doctor", ok=False).stdout
 
 
-def _append_raw(journal: Path, session_id: str, type_: str, body: dict[str, Any]) -> None:
-    """An event as a newer zagent would append it: a row past the session's last, written around this zagent."""
-    db = sqlite3.connect(journal)
-    try:
+def _append_raw(url: str, session_id: str, type_: str, body: dict[str, Any]) -> str:
+    """An event as a newer zagent would append it, written around this zagent: the session's next row.
+    Returns where an error names it (``event #SEQ (version N of session ID)``)."""
+    (last,) = sql(url, "SELECT max(seq) AS seq FROM events")
+    (head,) = sql(url, "SELECT max(version) AS version FROM events WHERE session_id = ?", (session_id,))
+    row = (last["seq"] + 1, session_id, head["version"] + 1, type_, "2030-01-01T00:00:00.000Z", json.dumps(body))
+    insert = "INSERT INTO events (seq, session_id, version, type, at, data) VALUES (?, ?, ?, ?, ?, ?)"
+    if url.startswith("sqlite:///"):
+        db = sqlite3.connect(url.removeprefix("sqlite:///"))
         with db:
-            (version,) = db.execute("SELECT max(version) FROM events WHERE session_id = ?", (session_id,)).fetchone()
-            db.execute("INSERT INTO events (session_id, version, type, at, data) VALUES (?, ?, ?, ?, ?)",
-                       (session_id, version + 1, type_, "2030-01-01T00:00:00.000Z", json.dumps(body)))
-    finally:
+            db.execute(insert, row)
         db.close()
+    else:
+        sql(url, insert.replace("?)", "?::jsonb) RETURNING seq"), row)
+    return f"event #{row[0]} (version {row[2]} of session {session_id})"
+
+
+def _from_the_future(url: str, session_id: str) -> str:
+    """A resume by zagent 99.0, then a user message of a schema version this zagent does not know;
+    the one line of the refusal of that message."""
+    _append_raw(url, session_id, "session_resumed", {"v": 1, "zagent_version": "99.0"})
+    newer = EVENT_TYPES["user_message"].SCHEMA_VERSION + 1
+    where = _append_raw(url, session_id, "user_message", {"v": newer, "text": "hello", "mood": "new"})
+    return (f'{where}: event "user_message" has schema version {newer}, this zagent reads up to {newer - 1}: '
+            f"it was written by a zagent newer than {zagent_version()} (the session was last started or resumed by "
+            "zagent 99.0); upgrade zagent to read this journal")
+
+
+def refused(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line a refused command printed: an error, no traceback, exit 1."""
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    (line,) = result.stderr.splitlines()
+    return line
+
+
+def test_an_event_a_newer_zagent_wrote_is_refused_in_one_line_that_names_that_zagent(old: Old) -> None:
+    refusal = _from_the_future(f"sqlite:///{old.journal}", old.main)
+    assert refused(old.zagent("sessions", "show", old.main, ok=False)) == f"Error: {refusal}"
+    assert refused(old.zagent("resume", old.main, "hi", "--model", old.expect["model"], ok=False)) == f"Error: {refusal}"
+    doctor = old.zagent("doctor", ok=False)
+    assert doctor.returncode == 1 and refusal in doctor.stdout
+    assert "journal recover" not in doctor.stdout  # it is not damaged: recovering would leave the newer events out
+    assert "hello, Grace" in old.zagent("sessions", "show", old.tools_run).stdout  # the other sessions still read
+
+
+def test_an_unknown_event_type_is_refused_as_a_newer_zagents(old: Old) -> None:
+    where = _append_raw(f"sqlite:///{old.journal}", old.tools_run, "mood_changed", {"v": 1, "mood": "new"})
+    line = refused(old.zagent("sessions", "show", old.tools_run, ok=False))
+    assert line.startswith(f'Error: {where}: unknown event type "mood_changed": it was written by a zagent newer '
+                           f"than {zagent_version()}")
+    assert line.endswith("; upgrade zagent to read this journal")
+
+
+def test_an_export_with_an_event_a_newer_zagent_wrote_is_refused_naming_that_zagent(old: Old) -> None:
+    lines = (old.root / "exports" / "main.jsonl").read_text().splitlines()
+    newer = EVENT_TYPES["user_message"].SCHEMA_VERSION + 1
+    future = [{"session_id": old.main, "version": len(lines) + 1, "at": "2030-01-01T00:00:00.000Z",
+               "type": "session_resumed", "data": {"v": 1, "zagent_version": "99.0"}},
+              {"session_id": old.main, "version": len(lines) + 2, "at": "2030-01-01T00:00:00.000Z",
+               "type": "user_message", "data": {"v": newer, "text": "hello"}}]
+    (old.root / "future.jsonl").write_text("\n".join([*lines, *map(json.dumps, future)]) + "\n")
+    imported = old.zagent("--journal", "sqlite:///fresh.db", "sessions", "import", "future.jsonl", ok=False)
+    assert imported.returncode == 2 and "Traceback" not in imported.stderr  # a bad file: a usage error, as ever
+    assert imported.stderr.splitlines()[-1] == (f'Error: future.jsonl, line {len(lines) + 2}: event "user_message" has schema version {newer}, '
+                    f"this zagent reads up to {newer - 1}: it was written by a zagent newer than {zagent_version()} "
+                    "(the session was last started or resumed by zagent 99.0); upgrade zagent to read this journal")

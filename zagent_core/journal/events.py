@@ -585,8 +585,9 @@ class NewerEventError(EventSchemaError):
         # so it is named as what it is; and this zagent itself cannot have written what it cannot read.
         last = f" (the session was last started or resumed by zagent {opened_by})" if (
             opened_by and opened_by != mine) else ""
-        super().__init__(f"{where}: " * bool(where) + f"{problem}: it was written by a zagent newer than {mine}"
-                         f"{last}; upgrade zagent to read this journal")
+        located = f"{where}: {problem}" if where else problem
+        super().__init__(f"{located}: it was written by a zagent newer than {mine}{last}; upgrade zagent to read "
+                         "this journal")
 
     def located(self, where: str, opened_by: str | None) -> NewerEventError:
         """The same refusal, of the event at ``where`` (``event #70 (...)``) in a session last opened by ``opened_by``."""

@@ -9,6 +9,7 @@ import pytest
 from zagent_core.journal import events
 from zagent_core.journal.events import (
     EventSchemaError,
+    NewerEventError,
     SessionStarted,
     ToolCallFinished,
     ToolCallRejected,
@@ -18,6 +19,7 @@ from zagent_core.journal.events import (
     dump_event,
     load_event,
 )
+from zagent_core.version import zagent_version
 
 SAMPLES = [
     SessionStarted(origin="test", workspace="/w", zagent_version="1",
@@ -86,6 +88,20 @@ def test_an_unknown_event_type_says_to_upgrade() -> None:
 def test_a_newer_schema_version_is_refused_with_a_clear_message() -> None:
     with pytest.raises(EventSchemaError, match="schema version 2, this zagent reads up to 1"):
         load_event("session_ended", {"v": 2, "reason": "x"})
+
+
+def test_a_refusal_names_this_zagent_and_the_one_that_last_opened_the_session() -> None:
+    with pytest.raises(NewerEventError) as refused:
+        load_event("session_ended", {"v": 2, "reason": "x"})
+    mine = zagent_version()
+    assert str(refused.value).endswith(f"it was written by a zagent newer than {mine}; upgrade zagent to read "
+                                       "this journal")
+    assert str(refused.value.located("event #7", "9.1")) == (
+        f'event #7: event "session_ended" has schema version 2, this zagent reads up to 1: it was written by a '
+        f"zagent newer than {mine} (the session was last started or resumed by zagent 9.1); upgrade zagent to "
+        "read this journal")
+    # This zagent cannot have written what it cannot read: the session went on with a newer one.
+    assert "last started" not in str(refused.value.located("event #7", mine))
 
 
 def test_older_bodies_are_upcast(monkeypatch: pytest.MonkeyPatch) -> None:

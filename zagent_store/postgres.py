@@ -334,12 +334,12 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
             params.append(list(types))
         with self._reported("read") as conn:
             rows = conn.execute(sql + " ORDER BY version", params).fetchall()
-        return stored_events(session_id, rows)
+        return stored_events(session_id, rows, self._opened_by)
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
         with self._reported("read") as conn:
             rows = conn.execute(_READ + " ORDER BY version DESC LIMIT %s", (session_id, max(count, 0))).fetchall()
-        return list(stored_events(session_id, rows[::-1]))
+        return list(stored_events(session_id, rows[::-1], self._opened_by))
 
     def has_call(self, session_id: str, call_id: str) -> bool:
         with self._reported("read") as conn:

@@ -11,7 +11,7 @@ from typing import Any
 
 from zagent_core.journal.protocol import JournalError
 from zagent_store.postgres_base import PostgresBase, dialect
-from zagent_store.sql import with_decisions
+from zagent_store.sql import event_place, with_decisions
 from zagent_store.views import audit_query
 
 
@@ -34,7 +34,7 @@ class PostgresAdmin(PostgresBase):
 
     def check(self) -> list[str]:
         """Gaps in versions, heads behind their events, and bodies that do not load."""
-        from zagent_core.journal.events import EventSchemaError, load_event_json
+        from zagent_core.journal.events import EventSchemaError, NewerEventError, load_event_json
 
         try:
             with self._reported("check") as conn:
@@ -45,15 +45,18 @@ class PostgresAdmin(PostgresBase):
                                                  GROUP BY session_id) AS e
                        LEFT JOIN heads h ON h.session_id = e.session_id
                        WHERE h.version IS DISTINCT FROM e.version LIMIT 20""").fetchall()
-                bodies = conn.execute("SELECT seq, type, data::text FROM events ORDER BY seq").fetchall()
+                bodies = conn.execute("SELECT seq, session_id, version, type, data::text FROM events ORDER BY seq"
+                                      ).fetchall()
         except JournalError as exc:
             return [str(exc)]
         problems = [f"session {sid} has a gap in its versions (events were written around zagent)" for (sid,) in gaps]
         problems += [f"session {sid}: its row in heads is behind its events (events were written around zagent)"
                      for (sid,) in behind]
-        for seq, type_, data in bodies:
+        for seq, sid, version, type_, data in bodies:
             try:
                 load_event_json(type_, data)
+            except NewerEventError as exc:
+                problems.append(str(exc.located(event_place(seq, sid, version), self._opened_by(sid, version))))
             except EventSchemaError as exc:
                 problems.append(f"event #{seq}: {exc}")
             if len(problems) >= 20:

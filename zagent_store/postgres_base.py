@@ -97,6 +97,17 @@ class PostgresBase:
         with self._reported(doing) as conn, conn.transaction():
             yield conn
 
+    def _opened_by(self, session_id: str, version: int) -> str | None:
+        """The zagent that last started or resumed the session, as of its event ``version``, as the
+        event's raw body says (it may be of a schema this zagent cannot load); None if none says."""
+        from zagent_core.journal.events import OPENERS
+
+        with self._reported("read") as conn:
+            row = conn.execute("SELECT data->>'zagent_version' FROM events WHERE session_id = %s AND version <= %s"
+                               " AND type = ANY(%s) ORDER BY version DESC LIMIT 1",
+                               (session_id, version, list(OPENERS))).fetchone()
+        return row[0] if row is not None and isinstance(row[0], str) else None
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

@@ -35,21 +35,30 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]]) -> Iterator[StoredEvent]:
+def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]],
+                  opened_by: Callable[[str, int], str | None]) -> Iterator[StoredEvent]:
     """``(seq, version, type, at, data)`` rows of a session as :class:`StoredEvent` s, parsed lazily
-    (what both stores read; a body that does not load is named by its seq and version)."""
-    from zagent_core.journal.events import EventSchemaError, load_event_json
+    (what both stores read; a body that does not load is named by its seq and version, and one
+    that a newer zagent wrote by the zagent that ``opened_by(session_id, version)`` names)."""
+    from zagent_core.journal.events import EventSchemaError, NewerEventError, load_event_json
 
     times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
     for seq, version, type_, at, data in rows:
         try:
             event = load_event_json(type_, data)
+        except NewerEventError as exc:
+            raise exc.located(event_place(seq, session_id, version), opened_by(session_id, version)) from None
         except EventSchemaError as exc:
-            raise EventSchemaError(f"event #{seq} (version {version} of session {session_id}): {exc}") from None
+            raise EventSchemaError(f"{event_place(seq, session_id, version)}: {exc}") from None
         when = times.get(at)
         if when is None:
             when = times[at] = parse_time(at)
         yield StoredEvent(seq, session_id, version, when, event)
+
+
+def event_place(seq: int, session_id: str, version: int) -> str:
+    """How an error names an event of the journal."""
+    return f"event #{seq} (version {version} of session {session_id})"
 
 
 def session_summary(row: Sequence[Any]) -> SessionSummary:

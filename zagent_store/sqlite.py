@@ -353,12 +353,12 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
             params += list(types)
         with self._lock, reported(self.path, "read"):
             rows = self._conn.execute(sql + " ORDER BY version", params).fetchall()
-        return stored_events(session_id, rows)
+        return stored_events(session_id, rows, self._opened_by)
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
         with self._lock, reported(self.path, "read"):
             rows = self._conn.execute(_READ + " ORDER BY version DESC LIMIT ?", (session_id, max(count, 0))).fetchall()
-        return list(stored_events(session_id, rows[::-1]))
+        return list(stored_events(session_id, rows[::-1], self._opened_by))
 
     def has_call(self, session_id: str, call_id: str) -> bool:
         with self._lock, reported(self.path, "read"):

@@ -11,7 +11,7 @@ import json
 import sqlite3
 from typing import Any
 
-from zagent_store.sql import with_decisions
+from zagent_store.sql import event_place, with_decisions
 from zagent_store.sqlite_base import DAMAGED, SQLiteBase, reported
 from zagent_store.views import audit_query
 
@@ -67,25 +67,32 @@ class SQLiteAdmin(SQLiteBase):
     def _unreadable_bodies(self, most: int = 20) -> list[str]:
         """Events whose body is not JSON, or does not load as its type, by seq."""
         found: list[str] = []
-        from zagent_core.journal.events import EventSchemaError, load_event_json
+        damaged = False
+        from zagent_core.journal.events import EventSchemaError, NewerEventError, load_event_json
 
         with self._lock:
             # Bytes, not text: a body that is not UTF-8 must be named, not stop the check.
-            rows = self._conn.execute(
-                "SELECT seq, CAST(type AS BLOB), json_valid(data), CAST(data AS BLOB) FROM events ORDER BY seq")
-            for seq, type_, valid, data in rows:
+            rows = self._conn.execute("SELECT seq, CAST(session_id AS BLOB), version, CAST(type AS BLOB),"
+                                      " json_valid(data), CAST(data AS BLOB) FROM events ORDER BY seq")
+            for seq, session_id, version, type_, valid, data in rows:
                 kind = type_.decode(errors="replace")
                 if not valid:
+                    damaged = True
                     found.append(f"event #{seq} ({kind}) has a body that is not valid JSON")
                 else:
                     try:
                         load_event_json(kind, data)
+                    except NewerEventError as exc:
+                        sid = session_id.decode(errors="replace")
+                        found.append(str(exc.located(event_place(seq, sid, version),
+                                                     self._last_opener(sid, version))))
                     except EventSchemaError as exc:
+                        damaged = True
                         found.append(f"event #{seq}: {exc}")
                 if len(found) >= most:
                     found.append(f"(stopped after {most} unreadable events)")
                     break
-        if found:
+        if damaged:  # a newer zagent's events are not damage: recovering would leave them out
             found.append(DAMAGED.format(path=self.path))
         return found
 

@@ -161,6 +161,22 @@ class SQLiteBase:
         """Whether ``exc`` is the database refusing a second row at the same key."""
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 
+    def _opened_by(self, session_id: str, version: int) -> str | None:
+        """The zagent that last started or resumed the session, as of its event ``version``, as the
+        event's raw body says (it may be of a schema this zagent cannot load); None if none says."""
+        with self._lock, reported(self.path, "read"):
+            return self._last_opener(session_id, version)
+
+    def _last_opener(self, session_id: str, version: int) -> str | None:
+        """:meth:`_opened_by`, for a caller that holds the lock."""
+        from zagent_core.journal.events import OPENERS
+
+        row = self._conn.execute(
+            "SELECT json_extract(data, '$.zagent_version') FROM events WHERE session_id = ? AND version <= ?"
+            f" AND type IN ({', '.join('?' * len(OPENERS))}) AND json_valid(data) ORDER BY version DESC LIMIT 1",
+            (session_id, version, *OPENERS)).fetchone()
+        return row[0] if row is not None and isinstance(row[0], str) else None
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

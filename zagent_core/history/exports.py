@@ -25,9 +25,11 @@ from typing import Any
 from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.journal.events import (
+    OPENERS,
     Event,
     EventSchemaError,
     Media,
+    NewerEventError,
     OutputFile,
     SessionForked,
     TaskExited,
@@ -77,6 +79,7 @@ def parse_export(lines: Iterable[str], source: str = "the file") -> ImportedSess
     session_id: str | None = None
     events: list[Event] = []
     times: list[datetime] = []
+    opened_by: str | None = None  # the zagent that last started or resumed the session, as its lines say
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -91,9 +94,13 @@ def parse_export(lines: Iterable[str], source: str = "the file") -> ImportedSess
                 raise ValueError(f'it belongs to session {row["session_id"]}, not {session_id}: one session per file')
             if row["version"] != len(events) + 1:
                 raise ValueError(f'version {row["version"]} where {len(events) + 1} was expected')
+            if row["type"] in OPENERS and isinstance(row["data"].get("zagent_version"), str):
+                opened_by = row["data"]["zagent_version"]
             events.append(load_event(row["type"], row["data"]))
             when = datetime.fromisoformat(row["at"].replace("Z", "+00:00"))
             times.append(when if when.tzinfo else when.replace(tzinfo=timezone.utc))  # zagent's times are UTC
+        except NewerEventError as exc:
+            raise ExportError(str(exc.located(where, opened_by))) from None
         except (ValueError, KeyError, TypeError, AttributeError, EventSchemaError) as exc:
             raise ExportError(f"{where}: {exc}") from None
     if session_id is None:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from zagent_core.errors import ZagentError
+from zagent_core.version import zagent_version
 
 
 class _Part(BaseModel):
@@ -623,6 +624,35 @@ class EventSchemaError(ZagentError, ValueError):
     """An event in the journal that this version of zagent cannot read."""
 
 
+#: The events whose body names the zagent that wrote them (``zagent_version``): each start and
+#: resume of a session, so the newest one before an event names the zagent that last drove it.
+OPENERS = ("session_started", "session_resumed")
+
+
+class NewerEventError(EventSchemaError):
+    """An event of a type, or of a schema version, that this zagent does not know: a newer one wrote it.
+
+    ``problem`` says what is unknown; :meth:`located` adds where the event is and which zagent
+    last drove its session, when the journal tells (``zagent_version`` of the newest of its
+    :data:`OPENERS`).
+    """
+
+    def __init__(self, problem: str, *, where: str = "", opened_by: str | None = None) -> None:
+        self.problem = problem
+        mine = zagent_version()
+        # The last opener may not be the writer (a detached message is journaled without a resume),
+        # so it is named as what it is; and this zagent itself cannot have written what it cannot read.
+        last = f" (the session was last started or resumed by zagent {opened_by})" if (
+            opened_by and opened_by != mine) else ""
+        located = f"{where}: {problem}" if where else problem
+        super().__init__(f"{located}: it was written by a zagent newer than {mine}{last}; upgrade zagent to read "
+                         "this journal")
+
+    def located(self, where: str, opened_by: str | None) -> NewerEventError:
+        """The same refusal, of the event at ``where`` (``event #70 (...)``) in a session last opened by ``opened_by``."""
+        return NewerEventError(self.problem, where=where, opened_by=opened_by)
+
+
 def dump_event(event: Event) -> str:
     """The JSON body stored in the journal's ``data`` column (``type`` has its own column)."""
     # The serializer itself: model_dump_json's keyword handling costs a third of the time.
@@ -636,17 +666,13 @@ def load_event(type_: str, data: dict[str, Any]) -> Event:
     """Rebuild an event from its journal row, upcasting bodies written by older versions."""
     cls = EVENT_TYPES.get(type_)
     if cls is None:
-        raise EventSchemaError(
-            f'unknown event type "{type_}": the journal was written by a newer zagent; upgrade zagent to read it'
-        )
+        raise NewerEventError(f'unknown event type "{type_}"')
     version = data.get("v", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise EventSchemaError(f'event "{type_}" has no valid schema version (v={version!r}); the journal is damaged')
     if version > cls.SCHEMA_VERSION:
-        raise EventSchemaError(
-            f'event "{type_}" has schema version {version}, this zagent reads up to {cls.SCHEMA_VERSION}: '
-            "upgrade zagent to read this journal"
-        )
+        raise NewerEventError(f'event "{type_}" has schema version {version}, this zagent reads up to '
+                              f"{cls.SCHEMA_VERSION}")
     while version < cls.SCHEMA_VERSION:
         data = UPCASTERS[(type_, version)](data)
         version += 1

@@ -47,7 +47,7 @@ class Planned:
         reads = self.plan.pop(0)
         self.calls += len(reads)
         return ModelReply(stop_reason="tool_use", tool_calls=[
-            ToolCallRequest(id=f"c{self.calls}_{n}", name="read_file", arguments={"file_path": f"f{size}.txt"})
+            ToolCallRequest(id=f"c{self.calls}_{n}", name="read_file", arguments={"path": f"f{size}.txt"})
             for n, size in enumerate(reads)])
 
 

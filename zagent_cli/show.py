@@ -132,6 +132,10 @@ def _turn_line(event: Event) -> str | None:
             return "(waiting on approval)"
         case TurnEnded(reason=reason) if reason != "idle":
             return f"(turn stopped: {reason})"
+        case ContextCompacted(trigger=trigger, tokens_before=before, tokens_after=after, model=model):
+            return f"(context compacted, {trigger}: about {before:,} tokens -> {after:,}; summary by {model})"
+        case ContextCleared(results=results, tokens_before=before, tokens_after=after):
+            return f"(context cleared: {plural(results, 'old tool result')}, about {before:,} tokens -> {after:,})"
     return None
 
 

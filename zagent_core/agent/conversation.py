@@ -146,9 +146,12 @@ class Conversation:
         self._append(Message(role="assistant", content=reply.text, tool_calls=[
             ToolCallRequest(id=call.id, name=call.name, arguments=call.arguments)
             for call in reply.tool_calls]), version)
-        if reply.input_tokens:
-            # The provider counted the request; the reply is part of the next one.
-            self._counted, self._added = reply.input_tokens + reply.output_tokens, 0
+        if reply.input_tokens or reply.cache_read_tokens:
+            # The provider counted the request (Anthropic's input_tokens leave out what the
+            # cache read and wrote); the reply is part of the next one.
+            self._counted = (reply.input_tokens + reply.cache_read_tokens + reply.cache_creation_tokens
+                             + reply.output_tokens)
+            self._added = 0
         for call in reply.tool_calls:
             slot = len(self._messages)
             self._slots[call.call_id] = slot

@@ -36,14 +36,13 @@ def compact(engine: Engine, session_id: str, *, model_spec: str | None = None,
             raise WaitsForPersonError(state)
         if state.parent is not None:
             refuse_a_waited_child(engine, state)
-        own, spec = choose_model(engine, None, state, "")
-        summariser = own if model_spec is None else choose_model(engine, model_spec, state, "")[0]
-        assert own is not None and summariser is not None  # choose_model raises when a prompt needs one
+        model, spec = choose_model(engine, model_spec, state, "")
+        assert model is not None  # choose_model raises when a prompt needs one
         session = engine.resume(session_id, state=state)
     except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
         raise SessionUnavailableError(str(exc)) from None
     try:
-        return Agent(session, own, spec=spec).compact("manual", instructions=instructions, model=summariser)
+        return Agent(session, model, spec=spec).compact("manual", instructions=instructions)
     except (ModelError, OrphanedCallError) as exc:
         raise CompactionError(f"session {session_id} was not compacted: {exc}") from None
     finally:

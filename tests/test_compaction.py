@@ -396,3 +396,30 @@ def test_a_scripted_model_counts_the_requests_a_summary_stands_for() -> None:
     assert model.reply([Message(role="system"), summary, Message(role="assistant"), Message(role="user")],
                        []).text == "4"
     assert model.reply([Message(role="system")], []).usage != Usage(input_tokens=-1)
+
+
+def test_a_fork_and_an_import_of_a_compacted_session_show_the_model_the_summary(home: Path, tmp_path: Path) -> None:
+    script = _script(tmp_path / "s.json", [
+        {"tool_calls": [{"name": "big", "arguments": {"size": 3000}}]},
+        {"text": "SUMMARY: one big output"},
+        {"text": "done"},
+        {"text": "the fork goes on"},
+    ])
+    (home / "config.json").write_text(json.dumps({"model": {"context_window": 1024}, "agent": {"compact_at": 0.5},
+                                                  "builtins": {"enabled": []}}))
+    session_id = session_of(zagent(home, "run", "--model", script, "go", cwd=tmp_path))
+    fork = zagent(home, "sessions", "fork", session_id, "--at", "999999", cwd=tmp_path)
+    assert fork.returncode == 0, fork.stderr
+    forked = fork.stdout.strip()
+    exported = zagent(home, "sessions", "export", session_id, "-o", str(tmp_path / "s.jsonl"), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    other = tmp_path / "other"
+    imported = zagent(other, "sessions", "import", str(tmp_path / "s.jsonl"), cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    resumed = zagent(home, "resume", forked, "and now?", cwd=tmp_path)
+    assert resumed.returncode == 0 and "the fork goes on" in resumed.stdout, resumed.stderr
+    for journal_home, sid in ((home, forked), (other, session_id)):
+        with SQLiteJournal(journal_home / "journal.db") as journal:
+            start = Engine(Home(journal_home), journal).session_state(sid).context_from
+            shown = Conversation("sys", journal.read(sid, after_version=start)).messages()
+        assert start > 0 and shown[1].content == SUMMARY_INTRO + "SUMMARY: one big output"

@@ -264,7 +264,8 @@ class Conversation:
 
     def within(self, size: int) -> list[Message]:
         """:meth:`messages`, the oldest left out (whole exchanges, never a call without its
-        result) until the rest fits in ``size`` bytes: what a summary request can send."""
+        result) until the rest fits in ``size`` bytes, and the largest results of what is
+        left cut if the newest exchange alone does not: what a summary request can send."""
         messages = self.messages()
         total, start = len(messages[0].content.encode()), len(self._messages)
         for index in range(len(self._messages) - 1, -1, -1):
@@ -273,14 +274,33 @@ class Conversation:
             total += self._sizes[index]
             if self._messages[index].role != "tool":
                 start = index
+        kept = self._messages[start:]
+        if total > size:
+            kept = _cut_results(kept, total - size)
         if start == 0:
-            return messages
+            return [messages[0], *kept]
         dropped = self._messages[:start]
         note = Message(role="user", content=f"[{start:,} earlier messages of this conversation were left out: "
                                             "they did not fit in one request]",
                        requests_before=sum(1 for m in dropped if m.role == "assistant")
                        + sum(m.requests_before for m in dropped))
-        return [messages[0], note, *self._messages[start:]]
+        return [messages[0], note, *kept]
+
+
+def _cut_results(messages: list[Message], excess: int) -> list[Message]:
+    """``messages`` with their largest tool results cut (their start kept) by about ``excess`` bytes."""
+    messages = list(messages)
+    for index in sorted(range(len(messages)), key=lambda i: -_size(messages[i])):
+        message = messages[index]
+        if excess <= 0 or message.role != "tool":
+            continue
+        body = message.content.encode()
+        kept = max(0, len(body) - excess)
+        cut = message.model_copy(update={"media": [], "content": body[:kept].decode(errors="ignore")
+                                         + f"\n[{len(body) - kept:,} more bytes of this result left out of this request]"})
+        excess -= _size(message) - _size(cut)
+        messages[index] = cut
+    return messages
 
 
 #: How a cleared result begins (:meth:`Conversation.clear`).

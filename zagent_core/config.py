@@ -62,6 +62,18 @@ class LimitsConfig(BaseModel):
     attachments_max_bytes: int = Field(20 * 1024 * 1024, ge=0)
     #: A notify file is read up to this size; a note says where reading stopped.
     notify_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    # What a person gives a session is refused whole over its cap, never cut: a refusal loses
+    # nothing (the person still has the text), a silent cut of what they wrote would surprise.
+    #: A user message (``zagent run``/``resume`` PROMPT, from argv or stdin): 256 KiB, about 64k
+    #: tokens, a third of a 200k window; a longer text belongs in a file the agent reads in pages.
+    user_message_bytes: int = Field(256 * 1024, ge=1024)
+    #: An answer to an ``ask_user`` question: it is that call's result, and 64 KiB (about 16k
+    #: tokens, twice a tool output's cap) is far more than any answer a person types.
+    answer_bytes: int = Field(64 * 1024, ge=1024)
+    #: The reason given with a decision (``zagent deny --reason``): a sentence or a paragraph
+    #: for the model; 8 KiB (about 2k tokens) leaves room for instructions, not for a document.
+    denial_reason_bytes: int = Field(8 * 1024, ge=256)
+
 
 
 #: Model families that take images, as their names go (OpenAI's own, the open ones served

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,12 @@ from zagent_core import Engine, Home
 from zagent_core.agent.loop import Agent
 from zagent_core.agent.models import load_model
 from zagent_core.config import Config, LimitsConfig
+from zagent_core.journal.events import SessionStarted
 from zagent_core.session.typed import InputTooLargeError
+from zagent_core.tools.mcp import definition_bytes
 from zagent_store import SQLiteJournal
+
+DEFAULTS = LimitsConfig()
 
 
 def script_file(tmp_path: Path, script: Any) -> Path:
@@ -145,3 +150,94 @@ def test_the_python_api_refuses_a_message_and_an_answer_over_their_caps(home_dir
         assert journal.head(session.session_id) == head and session.state.questions
         session.answer("blue")
         session.release()
+
+
+# -- what machines produce: cut, in order, with a marker or a warning ----------------------------------
+
+MANY_TOOLS = textwrap.dedent("""\
+    import sys
+    import anyio
+    from mcp import types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    COUNT, PAGE = int(sys.argv[1]), 500
+    TOOLS = [types.Tool(name=f"tool_{i:04d}", description=f"Tool number {i} of {COUNT}.",
+                        input_schema={"type": "object", "properties": {"n": {"type": "integer"}}})
+             for i in range(COUNT)]
+
+    async def list_tools(ctx, params):  # in pages, as a big server lists them
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        return types.ListToolsResult(tools=TOOLS[start:start + PAGE],
+                                     next_cursor=str(start + PAGE) if start + PAGE < COUNT else None)
+
+    async def call_tool(ctx, params):
+        return types.CallToolResult(content=[types.TextContent(type="text", text=params.name)])
+
+    async def main():
+        server = Server("many", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+""")
+
+
+def many_tools(home: Path, count: int, **limits: int) -> None:
+    """A home whose config names an MCP server ``many`` that lists ``count`` tools."""
+    pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install -e '.[test]'")
+    server = home.parent / "many.py"
+    server.write_text(MANY_TOOLS)
+    (home / "config.json").write_text(json.dumps({"limits": limits, "mcp": {"servers": {"many": {
+        "command": [PYTHON, str(server), str(count)]}}}}))
+
+
+def offered_mcp_tools(home: Path, session_id: str) -> list[str]:
+    started = events(home, session_id)[0].event
+    assert isinstance(started, SessionStarted)
+    return [offer.name for offer in started.tools if offer.name.startswith("many__")]
+
+
+def test_an_mcp_server_of_3000_tools_has_its_first_100_offered_and_a_warning_says_what_was_left_out(
+        home_dir: Path, tmp_path: Path) -> None:
+    many_tools(home_dir, 3000)
+    spec = f"scripted:{script_file(tmp_path, [{'text': 'hi'}])}"
+    done = zagent(home_dir, "run", "--model", spec, "hello")
+    assert done.returncode == 0, done.stderr
+    warning = ('MCP server "many": it lists 3,000 tools; the first 100 are offered (limits.mcp_tools_per_server), '
+               '2,900 left out: "tool_0100", "tool_0101", "tool_0102", "tool_0103", "tool_0104" and 2,895 more; '
+               "raise limits.mcp_tools_per_server in config.json to offer more")
+    assert done.stderr.count(warning) == 1, done.stderr  # said once, at the start
+    session_id = only_session(home_dir)
+    assert offered_mcp_tools(home_dir, session_id) == [f"many__tool_{i:04d}" for i in range(100)]
+    started = events(home_dir, session_id)[0].event
+    assert isinstance(started, SessionStarted) and warning in started.warnings  # journaled with the session
+
+
+def test_an_mcp_tool_list_over_its_bytes_keeps_the_tools_that_fit_in_the_servers_order(
+        home_dir: Path, workspace: Path) -> None:
+    many_tools(home_dir, 50, mcp_tool_list_bytes=4096)
+    with SQLiteJournal(home_dir / "journal.db") as journal, \
+            Engine(Home(home_dir), journal, workspace=workspace) as engine:
+        session = engine.start_session("test")
+        offered = [tool for tool in session.offered() if tool.name.startswith("many__")]
+        session.release()
+    sizes = [definition_bytes(tool) for tool in offered]
+    assert sum(sizes) <= 4096 < sum(sizes) + sizes[-1]  # as many as fit, and no more
+    assert [tool.name for tool in offered] == [f"many__tool_{i:04d}" for i in range(len(offered))]
+    left = 50 - len(offered)
+    assert offered_mcp_tools(home_dir, session.session_id) == [tool.name for tool in offered]
+    started = events(home_dir, session.session_id)[0].event
+    assert isinstance(started, SessionStarted)
+    assert [w for w in started.warnings if "limits.mcp" in w] == [
+        f'MCP server "many": {left} of its tools are not offered: their definitions would take its tool list past '
+        f'limits.mcp_tool_list_bytes (4,096 bytes): "tool_{len(offered):04d}", "tool_{len(offered) + 1:04d}", '
+        f'"tool_{len(offered) + 2:04d}", "tool_{len(offered) + 3:04d}", "tool_{len(offered) + 4:04d}" and '
+        f"{left - 5} more; raise limits.mcp_tool_list_bytes in config.json to offer them"]
+
+
+def test_one_mcp_server_at_its_cap_and_the_built_ins_stay_under_openais_128_tools_a_request() -> None:
+    from zagent_core.builtins import registry
+
+    builtins, _ = registry.enabled(Config())
+    assert DEFAULTS.mcp_tools_per_server + len(builtins) <= 128

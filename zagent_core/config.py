@@ -73,6 +73,13 @@ class LimitsConfig(BaseModel):
     #: The reason given with a decision (``zagent deny --reason``): a sentence or a paragraph
     #: for the model; 8 KiB (about 2k tokens) leaves room for instructions, not for a document.
     denial_reason_bytes: int = Field(8 * 1024, ge=256)
+    # What machines produce is cut, with a marker and a warning: there is no one to refuse.
+    #: An MCP server's tools offered, the first in its order: 100, so that one server and the
+    #: built-ins stay under OpenAI's 128 tools a request.
+    mcp_tools_per_server: int = Field(100, ge=1)
+    #: Bytes of one MCP server's tool definitions (name, description, schema) offered: 100 KiB,
+    #: about 25k tokens, Claude Code's cap on what one MCP tool may put in the context.
+    mcp_tool_list_bytes: int = Field(100 * 1024, ge=1024)
 
 
 

@@ -26,7 +26,8 @@ from zagent_core import Engine, Home
 from zagent_core.agent.loop import Agent
 from zagent_core.agent.models import load_model
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.journal.events import SessionStarted
+from zagent_core.journal.events import ChildEnded, ModelReplied, SessionStarted
+from zagent_core.journal.fold import rebuild
 from zagent_core.session.typed import InputTooLargeError
 from zagent_core.tools.mcp import definition_bytes
 from zagent_store import SQLiteJournal
@@ -234,6 +235,28 @@ def test_an_mcp_tool_list_over_its_bytes_keeps_the_tools_that_fit_in_the_servers
         f'limits.mcp_tool_list_bytes (4,096 bytes): "tool_{len(offered):04d}", "tool_{len(offered) + 1:04d}", '
         f'"tool_{len(offered) + 2:04d}", "tool_{len(offered) + 3:04d}", "tool_{len(offered) + 4:04d}" and '
         f"{left - 5} more; raise limits.mcp_tool_list_bytes in config.json to offer them"]
+
+
+def test_a_sub_agents_reply_over_child_reply_bytes_is_cut_with_a_marker_and_a_warning(
+        home_dir: Path, tmp_path: Path) -> None:
+    long_reply = "".join(f"line {n:05d}\n" for n in range(4000))  # 44,000 bytes
+    script = {"replies": [{"text": "", "tool_calls": [{"name": "spawn", "arguments": {"task": "write a lot"}}]},
+                          {"text": "ok"}],
+              "children": {"*": [{"text": long_reply}]}}
+    done = zagent(home_dir, "run", "--model", f"scripted:{script_file(tmp_path, script)}", "go")
+    assert done.returncode == 0, done.stderr
+    assert "child_reply_cut" in done.stderr  # the warning, in the log
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        (parent,) = journal.sessions(top_level=True)
+    parent_id = parent.session_id
+    (ended,) = [e.event for e in events(home_dir, parent_id) if isinstance(e.event, ChildEnded)]
+    cap = DEFAULTS.child_reply_bytes
+    assert ended.text == long_reply[:cap] + (
+        f"\n[... {len(long_reply) - cap:,} more bytes (limits.child_reply_bytes): the whole reply is in "
+        f"zagent sessions show {ended.child_session_id}]")
+    replies = [e.event for e in events(home_dir, ended.child_session_id) if isinstance(e.event, ModelReplied)]
+    assert replies[-1].text == long_reply  # the child's session keeps it whole
+    assert rebuild(events(home_dir, parent_id)).children["child-1"].status == "completed"
 
 
 def test_one_mcp_server_at_its_cap_and_the_built_ins_stay_under_openais_128_tools_a_request() -> None:

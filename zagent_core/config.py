@@ -80,7 +80,9 @@ class LimitsConfig(BaseModel):
     #: Bytes of one MCP server's tool definitions (name, description, schema) offered: 100 KiB,
     #: about 25k tokens, Claude Code's cap on what one MCP tool may put in the context.
     mcp_tool_list_bytes: int = Field(100 * 1024, ge=1024)
-
+    #: A sub-agent's final reply, as its spawn call's result; beyond it the end is cut (the
+    #: child's session keeps it whole). 32 KiB, as any tool's output (``output_cap_bytes``).
+    child_reply_bytes: int = Field(32 * 1024, ge=256)
 
 
 #: Model families that take images, as their names go (OpenAI's own, the open ones served

@@ -36,12 +36,18 @@ def test_one_except_catches_what_a_store_raises() -> None:
 
 
 def test_the_sessions_errors_are_zagent_errors_and_keep_their_builtin_bases() -> None:
-    from zagent_core.session.engine import NoApprovalError, NoQuestionError, SessionEndedError, UnknownSessionError
+    from zagent_core.session.engine import (
+        InputTooLargeError,
+        NoApprovalError,
+        NoQuestionError,
+        SessionEndedError,
+        UnknownSessionError,
+    )
     from zagent_core.session.leases import SessionBusyError
 
     for error, kept in [(SessionEndedError, RuntimeError), (SessionBusyError, RuntimeError),
                         (UnknownSessionError, LookupError), (NoQuestionError, LookupError),
-                        (NoApprovalError, LookupError)]:
+                        (NoApprovalError, LookupError), (InputTooLargeError, ValueError)]:
         assert issubclass(error, ZagentError) and issubclass(error, kept), error
 
 

@@ -325,20 +325,21 @@ def test_a_presets_own_model_spec_works_beside_a_catalog(home_dir: Path, journal
     assert result.output.endswith("\nfrom the preset's model")  # type: ignore[union-attr]
 
 
-def test_a_long_reply_reaches_the_parent_capped_like_any_output(home_dir: Path, journal: SQLiteJournal,
-                                                                 workspace: Path) -> None:
+def test_a_long_reply_reaches_the_parent_capped_at_child_reply_bytes(home_dir: Path, journal: SQLiteJournal,
+                                                                     workspace: Path) -> None:
     script = {"replies": [reply("", spawn("write a lot")), reply("ok")], "children": {"*": [reply("x" * 5000)]}}
     path = home_dir.parent / "script.json"
     path.write_text(json.dumps(script))
     engine = Engine(Home(home_dir), journal, workspace=workspace,
-                    config=Config(limits=LimitsConfig(output_cap_bytes=1000)))
+                    config=Config(limits=LimitsConfig(child_reply_bytes=1000)))
     with engine.start_session("test") as session:
         Agent(session, load_model(f"scripted:{path}"), spec=f"scripted:{path}").run("go")
     (result,) = results(journal, session.session_id).values()
     child = rebuild(journal.read(session.session_id)).children["child-1"]
     assert len(result.output) < 1300  # type: ignore[union-attr]
     assert child.text.startswith("x" * 1000) and child.text.endswith(
-        f"[... 4,000 more bytes: the whole reply is in zagent sessions show {child.session_id}]")
+        f"[... 4,000 more bytes (limits.child_reply_bytes): the whole reply is in zagent sessions show "
+        f"{child.session_id}]")
 
 
 def test_a_child_waits_for_its_background_task_as_long_as_it_may(home_dir: Path, journal: SQLiteJournal,

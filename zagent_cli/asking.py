@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from zagent_core.config import LimitsConfig
     from zagent_core.journal.views import ApprovalView
     from zagent_core.session.engine import Session
+    from zagent_core.session.typed import Kind
 
 
-def _ask_on_terminal(question: str, choices: list[str] | None) -> str:
+def _within_cap(text: str, kind: Kind, limits: LimitsConfig) -> bool:
+    """Whether ``text`` is within its cap; if not, the person is told, and asked again."""
+    from zagent_cli.output import ERROR, say
+    from zagent_core.session.typed import InputTooLargeError, typed
+
+    try:
+        typed(text, kind, limits)
+    except InputTooLargeError as exc:
+        say(f"{exc}; or type a shorter one.", err=True, colour=ERROR)
+        return False
+    return True
+
+
+def _ask_on_terminal(limits: LimitsConfig, question: str, choices: list[str] | None) -> str:
     """Ask on the terminal ``zagent run`` runs in (the question and its numbered choices are
     printed with the conversation); a choice may be answered by its number."""
     from zagent_core.tools.inprocess import Parked
@@ -22,11 +38,11 @@ def _ask_on_terminal(question: str, choices: list[str] | None) -> str:
             raise Parked("waiting for the user's answer (the terminal closed)") from None
         if answer.isdigit() and choices and 1 <= int(answer) <= len(choices):
             return choices[int(answer) - 1]
-        if answer:
+        if answer and _within_cap(answer, "answer", limits):
             return answer
 
 
-def _approve_on_terminal(approval: ApprovalView) -> tuple[bool, str]:
+def _approve_on_terminal(limits: LimitsConfig, approval: ApprovalView) -> tuple[bool, str]:
     """Ask y/n on the terminal ``zagent run`` runs in (the call was printed with the
     conversation); a no may say why, for the model."""
     from zagent_core.tools.inprocess import Parked
@@ -39,14 +55,23 @@ def _approve_on_terminal(approval: ApprovalView) -> tuple[bool, str]:
         if answer in ("y", "yes"):
             return True, ""
         if answer in ("n", "no"):
-            try:
-                return False, input("why not? (the model is told; Enter: no reason) ").strip()
-            except EOFError:
-                return False, ""
+            return False, _reason(limits)
+
+
+def _reason(limits: LimitsConfig) -> str:
+    """Why a call was denied, for the model: asked again while it is over its cap."""
+    while True:
+        try:
+            reason = input("why not? (the model is told; Enter: no reason) ").strip()
+        except EOFError:
+            return ""
+        if _within_cap(reason, "reason", limits):
+            return reason
 
 
 def ask_here(session: Session) -> None:
     """On a terminal, questions and approvals are asked there; elsewhere they park the session."""
     if sys.stdin.isatty() and sys.stdout.isatty():
-        session.ask_terminal = _ask_on_terminal
-        session.approve_terminal = _approve_on_terminal
+        limits = session.engine.config.limits
+        session.ask_terminal = functools.partial(_ask_on_terminal, limits)
+        session.approve_terminal = functools.partial(_approve_on_terminal, limits)

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 @contextmanager
 def refusals_said() -> Iterator[None]:
     """A refused decision is a failure (exit 1), anything else drive/ refuses was asked wrongly
-    (a usage error, exit 2); a drive a person stopped exits 130, saying how to go on."""
+    (a usage error, exit 2), as is a text over its cap in ``limits``; a drive a person stopped exits 130, saying how to go on."""
     from zagent_core.drive.errors import DecisionRefusedError, DriveError, Stopped, WaitsForPersonError
+    from zagent_core.session.typed import InputTooLargeError
 
     try:
         yield
@@ -28,7 +29,7 @@ def refusals_said() -> Iterator[None]:
         raise click.ClickException(str(exc)) from None
     except WaitsForPersonError as exc:
         raise click.UsageError(f"{exc}: " + " ".join(waiting_lines(exc.state))) from None
-    except DriveError as exc:
+    except (DriveError, InputTooLargeError) as exc:
         raise click.UsageError(str(exc)) from None
     except Stopped as stop:
         if stop.resumable:

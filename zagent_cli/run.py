@@ -150,7 +150,7 @@ def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_
     from zagent_core.drive.driving import Decision, DriveRequest
 
     _drive(obj, DriveRequest(session_id, None, model_spec,
-                             Decision("answer", call_id, lambda session: session.answer(text, call_id))))
+                             Decision("answer", call_id, lambda session: session.answer(text, call_id), text)))
 
 
 @click.command()
@@ -182,4 +182,5 @@ def deny(obj: Context, session_id: str, call_id: str | None, reason: str, model_
     from zagent_core.drive.driving import Decision, DriveRequest
 
     _drive(obj, DriveRequest(session_id, None, model_spec,
-                             Decision("approval", call_id, lambda session: session.deny(call_id, reason=reason))))
+                             Decision("approval", call_id, lambda session: session.deny(call_id, reason=reason),
+                                      reason)))

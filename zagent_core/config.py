@@ -64,6 +64,27 @@ class LimitsConfig(BaseModel):
     notify_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     #: Notes and wake-ups one model request carries; a line says how many more the journal holds.
     notes_bytes_per_request: int = Field(32 * 1024, ge=1024)
+    # What a person gives a session is refused whole over its cap, never cut: a refusal loses
+    # nothing (the person still has the text), a silent cut of what they wrote would surprise.
+    #: A user message (``zagent run``/``resume`` PROMPT, from argv or stdin): 256 KiB, about 64k
+    #: tokens, a third of a 200k window; a longer text belongs in a file the agent reads in pages.
+    user_message_bytes: int = Field(256 * 1024, ge=1024)
+    #: An answer to an ``ask_user`` question: it is that call's result, and 64 KiB (about 16k
+    #: tokens, twice a tool output's cap) is far more than any answer a person types.
+    answer_bytes: int = Field(64 * 1024, ge=1024)
+    #: The reason given with a decision (``zagent deny --reason``): a sentence or a paragraph
+    #: for the model; 8 KiB (about 2k tokens) leaves room for instructions, not for a document.
+    denial_reason_bytes: int = Field(8 * 1024, ge=256)
+    # What machines produce is cut, with a marker and a warning: there is no one to refuse.
+    #: An MCP server's tools offered, the first in its order: 100, so that one server and the
+    #: built-ins stay under OpenAI's 128 tools a request.
+    mcp_tools_per_server: int = Field(100, ge=1)
+    #: Bytes of one MCP server's tool definitions (name, description, schema) offered: 100 KiB,
+    #: about 25k tokens, Claude Code's cap on what one MCP tool may put in the context.
+    mcp_tool_list_bytes: int = Field(100 * 1024, ge=1024)
+    #: A sub-agent's final reply, as its spawn call's result; beyond it the end is cut (the
+    #: child's session keeps it whole). 32 KiB, as any tool's output (``output_cap_bytes``).
+    child_reply_bytes: int = Field(32 * 1024, ge=256)
 
 
 #: Model families that take images, as their names go (OpenAI's own, the open ones served

@@ -25,6 +25,7 @@ caught it by before (``except RuntimeError`` still catches a ``JournalError``). 
      ├ UnknownSessionError (LookupError) .. zagent_core.session.engine: no such session in the journal
      ├ NoQuestionError (LookupError) ...... zagent_core.session.people: no open question to answer
      ├ NoApprovalError (LookupError) ...... zagent_core.session.people: no call waiting for approval
+ ├ InputTooLargeError (ValueError) .... zagent_core.session.typed: a message, answer or reason over its cap
      └ DriveError ......................... zagent_core.drive.errors: what a session's rules refuse a driver
         ├ WorkspaceError, UnknownToolError, NoModelError, SessionUnavailableError
         └ WaitsForPersonError, WaitedChildError, NothingToContinueError, DecisionRefusedError, CompactionError

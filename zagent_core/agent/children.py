@@ -318,7 +318,7 @@ def _ended(parent: Session, context: BuiltinContext, plan: _Plan, status: Status
         output_tokens=state.output_tokens + sum(c.stats.output_tokens for c in state.children.values()),
         duration_ms=max(0, round((datetime.now(timezone.utc) - view.spawned_at).total_seconds() * 1000)),
     )
-    text = _capped(_last_reply(parent, plan.session_id), parent.engine.config.limits.output_cap_bytes,
+    text = _capped(_last_reply(parent, plan.session_id), parent.engine.config.limits.child_reply_bytes,
                    plan.session_id) if status == "completed" else why
     context.staged.append(ChildEnded(call_id=context.call_id, label=plan.label, child_session_id=plan.session_id,
                                      status=status, text=text, stats=stats))
@@ -331,12 +331,14 @@ def _ended(parent: Session, context: BuiltinContext, plan: _Plan, status: Status
 
 
 def _capped(text: str, cap: int, session_id: str) -> str:
-    """A reply past the output cap is cut, like any tool's output; the child's session keeps it whole."""
+    """A reply past ``limits.child_reply_bytes`` is cut there, its start kept (a report says what
+    it found first), behind a marker; the child's session keeps it whole."""
     data = text.encode("utf-8")
     if len(data) <= cap:
         return text
-    return (data[:cap].decode("utf-8", "ignore") + f"\n[... {len(data) - cap:,} more bytes: the whole reply is in "
-            f"zagent sessions show {session_id}]")
+    log.warning("child_reply_cut", child=session_id, size=len(data), cap=cap)
+    return (data[:cap].decode("utf-8", "ignore") + f"\n[... {len(data) - cap:,} more bytes (limits.child_reply_bytes): "
+            f"the whole reply is in zagent sessions show {session_id}]")
 
 
 def _last_reply(parent: Session, session_id: str) -> str:

@@ -24,6 +24,7 @@ from zagent_core.drive.errors import (
 
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
+    from zagent_core.config import LimitsConfig
     from zagent_core.journal.protocol import Journal
     from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Engine, Session
@@ -40,6 +41,9 @@ class Decision:
     kind: Literal["answer", "approval"]
     call_id: str | None
     give: Callable[[Session], object]
+    #: What the person wrote with it (the answer, a decision's reason), checked against its
+    #: cap before the session is opened; ``give`` journals it.
+    text: str = ""
 
     def refusal(self, journal: Journal, state: SessionState) -> str | None:
         """Why nothing waits for this decision (checked before the session is resumed), or None."""
@@ -62,6 +66,16 @@ class DriveRequest:
     model_spec: str | None = None
     decision: Decision | None = None
 
+    def check_bounds(self, limits: LimitsConfig) -> None:
+        """Refuse a prompt, answer or reason over its cap (:class:`InputTooLargeError`) before
+        anything is journaled: the session is neither started nor resumed for it."""
+        from zagent_core.session.typed import typed
+
+        if self.prompt is not None:
+            typed(self.prompt, "message", limits)
+        if self.decision is not None:
+            typed(self.decision.text, "answer" if self.decision.kind == "answer" else "reason", limits)
+
 
 @dataclass(frozen=True)
 class DriveOutcome:
@@ -80,12 +94,14 @@ class DriveOutcome:
 
 
 def drive(engine: Engine, request: DriveRequest, display: Display | None = None) -> DriveOutcome:
-    """Open or resume the session (refused as :class:`DriveError` says), give it the decision
-    it waits for, run the agent (or settle it, without a model), and let it go.
+    """Open or resume the session (refused as :class:`DriveError` says, or, before anything is
+    journaled, :class:`InputTooLargeError` for a text over its cap), give it the decision it
+    waits for, run the agent (or settle it, without a model), and let it go.
 
     Raises :class:`Stopped` on Ctrl-C (or SIGTERM made one): the session is let go, resumable.
     """
     display = display or Display()
+    request.check_bounds(engine.config.limits)
     state = _checked_state(engine, request)
     model, spec = _model(engine, request, state)
     session = _opened(engine, request, state, display)
@@ -189,6 +205,7 @@ def submit(engine: Engine, session_id: str | None, prompt: str) -> str:
     from zagent_core.session.engine import SessionEndedError, UnknownSessionError
     from zagent_core.session.leases import SessionBusyError
 
+    DriveRequest(session_id, prompt).check_bounds(engine.config.limits)
     try:
         session = engine.start_session(origin="run") if session_id is None else engine.resume(session_id)
     except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:

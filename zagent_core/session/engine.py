@@ -50,6 +50,7 @@ from zagent_core.session.people import NoApprovalError, NoQuestionError, People,
 from zagent_core.session.resume import Settler
 from zagent_core.session.status import session_status
 from zagent_core.session.turns import Delivery, Turns
+from zagent_core.session.typed import InputTooLargeError
 from zagent_core.session.writer import SessionEndedError, Writer
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.manifest import Tool, ToolSet, load_tools
@@ -60,8 +61,8 @@ from zagent_core.version import zagent_version
 
 # What the session wing offers its callers, wherever in the wing it is defined.
 __all__ = [
-    "CallOutcome", "ChildDriver", "Delivery", "Engine", "NoApprovalError", "NoQuestionError", "Session",
-    "SessionEndedError", "UnknownSessionError", "why_no_approval", "why_no_question",
+    "CallOutcome", "ChildDriver", "Delivery", "Engine", "InputTooLargeError", "NoApprovalError", "NoQuestionError",
+    "Session", "SessionEndedError", "UnknownSessionError", "why_no_approval", "why_no_question",
 ]
 
 log = get_logger(__name__)
@@ -241,12 +242,12 @@ class Session:
         owner = leases.this_process(f"zagent {engine.command}" if engine.command else "zagent")
         self._writer = Writer(engine.journal, engine.heartbeat, session_id, owner, state or SessionState())
         self._background = Background(self._writer, config, engine.workspace)
-        self._people = People(self._writer, lambda name: name in config.approvals.allow)
+        self._people = People(self._writer, lambda name: name in config.approvals.allow, config.limits)
         self._host = SessionHost(self._writer, self._background, self._people, home=engine.home, config=config,
                                  spawner=self.spawn)
         self._calls = CallRunner(self._writer, engine.toolbox(tools), self._host, self._people,
                                  self._background, config=config, workspace=engine.workspace)
-        self._turns = Turns(self._writer, self._calls, self._host.calls_stopped)
+        self._turns = Turns(self._writer, self._calls, self._host.calls_stopped, config.limits)
         self._settler = Settler(self._writer, self._calls, self._background, self._turns)
 
     def __enter__(self) -> Session:
@@ -442,14 +443,16 @@ class Session:
 
     def deny(self, call_id: str | None = None, *, reason: str = "", via: str = "zagent deny") -> ToolResult:
         """Deny a waiting call, once: the decision and the call's result (the denial and its
-        ``reason``, for the model) in one transaction. See :meth:`approve`."""
+        ``reason``, for the model) in one transaction. See :meth:`approve`; a ``reason`` over
+        ``limits.denial_reason_bytes`` is refused (:class:`InputTooLargeError`), nothing decided."""
         _, denied = self._people.decide(call_id, False, reason, via=via)
         assert denied is not None
         return denied
 
     def answer(self, text: str, call_id: str | None = None, *, via: str = "zagent answer") -> QuestionView:
         """Answer a waiting question: the answer and its call's result in one transaction, once
-        (:class:`NoQuestionError` if none waits, it was answered already, or several wait and none is named)."""
+        (:class:`NoQuestionError` if none waits, it was answered already, or several wait and none is named;
+        :class:`InputTooLargeError` if ``text`` is over ``limits.answer_bytes``)."""
         return self._people.answer(text, call_id, via)
 
     # -- the host (what a tool may ask: zagent_core.session.host) ----------------------
@@ -476,6 +479,8 @@ class Session:
         self._turns.record(events)
 
     def record_user_message(self, text: str) -> None:
+        """Journal a person's message; over ``limits.user_message_bytes`` it is refused
+        (:class:`InputTooLargeError`) and nothing is journaled."""
         self._turns.record_user_message(text)
 
     def record_reply(self, reply: ModelReplied) -> list[RepliedCall]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from zagent_core.config import LimitsConfig
 from zagent_core.errors import ZagentError
 from zagent_core.journal.events import (
     ApprovalDecided,
@@ -24,6 +25,7 @@ from zagent_core.journal.protocol import Journal
 from zagent_core.journal.views import ApprovalView, QuestionView
 from zagent_core.logs import get_logger
 from zagent_core.session.crashpoints import crash_point
+from zagent_core.session.typed import InputTooLargeError, typed
 from zagent_core.session.writer import Writer
 from zagent_core.tools.inprocess import BuiltinContext, Parked
 from zagent_core.tools.results import ToolResult
@@ -92,10 +94,12 @@ def _the_one_waiting(waiting: dict[str, _Waiting], call_id: str | None, error: t
 class People:
     """Journals questions and approvals, asks them on a terminal when there is one, and takes the answers."""
 
-    def __init__(self, writer: Writer, allowed: Callable[[str], bool]) -> None:
+    def __init__(self, writer: Writer, allowed: Callable[[str], bool], limits: LimitsConfig) -> None:
         self._writer = writer
         #: Whether config.json's ``approvals.allow`` names a tool (its calls are approved by it).
         self._allowed = allowed
+        #: ``answer_bytes`` and ``denial_reason_bytes``: an answer or a reason over them is refused.
+        self._limits = limits
         #: How to ask a person now (``zagent run`` on a terminal): question, choices -> answer.
         #: None: an ``ask_user`` call parks the session until ``zagent answer``.
         self.ask_terminal: Callable[[str, list[str] | None], str] | None = None
@@ -112,7 +116,11 @@ class People:
         crash_point("after_input_requested")
         if self.ask_terminal is None:
             raise Parked(f"waiting for the user's answer (zagent answer {writer.session_id} TEXT)")
-        answer = storable(self.ask_terminal(question, choices))
+        try:
+            answer = typed(self.ask_terminal(question, choices), "answer", self._limits)
+        except InputTooLargeError as exc:  # the question stays open: a shorter answer may come later
+            raise Parked(f"waiting for the user's answer (zagent answer {writer.session_id} TEXT); the one typed "
+                         f"was refused: {exc}") from None
         context.staged.append(InputAnswered(call_id=context.call_id, answer=answer, via="terminal"))
         return answer
 
@@ -125,7 +133,7 @@ class People:
                                         "answer with --call: ")
             if question is None:
                 raise NoQuestionError(why_no_question(writer.journal, writer.session_id, call_id))
-            answer = storable(text)
+            answer = typed(text, "answer", self._limits)
             crash_point("before_input_answered")
             writer.append([InputAnswered(call_id=question.call_id, answer=answer, via=via),
                            ToolCallFinished(call_id=question.call_id,
@@ -153,10 +161,12 @@ class People:
         if self.approve_terminal is not None:
             try:
                 approved, reason = self.approve_terminal(writer.state.approvals[call_id])
+                _, denied = self.decide(call_id, approved, reason, via="terminal")
             except Parked:
                 pass  # no one at the terminal after all: the call waits as below
+            except InputTooLargeError as exc:  # the reason given is over its cap: the call waits as below
+                log.warning("approval_reason_refused", session=writer.session_id, call_id=call_id, why=str(exc))
             else:
-                _, denied = self.decide(call_id, approved, reason, via="terminal")
                 return denied
         log.info("tool_call_parked", session=writer.session_id, call_id=call_id, tool=name)
         return ToolResult(output=f"waiting for approval (zagent approve {writer.session_id} {call_id})",
@@ -177,7 +187,7 @@ class People:
                                         "decide: ")
             if approval is None:
                 raise NoApprovalError(why_no_approval(writer.journal, writer.session_id, call_id))
-            reason = storable(reason)
+            reason = typed(reason, "reason", self._limits)
             decided = ApprovalDecided(call_id=approval.call_id, approved=approved, via=via, reason=reason)
             crash_point("before_approval_decided")
             denied = None

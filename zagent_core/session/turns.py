@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from zagent_core.config import LimitsConfig
 from zagent_core.journal.events import (
     ChildSpawned,
     Event,
@@ -26,6 +27,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.views import NoteView, WakeView
 from zagent_core.session.calls import CallRunner, journal_call_id
+from zagent_core.session.typed import typed
 from zagent_core.session.writer import Writer
 
 
@@ -49,9 +51,12 @@ class Delivery:
 class Turns:
     """Journals the conversation of one session."""
 
-    def __init__(self, writer: Writer, calls: CallRunner, calls_stopped: Callable[[], bool]) -> None:
+    def __init__(self, writer: Writer, calls: CallRunner, calls_stopped: Callable[[], bool],
+                 limits: LimitsConfig) -> None:
         self._writer = writer
         self._calls = calls
+        #: ``user_message_bytes``: a message over it is refused, never journaled.
+        self._limits = limits
         #: Whether the running calls are being stopped (Ctrl-C): a spawn waiting its turn stops too.
         self._calls_stopped = calls_stopped
         #: The calls of the model's latest reply, in its order (this process's; see :meth:`add_child`).
@@ -76,7 +81,8 @@ class Turns:
         self._writer.append(events)
 
     def record_user_message(self, text: str) -> None:
-        self._writer.append([UserMessage(text=text)])
+        """Journal a person's message (:class:`~zagent_core.session.typed.InputTooLargeError` over its cap)."""
+        self._writer.append([UserMessage(text=typed(text, "message", self._limits))])
 
     def record_reply(self, reply: ModelReplied) -> list[RepliedCall]:
         """Journal a model reply before any of its calls runs; returns its calls with journal ids."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from zagent_core.config import Config, McpServerConfig
+from zagent_core.config import Config, LimitsConfig, McpServerConfig
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
 from zagent_core.tools.credentials import tool_environment, withhold_model_keys
@@ -565,6 +565,35 @@ def to_result(result: mcp_types.CallToolResult, context: BuiltinContext, duratio
 # -- all servers ---------------------------------------------------------------------------
 
 
+def definition_bytes(tool: Builtin) -> int:
+    """What a tool's definition weighs in a request: its name, description and parameters as JSON."""
+    definition = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return len(json.dumps(definition, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def _named(names: list[str], shown: int = 5) -> str:
+    """The first few ``names``, quoted, and how many more."""
+    more = f" and {len(names) - shown:,} more" if len(names) > shown else ""
+    return ", ".join(f'"{name}"' for name in names[:shown]) + more
+
+
+def _left_out(server: Server, listed: list[str], too_big: list[str], limits: LimitsConfig) -> list[Problem]:
+    """The warnings for the tools a server listed that its limits left out, naming the first of them."""
+    problems: list[Problem] = []
+    past = listed[limits.mcp_tools_per_server:]
+    if past:
+        problems.append(Problem(source=server.label, severity="warning", message=(
+            f"it lists {len(listed):,} tools; the first {limits.mcp_tools_per_server:,} are offered "
+            f"(limits.mcp_tools_per_server), {len(past):,} left out: {_named(past)}; raise "
+            "limits.mcp_tools_per_server in config.json to offer more")))
+    if too_big:
+        problems.append(Problem(source=server.label, severity="warning", message=(
+            f"{len(too_big):,} of its tools are not offered: their definitions would take its tool list past "
+            f"limits.mcp_tool_list_bytes ({limits.mcp_tool_list_bytes:,} bytes): {_named(too_big)}; raise "
+            "limits.mcp_tool_list_bytes in config.json to offer them")))
+    return problems
+
+
 def _always(arguments: Arguments) -> bool:
     return True
 
@@ -577,6 +606,8 @@ class McpServers:
         # (nor in this process's initial one, which it could read), whatever command starts it.
         withhold_model_keys(config.model)
         self.servers = {name: Server(name, spec, workspace) for name, spec in config.mcp.servers.items()}
+        #: How many tools of a server are offered, and how big their definitions may be.
+        self._limits = config.limits
         self._loop = _Loop()
         self._lock = threading.Lock()
         self._tools: dict[str, Builtin] | None = None
@@ -630,30 +661,46 @@ class McpServers:
         return list(await asyncio.gather(*(one(s) for s in self.servers.values())))
 
     def _add_tools(self, server: Server, listed: Listed, into: dict[str, Builtin]) -> list[Problem]:
+        """Offer the server's tools, the first in its order while they are within
+        ``limits.mcp_tools_per_server`` and ``limits.mcp_tool_list_bytes``; a warning says what was left out."""
+        limits = self._limits
+        problems: list[Problem] = []
+        too_big: list[str] = []
+        size = 0
+        for tool in listed.tools[:limits.mcp_tools_per_server]:
+            offered, said = self._offered(server, listed, tool, into)
+            cost = definition_bytes(offered) if offered is not None else 0
+            if size + cost > limits.mcp_tool_list_bytes:
+                too_big.append(tool.name)
+                continue
+            problems += said
+            if offered is not None:
+                size += cost
+                into[offered.name] = offered
+                self.server_of[offered.name] = server.name
+        return problems + _left_out(server, [tool.name for tool in listed.tools], too_big, limits)
+
+    def _offered(self, server: Server, listed: Listed, tool: mcp_types.Tool,
+                 taken: Collection[str]) -> tuple[Builtin | None, list[Problem]]:
+        """The tool as offered (None when it cannot be), and what to warn of: why not, or its new name."""
         from zagent_core.tools.manifest import schema_dialect
 
-        problems: list[Problem] = []
-        for tool in listed.tools:
-            name = offered_name(server.name, tool.name, into)
-            if name is None:
-                problems.append(Problem(source=server.label, severity="warning", message=(
-                    f'tool "{tool.name}" is not offered: its name, made one the model APIs take, is taken')))
-                continue
-            if name != f"{server.name}{SEPARATOR}{tool.name}":
-                problems.append(Problem(source=server.label, severity="warning", message=(
-                    f'tool "{tool.name}" is offered as "{name}": model APIs take tool names of at most '
-                    f"{MAX_TOOL_NAME} letters, digits, _ and -")))
-            parameters = closed(tool.input_schema)
-            try:
-                schema_dialect(parameters).check_schema(parameters)
-            except Exception as exc:  # noqa: BLE001 - the server's schema, not ours: the tool is left out
-                problems.append(Problem(source=server.label, severity="warning", message=(
-                    f'tool "{tool.name}" is not offered: its inputSchema is not a JSON Schema zagent can apply '
-                    f"({_why(exc)[:200]})")))
-                continue
-            into[name] = self._builtin(server, listed, tool, name, parameters)
-            self.server_of[name] = server.name
-        return problems
+        def warning(message: str) -> list[Problem]:
+            return [Problem(source=server.label, severity="warning", message=message)]
+
+        name = offered_name(server.name, tool.name, taken)
+        if name is None:
+            return None, warning(f'tool "{tool.name}" is not offered: its name, made one the model APIs take, is taken')
+        parameters = closed(tool.input_schema)
+        try:
+            schema_dialect(parameters).check_schema(parameters)
+        except Exception as exc:  # noqa: BLE001 - the server's schema, not ours: the tool is left out
+            return None, warning(f'tool "{tool.name}" is not offered: its inputSchema is not a JSON Schema zagent '
+                                 f"can apply ({_why(exc)[:200]})")
+        renamed = [] if name == f"{server.name}{SEPARATOR}{tool.name}" else warning(
+            f'tool "{tool.name}" is offered as "{name}": model APIs take tool names of at most {MAX_TOOL_NAME} '
+            "letters, digits, _ and -")
+        return self._builtin(server, listed, tool, name, parameters), renamed
 
     def _builtin(self, server: Server, listed: Listed, tool: mcp_types.Tool, name: str,
                  parameters: dict[str, Any]) -> Builtin:

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -48,6 +47,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.fold import InconsistentJournalError, rebuild
 from zagent_core.journal.protocol import EventLog, StoredEvent
+from zagent_core.tools.processes import replacing
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 
@@ -94,19 +94,11 @@ def write_export(path: Path, session_id: str, events: Iterable[StoredEvent]) -> 
     and durably: a temporary file beside it, synced, renamed over it, and the folder synced,
     so a power cut right after cannot take the file with it. Returns what was written."""
     digest = _Digester(session_id)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for line in export_lines(events):
-                digest.add(line)
-                handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
+    with replacing(path, durable=True) as handle:
+        for line in export_lines(events):
+            digest.add(line)
+            handle.write(line + "\n")
+    folder = os.open(path.parent, os.O_RDONLY)  # the rename itself, durable too
     try:
         os.fsync(folder)
     finally:

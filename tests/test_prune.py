@@ -8,6 +8,7 @@ the Python API, against the real stores.
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from zagent_core.journal.events import (
     ToolCallRequested,
     UserMessage,
 )
-from zagent_core.journal.protocol import AdminJournal, ConcurrencyError, JournalBusyError
+from zagent_core.journal.protocol import AdminJournal, ConcurrencyError, JournalBusyError, JournalError
 from zagent_core.session.leases import this_process
 from zagent_store import SQLiteJournal
 
@@ -239,4 +240,20 @@ def test_vacuum_of_a_sqlite_journal_a_live_process_drives_is_refused(tmp_path: P
         assert shown.exit_code == 1
         assert "live processes drive 1 of its sessions (driven)" in shown.output
         journal.release_lease("driven", this_process("zagent run"))
+        assert vacuum_journal(journal).after > 0
+
+
+def test_vacuum_of_a_sqlite_journal_a_raw_writer_holds_fails_saying_so(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with SQLiteJournal(path, busy_timeout_ms=50) as journal:
+        write(journal, "old")
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(JournalError, match=r"could not vacuum the journal .*: database is locked \(another "
+                                                   r"process held it longer than the busy timeout\); try again"):
+                vacuum_journal(journal)
+        finally:
+            blocker.execute("COMMIT")
+            blocker.close()
         assert vacuum_journal(journal).after > 0

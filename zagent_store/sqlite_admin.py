@@ -18,7 +18,7 @@ from typing import Any
 from zagent_core.journal.protocol import ConcurrencyError, JournalBusyError, Lease, Vacuumed
 from zagent_store import clock
 from zagent_store.sql import format_time, named, with_decisions
-from zagent_store.sqlite_base import DAMAGED, SQLiteBase, damage, reported
+from zagent_store.sqlite_base import DAMAGED, SQLiteBase, reported
 from zagent_store.sqlite_leases import lease_of
 from zagent_store.views import audit_query
 
@@ -152,17 +152,10 @@ class SQLiteAdmin(SQLiteBase):
                 "VACUUM rewrites the whole file and holds its write lock until it is done, which would stall them: "
                 "run it when no session is driven (`zagent sessions list` shows them as running)", driven)
         before = _size(self.path)
-        try:
-            with self._lock, self._writer:
-                self._conn.execute("VACUUM")
-                busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise JournalBusyError(f"cannot vacuum {self.path}: another process kept it busy ({exc}); VACUUM "
-                                       "needs the file to itself for a moment: try again when it is done", []) from None
-            raise damage(self.path, "vacuum", exc) from exc
-        except sqlite3.Error as exc:
-            raise damage(self.path, "vacuum", exc) from exc
+        # A raw writer that holds the file past the busy timeout is said as such ("try again").
+        with self._lock, self._writer, reported(self.path, "vacuum"):
+            self._conn.execute("VACUUM")
+            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         note = ("another connection still reads the old pages: the file shrinks at the next checkpoint, once it "
                 "lets go" if busy else None)
         return Vacuumed(before=before, after=_size(self.path), note=note)

@@ -194,7 +194,8 @@ def sql(journal_url: str, query: str, params: tuple[Any, ...] = ()) -> list[dict
     if journal_url.startswith("sqlite:///"):
         import sqlite3
 
-        db = sqlite3.connect(journal_url.removeprefix("sqlite:///"))
+        # Autocommit, as the sqlite3 shell: a raw write is kept (psycopg's block below commits it).
+        db = sqlite3.connect(journal_url.removeprefix("sqlite:///"), isolation_level=None)
         try:
             db.row_factory = sqlite3.Row
             return [dict(row) for row in db.execute(query, params)]

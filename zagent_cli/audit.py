@@ -6,27 +6,7 @@ import click
 
 from zagent_cli.context import Context
 from zagent_cli.output import emit_json, utc_ms
-from zagent_cli.params import TEXT, complete_sessions, complete_tools
-
-
-def _since(text: str) -> str:
-    """``2026-11-30``, ``2026-11-30T05:00``, or a span back from now: ``30m``, ``2h``, ``7d``."""
-    from datetime import datetime, timedelta, timezone
-
-    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-    if text[:-1].isdigit() and text[-1:] in units:
-        try:
-            when = datetime.now(timezone.utc) - timedelta(**{units[text[-1]]: int(text[:-1])})
-        except OverflowError:
-            raise click.BadParameter(f"{text} reaches back before the year 1", param_hint="--since") from None
-    else:
-        try:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise click.BadParameter("use a date or time (2026-11-30, 2026-11-30T05:00) or a span: 30m, 2h, 7d",
-                                     param_hint="--since") from None
-        when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-    return utc_ms(when)
+from zagent_cli.params import TEXT, complete_sessions, complete_tools, moment
 
 
 @click.command()
@@ -51,8 +31,8 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
         raise click.UsageError("--descendants adds the calls of a session's sub-agents: name the session with "
                                "--session ID")
     with obj.existing_journal() as journal:
-        rows = journal.audit(session=session_id, tool=tool, since=_since(since) if since else None, errors=errors,
-                             asked=asked, slowest=slowest, limit=limit or None, descendants=descendants)
+        rows = journal.audit(session=session_id, tool=tool, since=utc_ms(moment(since, "--since")) if since else None,
+                             errors=errors, asked=asked, slowest=slowest, limit=limit or None, descendants=descendants)
     if as_json:
         emit_json({"calls": rows})
         return

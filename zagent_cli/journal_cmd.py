@@ -1,4 +1,4 @@
-"""``zagent journal``: recover a damaged journal file, copy a journal to another store."""
+"""``zagent journal``: recover a damaged journal file, copy a journal to another store, vacuum it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from zagent_cli.context import Context
 from zagent_cli.output import OK, WARNING, emit_json, plural, say
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 @click.group("journal")
 def journal_group() -> None:
-    """The journal itself: recover a damaged file, copy a journal to another store."""
+    """The journal itself: recover a damaged file, copy a journal to another store, vacuum it."""
 
 
 @journal_group.command("recover")
@@ -112,3 +113,34 @@ def journal_copy(source: str, target: str, as_json: bool) -> None:
         f"{plural(report.snapshots, 'snapshot')}) from {report.source} to {report.target} in "
         f"{report.copy_seconds:.2f} s; checked event by event in {report.verify_seconds:.2f} s", colour=OK)
     say(f"sha256 {report.digest}")
+
+
+@journal_group.command("vacuum")
+@click.pass_obj
+def journal_vacuum(obj: Context) -> None:
+    """Give back the space of deleted sessions (after `zagent sessions prune`).
+
+    SQLite: VACUUM rewrites the file, refused while a live process drives a session of it.
+    PostgreSQL: VACUUM (ANALYZE) of the journal's tables.
+    """
+    from zagent_core.history.retention import vacuum_journal
+    from zagent_store.opening import describe
+
+    with obj.existing_journal(read_only=False) as journal:
+        done = vacuum_journal(journal)  # a JournalBusyError is a JournalError: main() prints it, exit 1
+    say(f"vacuumed {describe(obj.journal_location)}: {_size(done.before)} before, {_size(done.after)} after",
+        colour=OK)
+    if done.note:
+        say(f"note: {done.note}")
+
+
+def _size(count: int) -> str:
+    """``1.5 MiB``: a size as a person reads it, in binary units as zagent's other sizes (bytes below 1 KiB)."""
+    if count < 1024:
+        return plural(count, "byte")
+    scaled, unit = count / 1024, "KiB"
+    for larger in ("MiB", "GiB", "TiB"):
+        if scaled < 1024:
+            break
+        scaled, unit = scaled / 1024, larger
+    return f"{scaled:.1f} {unit}"

@@ -1,7 +1,9 @@
-"""What commands' arguments are made of: storable text, and shell completion of tool names and session ids."""
+"""What commands' arguments are made of: storable text, moments in time, and shell completion of tool
+names and session ids."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,26 @@ class StorableText(click.ParamType):
 
 
 TEXT = StorableText()
+
+_SPANS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def moment(text: str, option: str) -> datetime:
+    """``2026-11-30``, ``2026-11-30T05:00`` (UTC unless it has an offset), or a span back from now:
+    ``30m``, ``2h``, ``7d``. Anything else is a usage error naming ``option`` and saying what it takes."""
+    if text[:-1].isdigit() and text[-1:] in _SPANS:
+        try:
+            return datetime.now(timezone.utc) - timedelta(**{_SPANS[text[-1]]: int(text[:-1])})
+        except OverflowError:
+            raise click.BadParameter(f"{text} reaches back before the year 1", param_hint=option) from None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        # A date's own mistake (a month 13) is said; for text that is no date at all, the forms taken say it.
+        wrong = "" if str(exc).startswith("Invalid isoformat") else f"{text}: {exc}; "
+        raise click.BadParameter(f"{wrong}use a date or time (2026-11-30, 2026-11-30T05:00) or a span: 30m, 2h, 7d",
+                                 param_hint=option) from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def _completion_home(ctx: click.Context) -> Home:

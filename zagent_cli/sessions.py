@@ -1,17 +1,19 @@
-"""``zagent sessions``: list, show, export, import and fork the journal's sessions."""
+"""``zagent sessions``: list, show, export, import, fork and prune the journal's sessions."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from zagent_cli.context import Context
-from zagent_cli.output import JSON_ESCAPES, emit_json, say
-from zagent_cli.params import TEXT, complete_sessions
+from zagent_cli.output import JSON_ESCAPES, OK, WARNING, emit_json, plural, say, utc_ms
+from zagent_cli.params import TEXT, complete_sessions, moment
 
 if TYPE_CHECKING:
+    from zagent_core.history.retention import PruneReport
     from zagent_core.journal.protocol import AdminJournal
 
 
@@ -117,6 +119,56 @@ def sessions_fork(obj: Context, session_id: str, at_seq: int) -> None:
             say(fork_session(journal, session_id, at_seq, new_session_id()))
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
+
+
+@sessions.command("prune")
+@click.option("--ended-before", "ended_before", metavar="TIME", required=True,
+              help="Sessions that ended before TIME: a date/time (UTC) or a span back (30d, 12h).")
+@click.option("--keep-exports", "keep_exports", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
+              help="Export each session to DIR/ID.jsonl first, and check the file, before deleting it.")
+@click.option("--dry-run", is_flag=True, help="Say what would go, and delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.pass_obj
+def sessions_prune(obj: Context, ended_before: str, keep_exports: Path | None, dry_run: bool, as_json: bool) -> None:
+    """Take sessions that ended before TIME out of the journal, each with its sub-agents.
+
+    Sessions that have not ended, and trees a live process drives or whose sub-agents still
+    wait, stay and are listed as skipped. Their folders under the home go with them. Then
+    `zagent journal vacuum` gives the space back.
+    """
+    from zagent_core.history.retention import prune_sessions
+
+    cutoff = moment(ended_before, "--ended-before")
+    if keep_exports is not None and not dry_run:
+        try:
+            keep_exports.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.BadParameter(f"{keep_exports} cannot be made: {exc.strerror}",
+                                     param_hint="--keep-exports") from None
+    with obj.existing_journal(read_only=dry_run) as journal:
+        report = prune_sessions(journal, cutoff, home=obj.home, keep_exports=keep_exports, dry_run=dry_run)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        _print_prune(report)
+    sys.exit(1 if report.failed else 0)
+
+
+def _print_prune(report: PruneReport) -> None:
+    """A line per session pruned (or that would be) and per tree skipped, then the total."""
+    verb = "would prune" if report.dry_run else "pruned"
+    for session in report.pruned:
+        below = f" (sub-agent of {session.parent_session_id})" if session.parent_session_id else ""
+        kept = f", exported to {session.export}" if session.export else ""
+        say(f"{verb} {session.session_id}{below}: {plural(session.events, 'event')}, last at "
+            f"{utc_ms(session.last_at)}{kept}")
+    for skipped in report.skipped:
+        say(f"skipped {skipped.session_id}: {skipped.reason}", colour=WARNING if skipped.failed else None)
+    for problem in report.problems:
+        say(f"note: {problem}", colour=WARNING)
+    say(f"{verb} {plural(report.sessions, 'session')} ({plural(report.events, 'event')}) that ended before "
+        f"{utc_ms(report.ended_before)}" + ("; nothing was deleted (--dry-run)" if report.dry_run else ""),
+        colour=None if report.dry_run else OK)
 
 
 @sessions.command("show")

@@ -46,14 +46,13 @@ from typing import TYPE_CHECKING, Any
 from zagent_core.journal.protocol import ConcurrencyError, EventLog, Journal, JournalError, StoredEvent
 from zagent_store import clock
 from zagent_store.postgres import without_nul
+from zagent_store.sql import NAMED, named
 
 if TYPE_CHECKING:
     from zagent_core.journal.protocol import Leases, SessionIndex, SessionSummary, SnapshotLog
 
 #: Events per append when writing the target.
 BATCH = 1000
-#: Sessions named in a message; the rest are counted.
-_NAMED = 5
 #: How the body of an event with U+0000 in it looks in canonical JSON (``ensure_ascii``).
 _NUL = "\\u0000"
 
@@ -201,11 +200,6 @@ def total_digest(digests: Iterable[SessionDigest]) -> str:
     return total.hexdigest()
 
 
-def _named(ids: list[str]) -> str:
-    shown = ", ".join(ids[:_NAMED])
-    return shown + (f" and {len(ids) - _NAMED} more" if len(ids) > _NAMED else "")
-
-
 def location_of(journal: EventLog) -> str:
     """Where a journal is, for messages: a SQLite file's path, a PostgreSQL URL without its password."""
     location = getattr(journal, "location", None)
@@ -257,7 +251,7 @@ def _refuse_overlap(source: EventLog, target: SessionIndex, ids: list[str]) -> N
         return
     raise TargetHasSessionsError(
         f"{location_of(target)} already holds {len(overlap)} of the {len(ids)} sessions of {location_of(source)} "
-        f"({_named(overlap)}); nothing was copied: copy into a new, empty journal (a new SQLite file, or a new "
+        f"({named(overlap)}); nothing was copied: copy into a new, empty journal (a new SQLite file, or a new "
         "PostgreSQL database: createdb NAME)", overlap)
 
 
@@ -402,7 +396,7 @@ def compare(expected: Iterable[SessionDigest], actual: Iterable[SessionDigest], 
     if differences:
         raise CopyMismatchError(
             f"{target} does not hold what {source} does: {len(differences)} session(s) differ: "
-            + "; ".join(differences[:_NAMED]) + (f"; and {len(differences) - _NAMED} more" if len(differences) > _NAMED
+            + "; ".join(differences[:NAMED]) + (f"; and {len(differences) - NAMED} more" if len(differences) > NAMED
                                                  else ""), differences)
     return Verification(sessions=len(checked), events=sum(d.events for d in checked), digest=total_digest(checked),
                         nul_replaced=nul_replaced)

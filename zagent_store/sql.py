@@ -22,6 +22,15 @@ TOP_LEVEL = ("(h.parent_session_id IS NULL"
              " OR NOT EXISTS (SELECT 1 FROM heads p WHERE p.session_id = h.parent_session_id))")
 
 
+#: Sessions named in a message; the rest are counted.
+NAMED = 5
+
+
+def named(ids: list[str]) -> str:
+    """``a, b, c, d, e and 3 more``: the first few of many ids, and a count of the rest."""
+    return ", ".join(ids[:NAMED]) + (f" and {len(ids) - NAMED} more" if len(ids) > NAMED else "")
+
+
 class JournalVersionError(JournalError):
     """The journal was made by a newer zagent."""
 

@@ -336,11 +336,6 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
         conn.execute(_PARENTS_OF_HEADS.format(where="heads.session_id = ? AND"), (session_id,))
         return (conn.execute("SELECT max(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()[0],)
 
-    @staticmethod
-    def _version(conn: sqlite3.Connection, session_id: str) -> int:
-        row = conn.execute("SELECT max(version) FROM events WHERE session_id = ?", (session_id,)).fetchone()
-        return row[0] or 0
-
     def head(self, session_id: str) -> int:
         with self._lock, reported(self.path, "read"):
             return self._version(self._conn, session_id)

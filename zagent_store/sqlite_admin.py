@@ -1,24 +1,37 @@
-"""What an operator reads of a SQLite journal: ``zagent audit``'s rows, ``zagent doctor``'s counts, and the health check.
+"""What an operator reads of a SQLite journal and the retention it runs: ``zagent audit``'s rows,
+``zagent doctor``'s counts, the health check, and taking sessions out and giving their space back
+(``zagent sessions prune``, ``zagent journal vacuum``).
 
 One class, :class:`SQLiteAdmin`, that :class:`~zagent_store.sqlite.SQLiteJournal` inherits (see
 ``sqlite_base.py`` for why the journal is made of parts this way). None of it is on the
-engine's path: it reads whole views and tables, and never writes.
+engine's path: it reads whole views and tables, and writes only when an operator prunes.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-from zagent_store.sql import event_place, with_decisions
+from zagent_core.journal.protocol import ConcurrencyError, JournalBusyError, Lease, Vacuumed
+from zagent_store import clock
+from zagent_store.sql import event_place, format_time, named, with_decisions
 from zagent_store.sqlite_base import DAMAGED, SQLiteBase, reported
+from zagent_store.sqlite_leases import lease_of
 from zagent_store.views import audit_query
 
 
+def _size(path: Path) -> int:
+    """The bytes a journal file takes with its write-ahead log."""
+    return sum(part.stat().st_size for part in (path, Path(f"{path}-wal")) if part.exists())
+
+
 class SQLiteAdmin(SQLiteBase):
-    """``audit``, ``stats`` and ``check`` of a SQLite journal (:class:`~zagent_core.journal.protocol.AdminJournal`'s
-    own methods, and the health check every :class:`~zagent_core.journal.protocol.Journal` has)."""
+    """``audit``, ``stats``, ``delete_sessions`` and ``vacuum`` of a SQLite journal
+    (:class:`~zagent_core.journal.protocol.AdminJournal`'s own methods), and the health check
+    every :class:`~zagent_core.journal.protocol.Journal` has."""
 
     def audit(self, **filters: Any) -> list[dict[str, Any]]:
         """Rows of the ``tool_calls`` view matching ``zagent audit``'s filters (see :func:`audit_query`),
@@ -104,3 +117,52 @@ class SQLiteAdmin(SQLiteBase):
             ).fetchone()
             schema = self._conn.execute("PRAGMA user_version").fetchone()[0]
         return {"events": events, "sessions": sessions, "schema_version": schema}
+
+    def delete_sessions(self, versions: Mapping[str, int]) -> int:
+        """As :meth:`AdminJournal.delete_sessions`. The trigger that refuses a DELETE of an event is
+        dropped and made again from its own stored text inside the one write transaction: other
+        connections never see the journal without it (they see the transaction's end, when it is
+        back), and a crash rolls the drop back with the rest."""
+        if not versions:
+            return 0
+        with self._transaction("prune sessions from") as conn:
+            for session_id, version in versions.items():
+                actual = self._version(conn, session_id)
+                if actual != version:
+                    raise ConcurrencyError(session_id, version, actual)
+            guard = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger'"
+                                 " AND name = 'events_no_delete'").fetchone()
+            if guard is not None:
+                conn.execute("DROP TRIGGER events_no_delete")
+            deleted = 0
+            for session_id in versions:
+                deleted += conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,)).rowcount
+                for table in ("heads", "snapshots", "leases"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            if guard is not None:
+                conn.execute(guard[0])
+        return deleted
+
+    def vacuum(self, *, alive: Callable[[Lease], bool] | None = None) -> Vacuumed:
+        """As :meth:`AdminJournal.vacuum`: ``VACUUM``, then a checkpoint that empties the write-ahead
+        log into the file and truncates both. Without ``alive``, a lease that has not expired counts
+        as driven. A connection still reading the old pages keeps the log until it lets go: the
+        file shrinks at the next checkpoint then, and the note says so."""
+        with self._lock, reported(self.path, "read"):
+            rows = self._conn.execute("SELECT session_id, owner, since, expires_at FROM leases").fetchall()
+        now = format_time(clock.now())
+        held = [lease_of(sid, (owner, since, expires), now) for sid, owner, since, expires in rows]
+        driven = sorted(lease.session_id for lease in held if (alive(lease) if alive else not lease.expired))
+        if driven:
+            raise JournalBusyError(
+                f"cannot vacuum {self.path}: live processes drive {len(driven)} of its sessions ({named(driven)}); "
+                "VACUUM rewrites the whole file and holds its write lock until it is done, which would stall them: "
+                "run it when no session is driven (`zagent sessions list` shows them as running)", driven)
+        before = _size(self.path)
+        # A raw writer that holds the file past the busy timeout is said as such ("try again").
+        with self._lock, self._writer, reported(self.path, "vacuum"):
+            self._conn.execute("VACUUM")
+            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        note = ("another connection still reads the old pages: the file shrinks at the next checkpoint, once it "
+                "lets go" if busy else None)
+        return Vacuumed(before=before, after=_size(self.path), note=note)

@@ -157,6 +157,12 @@ class SQLiteBase:
                 raise
 
     @staticmethod
+    def _version(conn: sqlite3.Connection, session_id: str) -> int:
+        """The session's last version as its events say (0: it has none)."""
+        row = conn.execute("SELECT max(version) FROM events WHERE session_id = ?", (session_id,)).fetchone()
+        return int(row[0] or 0)
+
+    @staticmethod
     def _is_unique_violation(exc: BaseException) -> bool:
         """Whether ``exc`` is the database refusing a second row at the same key."""
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)

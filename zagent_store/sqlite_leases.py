@@ -23,15 +23,16 @@ from zagent_store.sqlite_base import SQLiteBase, reported
 from zagent_store.views import WANTS_DRIVER
 
 
+def lease_of(session_id: str, row: tuple[str, str, str | None], now: str) -> Lease:
+    """A ``(owner, since, expires_at)`` row of ``leases`` as read at ``now`` (stored time text)."""
+    owner, since, expires = row
+    return Lease(session_id, json.loads(owner), parse_time(since),
+                 expires_at=parse_time(expires) if expires else None,
+                 expired=expires is not None and expires < now)
+
+
 class SQLiteLeases(SQLiteBase, Leases):
     """The :class:`~zagent_core.journal.protocol.Leases` of a SQLite journal."""
-
-    @staticmethod
-    def _lease_of(session_id: str, row: tuple[str, str, str | None], now: str) -> Lease:
-        owner, since, expires = row
-        return Lease(session_id, json.loads(owner), parse_time(since),
-                     expires_at=parse_time(expires) if expires else None,
-                     expired=expires is not None and expires < now)
 
     def acquire_lease(self, session_id: str, owner: dict[str, Any], *,
                       replacing: dict[str, Any] | None = None, ttl: float | None = None) -> Lease:
@@ -44,10 +45,10 @@ class SQLiteLeases(SQLiteBase, Leases):
                                (session_id,)).fetchone()
             if row is not None and row[0] == wanted:
                 conn.execute("UPDATE leases SET expires_at = ? WHERE session_id = ?", (expires, session_id))
-                return replace(self._lease_of(session_id, row, format_time(since)),
+                return replace(lease_of(session_id, row, format_time(since)),
                                expires_at=parse_time(expires) if expires else None, expired=False)
             if row is not None and (replacing is None or row[0] != canonical_owner(replacing)):
-                raise LeaseHeldError(self._lease_of(session_id, row, format_time(since)))
+                raise LeaseHeldError(lease_of(session_id, row, format_time(since)))
             conn.execute("INSERT OR REPLACE INTO leases (session_id, owner, since, expires_at) VALUES (?, ?, ?, ?)",
                          (session_id, wanted, format_time(since), expires))
         return Lease(session_id, owner, since, expires_at=parse_time(expires) if expires else None)
@@ -79,7 +80,7 @@ class SQLiteLeases(SQLiteBase, Leases):
                 (stamp, json.dumps(list(exclude)), json.dumps(spared), limit)).fetchall()
             conn.executemany("INSERT OR REPLACE INTO leases (session_id, owner, since, expires_at) VALUES (?, ?, ?, ?)",
                              [(row[0], canonical_owner(owner), stamp, expires) for row in rows])
-        return [Claim(sid, None if held is None else self._lease_of(sid, (held, since, until), stamp))
+        return [Claim(sid, None if held is None else lease_of(sid, (held, since, until), stamp))
                 for sid, held, since, until in rows]
 
     def wait_for_work(self, timeout: float) -> bool:
@@ -94,4 +95,4 @@ class SQLiteLeases(SQLiteBase, Leases):
         with self._lock, reported(self.path, "read"):
             row = self._conn.execute("SELECT owner, since, expires_at FROM leases WHERE session_id = ?",
                                      (session_id,)).fetchone()
-        return None if row is None else self._lease_of(session_id, row, format_time(clock.now()))
+        return None if row is None else lease_of(session_id, row, format_time(clock.now()))

@@ -14,12 +14,14 @@ place in the importing home's folder for the session; anything else is refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from zagent_core.errors import ZagentError
@@ -47,6 +49,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.fold import InconsistentJournalError, rebuild
 from zagent_core.journal.protocol import EventLog, StoredEvent
+from zagent_core.tools.processes import replacing
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 
@@ -61,6 +64,67 @@ def export_lines(events: Iterable[StoredEvent]) -> Iterator[str]:
             "type": stored.event.type,
             "data": json.loads(dump_event(stored.event)),
         }, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class ExportDigest:
+    """What an export file holds, in short: its session, how many events, and the sha256 of its lines."""
+
+    session_id: str
+    events: int
+    sha256: str
+
+
+class _Digester:
+    """An :class:`ExportDigest`, fed one line (without its newline) at a time."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.events = 0
+        self._hash = hashlib.sha256()
+
+    def add(self, line: str) -> None:
+        self._hash.update(line.encode() + b"\n")
+        self.events += 1
+
+    def result(self) -> ExportDigest:
+        return ExportDigest(self.session_id, self.events, self._hash.hexdigest())
+
+
+def write_export(path: Path, session_id: str, events: Iterable[StoredEvent]) -> ExportDigest:
+    """Write the export of a session's ``events`` to ``path`` (replacing it), whole or not at all,
+    and durably: a temporary file beside it, synced, renamed over it, and the folder synced,
+    so a power cut right after cannot take the file with it. Returns what was written."""
+    digest = _Digester(session_id)
+    with replacing(path, durable=True) as handle:
+        for line in export_lines(events):
+            digest.add(line)
+            handle.write(line + "\n")
+    folder = os.open(path.parent, os.O_RDONLY)  # the rename itself, durable too
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+    return digest.result()
+
+
+def check_export(path: Path, expected: ExportDigest) -> None:
+    """Read ``path`` back as ``sessions import`` would, and check it holds exactly what was written:
+    the same session, as many events, and the same lines once its events are written out again
+    (so the file imports to those very events). Raises :class:`ExportError` saying how it differs."""
+    with open(path, encoding="utf-8") as handle:
+        imported = parse_export(handle, source=str(path))
+    digest = _Digester(imported.session_id)
+    for line in export_lines(StoredEvent(0, imported.session_id, version, at, event) for version, (event, at)
+                             in enumerate(zip(imported.events, imported.times), start=1)):
+        digest.add(line)
+    found = digest.result()
+    if found.session_id != expected.session_id or found.events != expected.events:
+        raise ExportError(f"{path} holds {found.events} events of session {found.session_id}, not the "
+                          f"{expected.events} of session {expected.session_id} that were written")
+    if found.sha256 != expected.sha256:
+        raise ExportError(f"{path} holds {found.events} events, but not the ones written (sha256 {found.sha256}, "
+                          f"not {expected.sha256})")
 
 
 @dataclass(frozen=True)

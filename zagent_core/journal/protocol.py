@@ -13,18 +13,19 @@ it needs::
         └ SessionIndex    + sessions: a listing, with the newest snapshot's status
     Leases                who drives a session: acquire, renew, release, lease, claim, wait_for_work
     Journal               SessionIndex and Leases, + check, close: what the engine asks; every store
-     └ AdminJournal       + audit, stats: what an operator reads; the SQL stores (SQLite, PostgreSQL)
+     └ AdminJournal       + audit, stats, delete_sessions, vacuum: what an operator reads and the retention
+                          it runs; the SQL stores (SQLite, PostgreSQL)
 
 This module also holds what crosses them: the stored forms (:class:`StoredEvent`,
-:class:`Snapshot`, :class:`SessionSummary`, :class:`Lease`, :class:`Claim`) and the
-errors every store raises instead of its driver's.
+:class:`Snapshot`, :class:`SessionSummary`, :class:`Lease`, :class:`Claim`, :class:`Vacuumed`)
+and the errors every store raises instead of its driver's.
 """
 
 from __future__ import annotations
 
 import json
 from abc import abstractmethod
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -115,6 +116,17 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class Vacuumed:
+    """What :meth:`AdminJournal.vacuum` did: the journal's size on disk before and after, in bytes
+    (a SQLite file with its write-ahead log; a PostgreSQL journal's tables with their indexes)."""
+
+    before: int
+    after: int
+    #: Why less space came back than the vacuum freed, when that is known (None: it all did).
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     """A session a worker claimed: its lease is the worker's now; ``previous`` is the expired
     lease it replaced (a driver that stopped heart-beating), None when nobody held it."""
@@ -176,6 +188,15 @@ class LeaseHeldError(JournalError):
             f"session {holder.session_id} is driven by another process ({owner}) since "
             f"{holder.since:%Y-%m-%d %H:%M:%S}Z: wait for it to finish, or stop it"
         )
+
+
+class JournalBusyError(JournalError):
+    """The journal is in use in a way that refuses what was asked: a SQLite file that live
+    processes drive sessions of cannot be vacuumed (``sessions`` names them)."""
+
+    def __init__(self, message: str, sessions: list[str]) -> None:
+        super().__init__(message)
+        self.sessions = sessions
 
 
 # The methods are abstract so that a store subclassing a protocol (as zagent_store's do) and
@@ -354,4 +375,28 @@ class AdminJournal(Journal, Protocol):
     @abstractmethod
     def stats(self) -> dict[str, int]:
         """Counts for ``zagent doctor``: ``events``, ``sessions``, ``schema_version``."""
+        ...
+
+    @abstractmethod
+    def delete_sessions(self, versions: Mapping[str, int]) -> int:
+        """Take the sessions of ``versions`` out of the journal, all in one transaction: their events,
+        head rows, snapshots and leases. Returns how many events were deleted.
+
+        The one deletion the journal allows (``zagent sessions prune``): the guard that refuses
+        to delete an event is lifted for this transaction only, and is back when it commits or
+        rolls back, so every other writer still finds events append-only. Each session is
+        deleted only at the version given (that of its last event when the caller decided it
+        may go): one appended to since raises :class:`ConcurrencyError` and nothing is deleted.
+        Whether a session may go (ended, driven by nobody) is the caller's to decide.
+        """
+        ...
+
+    @abstractmethod
+    def vacuum(self, *, alive: Callable[[Lease], bool] | None = None) -> Vacuumed:
+        """Give the space of deleted rows back: SQLite's ``VACUUM`` rewrites the file, PostgreSQL's
+        ``VACUUM (ANALYZE)`` of the journal's tables marks it for reuse (and refreshes the planner's
+        statistics). ``alive`` says whether a lease's holder still drives its session: a SQLite
+        file being driven is refused (:class:`JournalBusyError`), as VACUUM holds its write lock
+        for as long as it takes to rewrite the file; PostgreSQL vacuums beside its writers.
+        """
         ...

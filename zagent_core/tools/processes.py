@@ -7,13 +7,15 @@ clock tick, since the same boot; anything else means the task is gone.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from pydantic import BaseModel, ConfigDict
 
@@ -65,8 +67,10 @@ class ProcessIdentity(BaseModel):
         )
 
 
-def write_json(path: Path, value: Any, *, durable: bool = False) -> None:
-    """Readers see the old file or the whole new one, never half of it.
+@contextlib.contextmanager
+def replacing(path: Path, *, durable: bool = False) -> Iterator[TextIO]:
+    """A text file to write that takes ``path``'s place when the block ends, and never if it
+    raises: readers see the old file or the whole new one, never half of it.
 
     ``durable`` also survives a power cut (an fsync); without it, a crash of the
     engine alone never loses the file. The temporary file gets a name nobody can
@@ -74,8 +78,8 @@ def write_json(path: Path, value: Any, *, durable: bool = False) -> None:
     """
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(value, handle)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -83,6 +87,12 @@ def write_json(path: Path, value: Any, *, durable: bool = False) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def write_json(path: Path, value: Any, *, durable: bool = False) -> None:
+    """``value`` as the JSON file ``path``, replaced whole (see :func:`replacing`)."""
+    with replacing(path, durable=durable) as handle:
+        json.dump(value, handle)
 
 
 #: Larger records are no records of ours.

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from test_docs import DOCS, _clean_env, assert_shown_is_printed, run_steps, section_steps
 
 PAGE = DOCS / "long-sessions.md"
@@ -18,11 +20,11 @@ def _any_estimate(text: str) -> str:
     return _ESTIMATE.sub("about <n> tokens -> <n>", text)
 
 
-def test_a_session_compacted_is_what_zagent_prints(tmp_path: Path) -> None:
-    steps = section_steps(PAGE, ["A session compacted"])
-    assert len(steps) == 2 and all(shown is not None for _, shown in steps)
+@pytest.mark.parametrize(("section", "shown"), [("A session compacted", 2), ("Retention", 1)])
+def test_the_transcripts_are_what_zagent_prints(tmp_path: Path, section: str, shown: int) -> None:
+    steps = section_steps(PAGE, [section])
     status, blocks, output = run_steps(steps, tmp_path, _clean_env(tmp_path))
     assert status == 0, output
     assert len(blocks) == len(steps) + 1, output
-    assert assert_shown_is_printed("the section A session compacted of docs/long-sessions.md", steps, blocks,
-                                   normalize=_any_estimate) == 2
+    assert assert_shown_is_printed(f"the section {section} of docs/long-sessions.md", steps, blocks,
+                                   normalize=_any_estimate) == shown

@@ -10,7 +10,8 @@ import pytest
 from conftest import python_tool
 
 from zagent_core import Engine
-from zagent_core.agent.loop import Agent, OrphanedCallError, conversation
+from zagent_core.agent.conversation import OrphanedCallError, conversation
+from zagent_core.agent.loop import Agent
 from zagent_core.config import AgentConfig
 from zagent_core.journal.events import ModelReplied, RepliedCall, ToolCallRequested
 from zagent_core.agent.models import ModelReply, ToolCallRequest

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from zagent_core import Engine, Home
 
 from zagent_core.tools import tasks
-from zagent_core.agent.loop import Agent, conversation
+from zagent_core.agent.conversation import conversation
+from zagent_core.agent.loop import Agent
 from zagent_core.builtins.shell import shown_output
 from zagent_core.builtins.shell_parse import explores, is_read_only
 from zagent_core.builtins.wait_task import TIMED_OUT

@@ -13,7 +13,8 @@ import pytest
 from conftest import python_tool, write_tool
 
 from zagent_core import Engine, Home
-from zagent_core.agent.loop import Agent, conversation
+from zagent_core.agent.conversation import conversation
+from zagent_core.agent.loop import Agent
 from zagent_core.builtins import registry
 from zagent_core.tools.inprocess import Builtin, BuiltinContext, StateValueError
 from zagent_core.config import AgentConfig, BuiltinsConfig, Config, ToolsConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from zagent_core.agent.loop import OrphanedCallError
+from zagent_core.agent.conversation import OrphanedCallError
 from zagent_core.agent.models import ModelError
 from zagent_core.errors import ZagentError
 from zagent_core.history.exports import ExportError

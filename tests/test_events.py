@@ -60,6 +60,11 @@ SAMPLES = [
                         model="scripted:/s.json#child-1"),
     events.ChildEnded(call_id="c2", label="child-1", child_session_id="20261201-060000-abcdef", status="completed",
                       text="3", stats=events.SpawnStats(turns=1, input_tokens=10, output_tokens=2, duration_ms=5)),
+    events.ContextCompacted(summary="The task: count files.", through_version=40, requests=7, trigger="auto",
+                            model="openai:gpt-4o", tokens_before=102_400, tokens_after=2_100, input_tokens=101_000,
+                            output_tokens=700, pending_notes={38: "50% done"},
+                            pending_wakes={"w1": events.WakeText(reason="task_exited", text="task #1 exited")}),
+    events.ContextCleared(through_request=4, requests=7, results=3, bytes=90_000, tokens_before=102_400, tokens_after=80_000),
 ]
 
 

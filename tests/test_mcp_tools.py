@@ -34,7 +34,8 @@ from conftest import running, wait_for
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
-from zagent_core.agent.loop import Agent, Conversation
+from zagent_core.agent.conversation import Conversation
+from zagent_core.agent.loop import Agent
 from zagent_core.config import Config, load_config
 from zagent_core.journal.events import SessionStarted, ToolCallFinished, ToolCallInterrupted, ToolCallRejected, \
     ToolCallStarted

@@ -23,6 +23,8 @@ from zagent_core.journal.events import (
     ArtifactRecorded,
     ChildEnded,
     ChildSpawned,
+    ContextCleared,
+    ContextCompacted,
     Event,
     InputAnswered,
     InputRequested,
@@ -130,6 +132,10 @@ def _turn_line(event: Event) -> str | None:
             return "(waiting on approval)"
         case TurnEnded(reason=reason) if reason != "idle":
             return f"(turn stopped: {reason})"
+        case ContextCompacted(trigger=trigger, tokens_before=before, tokens_after=after, model=model):
+            return f"(context compacted, {trigger}: about {before:,} tokens -> {after:,}; summary by {model})"
+        case ContextCleared(results=results, tokens_before=before, tokens_after=after):
+            return f"(context cleared: {plural(results, 'old tool result')}, about {before:,} tokens -> {after:,})"
     return None
 
 
@@ -326,6 +332,15 @@ class _Conversation:
                 return Entry(at, True, "session ended", text=reason)
             case ArtifactRecorded() as artifact:
                 return Entry(at, False, f"artifact recorded: {artifact_line(artifact)}")
+            case ContextCompacted() as compacted:
+                return Entry(at, True, f"context compacted ({compacted.trigger}): about {compacted.tokens_before:,} "
+                                       f"tokens -> {compacted.tokens_after:,}, summary by {compacted.model}",
+                             text=f"the model is shown this summary and what follows; everything above stays in the "
+                                  f"journal\n\n{compacted.summary}")
+            case ContextCleared() as cleared:
+                return Entry(at, True, f"context cleared: {cleared.results} old tool results ({cleared.bytes:,} bytes) "
+                                       f"no longer shown to the model, about {cleared.tokens_before:,} tokens -> "
+                                       f"{cleared.tokens_after:,}")
         return None
 
 

@@ -62,6 +62,8 @@ class LimitsConfig(BaseModel):
     attachments_max_bytes: int = Field(20 * 1024 * 1024, ge=0)
     #: A notify file is read up to this size; a note says where reading stopped.
     notify_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    #: Notes and wake-ups one model request carries; a line says how many more the journal holds.
+    notes_bytes_per_request: int = Field(32 * 1024, ge=1024)
     # What a person gives a session is refused whole over its cap, never cut: a refusal loses
     # nothing (the person still has the text), a silent cut of what they wrote would surprise.
     #: A user message (``zagent run``/``resume`` PROMPT, from argv or stdin): 256 KiB, about 64k
@@ -159,6 +161,13 @@ class AgentConfig(BaseModel):
     max_concurrent_tools: int = Field(10, ge=1)
     #: How long a headless run stays alive for background tasks to wake it.
     max_background_wait_minutes: float = Field(30.0, ge=0, allow_inf_nan=False)
+    #: Compact the conversation before a request estimated past this fraction of the model's
+    #: window (``model.context_window``): first clear old tool results, then summarise. 0: never
+    #: on its own (``zagent compact`` still does, and a provider's "too long" still does once).
+    compact_at: float = Field(0.8, ge=0, le=1, allow_inf_nan=False)
+    #: Results of the calls of this many latest model requests are never cleared: the model is
+    #: likely still working with them.
+    keep_results_of_requests: int = Field(3, ge=0)
 
 
 class SubagentConfig(BaseModel):
@@ -228,6 +237,8 @@ class ModelConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
     #: The longest reply, in tokens (``anthropic:`` needs one: by model family when unset).
     max_tokens: int | None = Field(default=None, ge=1)
+    #: The model's context window, in tokens (when unset: by model family, else 128,000).
+    context_window: int | None = Field(default=None, ge=1024)
     #: Stream replies (server-sent events), which also keeps a long reply from timing out
     #: (the timeout is between two pieces); off for an endpoint that cannot.
     stream: bool = True

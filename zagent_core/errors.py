@@ -19,7 +19,7 @@ caught it by before (``except RuntimeError`` still catches a ``JournalError``). 
      ├ InconsistentJournalError (ValueError) zagent_core.journal.fold: an event names an unknown call or task
      ├ ExportError (ValueError) ........... zagent_core.history.exports: a file that is not a zagent export
      ├ ModelError (RuntimeError) .......... zagent_core.agent.models: the model could not be asked
-     ├ OrphanedCallError (RuntimeError) ... zagent_core.agent.loop: a tool call without a result
+     ├ OrphanedCallError (RuntimeError) ... zagent_core.agent.conversation: a tool call without a result
      ├ SessionEndedError (RuntimeError) ... zagent_core.session.writer: the session has ended
      ├ SessionBusyError (RuntimeError) .... zagent_core.session.leases: a live process drives the session
      ├ UnknownSessionError (LookupError) .. zagent_core.session.engine: no such session in the journal
@@ -28,7 +28,7 @@ caught it by before (``except RuntimeError`` still catches a ``JournalError``). 
  ├ InputTooLargeError (ValueError) .... zagent_core.session.typed: a message, answer or reason over its cap
      └ DriveError ......................... zagent_core.drive.errors: what a session's rules refuse a driver
         ├ WorkspaceError, UnknownToolError, NoModelError, SessionUnavailableError
-        └ WaitsForPersonError, WaitedChildError, NothingToContinueError, DecisionRefusedError
+        └ WaitsForPersonError, WaitedChildError, NothingToContinueError, DecisionRefusedError, CompactionError
 
 Not in the tree: exceptions a tool call turns into its result for the model (``PathRefused``,
 ``StateValueError``, ``SearchError``, ``GlobError``, ``FileProblem``, ``ServerDown``), the

@@ -10,30 +10,21 @@ request with a tool call that has no result: no orphaned call ever reaches a mod
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from zagent_core.agent.models import Message, Model, ModelError, ToolCallRequest, ToolSpec
-from zagent_core.config import AgentConfig
-from zagent_core.errors import ZagentError
-from zagent_core.journal.events import (
-    Media,
-    ModelReplied,
-    NoteReceived,
-    NotesDelivered,
-    RepliedCall,
-    ToolCallFinished,
-    ToolCallInterrupted,
-    ToolCallRejected,
-    TurnStarted,
-    UserMessage,
-    WakeRequested,
+from zagent_core.agent.compaction import Budget, Compactions, cleared, context_window, specs_size, summarised
+from zagent_core.agent.conversation import (
+    Conversation,
 )
-from zagent_core.journal.protocol import StoredEvent
+from zagent_core.agent.models import ContextTooLongError, Message, Model, ModelError, ModelReply, ToolSpec
+from zagent_core.config import AgentConfig
+from zagent_core.journal.events import ContextCompacted, RepliedCall
 from zagent_core.journal.views import CallView
 from zagent_core.logs import get_logger
+from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.engine import Session
 
 log = get_logger(__name__)
@@ -43,103 +34,6 @@ _Call = RepliedCall | CallView
 
 #: How often an idle agent looks for wake-ups while background tasks run.
 WAKE_POLL_SECONDS = 0.1
-
-
-class OrphanedCallError(ZagentError, RuntimeError):
-    """A tool call in the conversation has no result; sending it would make providers fail."""
-
-
-class Conversation:
-    """The messages a model is sent, folded from a session's events as they are committed.
-
-    Linear in the session's length: each event adds to the messages once, and a tool
-    result fills the slot its call left after the assistant message, so a request never
-    re-reads the journal. The system prompt is the one the latest turn journaled
-    (``system_prompt`` is the fallback for sessions that journaled none).
-
-    Notes and wake-ups delivered by a turn (or mid-turn) follow as one user message of
-    ``[info: ...]`` lines, at the end of the request; they never touch the system prompt.
-    """
-
-    #: The event types a conversation is made of: reading only these skips half a session.
-    TYPES = frozenset({"user_message", "model_replied", "tool_call_finished", "tool_call_rejected",
-                       "tool_call_interrupted", "note_received", "wake_requested", "turn_started", "notes_delivered"})
-
-    def __init__(self, system_prompt: str, events: Iterable[StoredEvent] = ()) -> None:
-        self.system_prompt = system_prompt
-        self._messages: list[Message] = []
-        #: Where each call's result goes: call id -> index of its tool message.
-        self._slots: dict[str, int] = {}
-        self._unanswered: dict[int, RepliedCall] = {}
-        self._note_text: dict[int, str] = {}
-        self._wakes: dict[str, tuple[str, str]] = {}  # wake id -> (reason, text)
-        for stored in events:
-            self.add(stored)
-
-    def add(self, stored: StoredEvent) -> None:
-        """Take one committed event into account."""
-        match stored.event:
-            case UserMessage(text=text):
-                self._messages.append(Message(role="user", content=text))
-            case ModelReplied() as reply:
-                self._add_reply(reply)
-            case ToolCallFinished(call_id=call_id, output=output, is_error=is_error, media=media):
-                self._answer(call_id, output, is_error, media)
-            case ToolCallRejected(call_id=call_id, message=message) | ToolCallInterrupted(
-                    call_id=call_id, message=message):
-                self._answer(call_id, message, True)
-            case NoteReceived(text=text):
-                self._note_text[stored.version] = text
-            case WakeRequested(wake_id=wake_id, reason=reason, text=text):
-                self._wakes[wake_id] = (reason, text)
-            case TurnStarted() | NotesDelivered() as delivery:
-                self._add_delivery(delivery)
-            case _:
-                pass
-
-    def _add_reply(self, reply: ModelReplied) -> None:
-        """The assistant message, then an empty slot per call for its result to fill."""
-        self._messages.append(Message(role="assistant", content=reply.text, tool_calls=[
-            ToolCallRequest(id=call.id, name=call.name, arguments=call.arguments)
-            for call in reply.tool_calls]))
-        for call in reply.tool_calls:
-            slot = len(self._messages)
-            self._slots[call.call_id] = slot
-            self._unanswered[slot] = call
-            self._messages.append(Message(role="tool", tool_call_id=call.id))
-
-    def _add_delivery(self, delivery: TurnStarted | NotesDelivered) -> None:
-        """The notes and wake-ups a turn (or a delivery mid-turn) hands the model, as one user message."""
-        if isinstance(delivery, TurnStarted) and delivery.system_prompt is not None:
-            self.system_prompt = delivery.system_prompt
-        lines = [f"[info: {self._note_text.pop(v)}]" for v in delivery.notes if v in self._note_text]
-        for wake_id in delivery.wakes:
-            wake = self._wakes.pop(wake_id, None)
-            # A wake-up a note asked for is that note's line already.
-            if wake is not None and wake[0] != "note":
-                lines.append(f"[info: {wake[1]}]")
-        if lines:
-            self._messages.append(Message(role="user", content="\n".join(lines)))
-
-    def _answer(self, call_id: str, content: str, is_error: bool, media: list[Media] | None = None) -> None:
-        slot = self._slots.get(call_id)
-        if slot is None:
-            return  # a call no reply made (zagent tools run): not part of the conversation
-        self._unanswered.pop(slot, None)
-        self._messages[slot] = self._messages[slot].model_copy(
-            update={"content": content, "is_error": is_error, "media": media or []})
-
-    def messages(self) -> list[Message]:
-        """The request's messages; refuses to produce one with a tool call that has no result."""
-        if self._unanswered:
-            call = next(iter(self._unanswered.values()))
-            raise OrphanedCallError(f"tool call {call.call_id} ({call.name}) has no result")
-        return [Message(role="system", content=self.system_prompt), *self._messages]
-
-
-def conversation(events: Iterable[StoredEvent], system_prompt: str) -> list[Message]:
-    """The messages a model is sent, rebuilt from a session's events (see :class:`Conversation`)."""
-    return Conversation(system_prompt, events).messages()
 
 
 @dataclass
@@ -155,7 +49,8 @@ class Agent:
 
     def __init__(self, session: Session, model: Model, config: AgentConfig | None = None, *,
                  run_call: Callable[[RepliedCall], None] | None = None, spec: str | None = None,
-                 deadline: float | None = None, on_text: Callable[[str], None] | None = None) -> None:
+                 deadline: float | None = None, on_text: Callable[[str], None] | None = None,
+                 compactions: Compactions | None = None) -> None:
         self.session = session
         self.model = model
         #: Given each reply's text as it arrives (``zagent run`` prints it), before the reply is journaled.
@@ -166,21 +61,66 @@ class Agent:
         self.spec = spec
         self.config = config or session.engine.config.agent
         self.requests = 0
-        self._conversation = Conversation(self.config.system_prompt)
-        self._read_to = 0
+        engine_config = session.engine.config
+        #: The model's window, in tokens: what ``compact_at`` is a fraction of.
+        self.window = context_window(spec or model.name, engine_config.model)
+        #: When the conversation is made smaller: by its estimated size (or, replayed, as recorded).
+        self.compactions: Compactions = compactions or Budget(int(self.window * self.config.compact_at),
+                                                               self.config.keep_results_of_requests)
+        self._conversation = Conversation(self.config.system_prompt, session_id=session.session_id,
+                                          notes_cap=engine_config.limits.notes_bytes_per_request)
+        # A compacted session's conversation starts at its summary: what came before is not read.
+        self._read_to = session.state.context_from
         #: How a tool call is carried out: really (the default), or served from a recording.
         self.run_call = run_call or (lambda call: session.call(call.name, call.arguments, call_id=call.call_id))
 
-    def _messages(self) -> list[Message]:
-        """The next request's messages: the conversation so far, plus what was committed since,
-        with only the media the model of this turn can take (a session may change models)."""
-        from zagent_core.agent.models.media import within_capabilities
-
+    def _read(self) -> Conversation:
+        """The conversation, with what was committed since it was last read."""
         journal = self.session.engine.journal
         for stored in journal.read(self.session.session_id, after_version=self._read_to, types=Conversation.TYPES):
             self._conversation.add(stored)
             self._read_to = stored.version
-        return within_capabilities(self._conversation.messages(), self.session.capabilities)
+        return self._conversation
+
+    def _messages(self, specs: list[ToolSpec]) -> list[Message]:
+        """The next request's messages: the conversation so far, plus what was committed since,
+        made smaller first when the compactions say so, with only the media the model of this
+        turn can take (a session may change models)."""
+        from zagent_core.agent.models.media import within_capabilities
+
+        conversation = self._read()
+        tools_size = specs_size(specs)
+        estimate = conversation.estimate(tools_size)
+        through = self.compactions.clear_through(conversation, estimate)
+        if through is not None:
+            event = cleared(conversation, through, tools_size)
+            self.session.record([event])
+            estimate = event.tokens_after
+        if self.compactions.summary_due(conversation, estimate):
+            try:
+                self.compact("auto", specs=specs)
+            except ModelError as exc:  # the request may still fit: the provider says if not
+                log.warning("compaction_failed", session=self.session.session_id, problem=str(exc))
+        return within_capabilities(self._read().messages(), self.session.capabilities)
+
+    def compact(self, trigger: Literal["auto", "manual", "too_long"] = "manual", *, instructions: str | None = None,
+                model: Model | None = None, specs: list[ToolSpec] | None = None) -> ContextCompacted:
+        """Ask ``model`` (default: the agent's) for a summary of the conversation, and journal it
+        as ``context_compacted``: from then on the model is shown the summary and what follows
+        (see :func:`~zagent_core.agent.compaction.summarised`).
+
+        Raises :class:`ModelError` when the model cannot be asked or gives no summary, and
+        :class:`OrphanedCallError` while a call waits for its result: nothing is journaled then.
+        """
+        event = summarised(self._read(), model or self.model, self.tool_specs() if specs is None else specs,
+                           window=self.window, trigger=trigger, instructions=instructions,
+                           through_version=self._read_to)
+        self.session.record([event])
+        crash_point("after_context_compacted")
+        log.info("context_compacted", session=self.session.session_id, trigger=trigger,
+                 tokens_before=event.tokens_before, tokens_after=event.tokens_after)
+        self._read()
+        return event
 
     def tool_specs(self) -> list[ToolSpec]:
         """What the model is told about the tools: name, description, parameters."""
@@ -256,11 +196,9 @@ class Agent:
                 return self._end(limit)
             if max_requests is not None:
                 max_requests -= 1
-            messages = self._messages()
             started = time.monotonic()
             try:
-                reply = (self.model.reply(messages, specs) if self.on_text is None
-                         else self.model.reply(messages, specs, on_text=self.on_text))
+                reply = self._ask(specs)
             except ModelError as exc:
                 return self._end(f"model_error: {exc}")
             self.requests += 1
@@ -278,6 +216,20 @@ class Agent:
             if parked is not None:
                 return self._end(parked)
             session.deliver()  # notes that came in while the tools ran
+
+    def _ask(self, specs: list[ToolSpec]) -> ModelReply:
+        """The model's reply to the next request; a request the provider refuses as too long
+        is compacted and asked once more, never more."""
+        try:
+            return self._reply(self._messages(specs), specs)
+        except ContextTooLongError:
+            self.compact("too_long", specs=specs)
+            return self._reply(self._messages(specs), specs)
+
+    def _reply(self, messages: list[Message], specs: list[ToolSpec]) -> ModelReply:
+        if self.on_text is None:
+            return self.model.reply(messages, specs)
+        return self.model.reply(messages, specs, on_text=self.on_text)
 
     def _limit_reached(self, max_requests: int | None, stop_reason: str) -> str | None:
         """Why the turn ends before its next model request, if a limit says so."""
@@ -367,3 +319,4 @@ class Agent:
         if prompt is not None or cut_off or state.pending_wakes:
             return self.turn(prompt, resumed=cut_off)
         return "idle"
+

@@ -11,7 +11,8 @@ usage error, exit 2, except a refused decision, exit 1)::
      ├── WaitsForPersonError      a prompt for a session that waits on a person first
      ├── WaitedChildError         a sub-agent its parent's spawn call drives
      ├── NothingToContinueError   every session of the journal has ended
-     └── DecisionRefusedError     nothing waits for the answer or decision given
+     ├── DecisionRefusedError     nothing waits for the answer or decision given
+     └── CompactionError          the conversation could not be summarised
 
     Stopped                       a person stopped the drive (Ctrl-C, SIGTERM): no error
 """
@@ -66,6 +67,10 @@ class NothingToContinueError(DriveError):
 
 class DecisionRefusedError(DriveError):
     """Nothing waits for the answer or decision given (none asked, or it was taken already)."""
+
+
+class CompactionError(DriveError):
+    """The conversation could not be summarised (the model failed, or gave no summary)."""
 
 
 class Stopped(Exception):

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from zagent_core.agent.compaction import RecordedCompactions
 from zagent_core.agent.engine import Engine
 from zagent_core.agent.loop import Agent
-from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage, request_number
 from zagent_core.config import AgentConfig, Config
 from zagent_core.history.replay_report import (
     Difference,
@@ -54,6 +55,7 @@ from zagent_core.journal.events import (
     ArtifactRecorded,
     ChildEnded,
     ChildSpawned,
+    ContextCompacted,
     Event,
     ModelReplied,
     NoteReceived,
@@ -83,16 +85,17 @@ CallResult = ToolCallFinished | ToolCallRejected | ToolCallInterrupted
 
 
 class ReplayModel:
-    """Serves a recording's model replies: reply *n* answers the request with *n - 1* assistant messages."""
+    """Serves a recording's model replies, and the summaries of its compactions, in the order
+    they were asked for: answer *n* to the request that follows *n - 1* requests."""
 
     name = "replay"
 
-    def __init__(self, replies: list[ModelReplied]) -> None:
-        self.replies = replies
+    def __init__(self, replies: list[ModelReplied | ContextCompacted]) -> None:
+        self.replies = [reply if isinstance(reply, ModelReplied) else _summary_reply(reply) for reply in replies]
 
     def reply(self, messages: list[Message], tools: list[ToolSpec], *,
               on_text: Callable[[str], None] | None = None) -> ModelReply:
-        index = sum(1 for m in messages if m.role == "assistant")
+        index = request_number(messages)
         if index >= len(self.replies):
             raise ModelError(f"the recording has no model reply #{index + 1}: the host asked the model more "
                              f"often than the recorded session did ({len(self.replies)} replies)")
@@ -104,6 +107,14 @@ class ReplayModel:
                         cache_read_tokens=recorded.cache_read_tokens,
                         cache_creation_tokens=recorded.cache_creation_tokens),
         )
+
+
+def _summary_reply(compacted: ContextCompacted) -> ModelReplied:
+    """A compaction's summary as the reply its request got."""
+    return ModelReplied(model=compacted.model, text=compacted.summary, stop_reason="end_turn",
+                        input_tokens=compacted.input_tokens, output_tokens=compacted.output_tokens,
+                        cache_read_tokens=compacted.cache_read_tokens,
+                        cache_creation_tokens=compacted.cache_creation_tokens, duration_ms=compacted.duration_ms)
 
 
 def _results(events: Iterable[StoredEvent]) -> dict[str, CallResult]:
@@ -326,12 +337,12 @@ class _SessionReplay:
         changed = changed_since(recorded, tree.workspace_then, workspace) if options.tools == "rerun" else None
         #: What the reader should know of this session's replay before its calls' notes.
         self.notes = [*notes, *([changed] if changed else [])]
-        replies = [e.event for e in recorded if isinstance(e.event, ModelReplied)]
+        replies = [e.event for e in recorded if isinstance(e.event, ModelReplied | ContextCompacted)]
         self.session = tree.engine.start_session(f"replay of {recorded[0].session_id} (tools {options.tools})",
                                                  session_id=session_id, parent=parent)
         self.calls = _Calls(self, _results(recorded), _effects(recorded, tree.workspace_then, workspace))
         self.agent = Agent(self.session, ReplayModel(replies), _replay_config(options.config, recorded, len(replies)),
-                           run_call=self.calls.run)
+                           run_call=self.calls.run, compactions=RecordedCompactions(e.event for e in recorded))
         # A sub-agent's runs begin with the task its parent gave it (a user message); each
         # spawn call plays one, the last one plays the rest.
         starts = [stored.version for stored in recorded if isinstance(stored.event, UserMessage)][1:runs]
@@ -533,6 +544,8 @@ def _drive(agent: Agent, session: Session, turns: list[StoredEvent], recorded: l
                 last_user = text
             case TurnStarted(reason="user"):
                 agent.turn(last_user, max_requests=budget, stop_reason=ended)
+            case ContextCompacted(trigger="manual", instructions=instructions):
+                agent.compact("manual", instructions=instructions)
             case TurnStarted(reason="wake" | "resume" as reason) as turn:
                 if options.tools == "rerun" and turn.wakes:
                     _wait_for_wakes(session, options.wait_seconds)

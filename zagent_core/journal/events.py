@@ -514,6 +514,63 @@ class ModelReplied(_Body):
     duration_ms: int = 0
 
 
+class WakeText(_Part):
+    """A wake-up's text, as a compaction carries it past its summary."""
+
+    reason: str
+    text: str
+
+
+class ContextCompacted(_Body):
+    """From here on the model is shown the system prompt, this summary (in a user message) and
+    the conversation's events after ``through_version``. Nothing is deleted: the journal keeps
+    every event, and ``sessions show`` marks the spot."""
+
+    type: Literal["context_compacted"] = "context_compacted"
+    summary: str
+    #: The last event the summary covers.
+    through_version: int
+    #: The session's model requests so far, this summary's included: a scripted or replayed
+    #: model answers request *n* with its *n*-th answer, whatever the conversation still shows.
+    requests: int
+    #: ``auto`` (the estimate passed ``agent.compact_at``), ``manual`` (``zagent compact``) or
+    #: ``too_long`` (the provider refused the request as too long).
+    trigger: Literal["auto", "manual", "too_long"]
+    #: The model that wrote the summary, and what a person asked of it (``--instructions``).
+    model: str
+    instructions: str | None = None
+    #: The request's estimated size, in tokens, before and after.
+    tokens_before: int
+    tokens_after: int
+    #: The summary request's own usage, for costs.
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    duration_ms: int = 0
+    #: Notes (by version) and wake-ups (by id) journaled before ``through_version`` that no
+    #: turn had delivered yet: a later turn still delivers them, though their events are
+    #: before what the model is shown.
+    pending_notes: dict[int, str] = {}
+    pending_wakes: dict[str, WakeText] = {}
+
+
+class ContextCleared(_Body):
+    """Old tool results leave what the model is shown: the result of each call made by the
+    session's model requests up to ``through_request`` is replaced by a line saying how large
+    it was and where to read it. The calls, their arguments and the journal stay whole."""
+
+    type: Literal["context_cleared"] = "context_cleared"
+    through_request: int
+    #: The session's model requests when it was cleared.
+    requests: int
+    #: Results cleared, and the bytes of output they held.
+    results: int
+    bytes: int
+    tokens_before: int
+    tokens_after: int
+
+
 Event = Annotated[
     Union[
         SessionStarted,
@@ -546,6 +603,8 @@ Event = Annotated[
         ApprovalDecided,
         ChildSpawned,
         ChildEnded,
+        ContextCompacted,
+        ContextCleared,
     ],
     Field(discriminator="type"),
 ]

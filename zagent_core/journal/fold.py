@@ -30,6 +30,7 @@ from zagent_core.journal.events import (
     ApprovalRequested,
     ChildEnded,
     ChildSpawned,
+    ContextCompacted,
     InputAnswered,
     InputRequested,
     ModelReplied,
@@ -138,6 +139,7 @@ class _Folding:
     approvals: dict[str, ApprovalView]
     parent: ParentLink | None
     children: dict[str, ChildView]
+    context_from: int
 
     @classmethod
     def over(cls, state: SessionState, *, history: bool) -> _Folding:
@@ -440,6 +442,11 @@ def _child_spawned(f: _Folding, event: ChildSpawned, stored: StoredEvent) -> Non
 def _child_ended(f: _Folding, event: ChildEnded, stored: StoredEvent) -> None:
     f.children[event.label] = _changed(f.children[event.label], {"status": event.status, "text": event.text,
                                                                  "stats": event.stats})
+
+
+@_on(ContextCompacted)
+def _context_compacted(f: _Folding, event: ContextCompacted, stored: StoredEvent) -> None:
+    f.context_from = event.through_version
 
 
 # -- folding -----------------------------------------------------------------------------------

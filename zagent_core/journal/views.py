@@ -232,6 +232,9 @@ class SessionState(BaseModel):
     parent: ParentLink | None = None
     #: The sub-agents this session spawned, by label (``child-1``...), in the order spawned.
     children: dict[str, ChildView] = {}
+    #: The conversation the model is shown starts after this version (the latest
+    #: ``context_compacted``'s ``through_version``; 0: from the start).
+    context_from: int = 0
 
     @property
     def waiting_approvals(self) -> dict[str, ApprovalView]:

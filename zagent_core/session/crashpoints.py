@@ -28,6 +28,8 @@ APPROVAL_POINTS = ("before_approval_requested", "after_approval_requested", "bef
 #: The points of a sub-agent (tests/test_spawn_crash.py): its spawn journaled, its session
 #: started, its run over but its outcome not journaled.
 SPAWN_POINTS = ("after_child_spawned", "after_child_started", "before_child_ended")
+#: The points of a compaction (tests/test_compaction.py): its summary asked for, and journaled.
+COMPACTION_POINTS = ("before_compaction_request", "after_context_compacted")
 
 
 def crash_point(name: str) -> None:

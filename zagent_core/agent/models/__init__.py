@@ -90,10 +90,26 @@ class Message(BaseModel):
     is_error: bool = False
     #: tool messages: the files the result attached for the model to see (read when sent).
     media: list[Media] = Field(default_factory=list)
+    #: A summary (or a note that earlier messages were left out): the model requests of the
+    #: session it stands for, so a model that answers by count (scripted, replayed) counts them.
+    requests_before: int = 0
+
+
+def request_number(messages: list[Message]) -> int:
+    """How many model requests came before the one ``messages`` make: a scripted or replayed
+    model answers it with its answer of that index."""
+    return sum(1 if message.role == "assistant" else message.requests_before for message in messages)
+
+
 
 
 class ModelError(ZagentError, RuntimeError):
     """The model could not be asked (network, HTTP error after retries, bad response, script ended)."""
+
+
+class ContextTooLongError(ModelError):
+    """The provider refused the request as longer than the model's context window: one
+    compaction and one more try can get past it."""
 
 
 @runtime_checkable

@@ -20,13 +20,14 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, TypeVar
 
-from zagent_core.agent.models import Message, ModelError, ModelReply, ToolSpec
+from zagent_core.agent.models import ContextTooLongError, Message, ModelError, ModelReply, ToolSpec
 from zagent_core.config import ModelConfig
 from zagent_core.logs import get_logger
 from zagent_core.tools import credentials
@@ -36,6 +37,9 @@ from zagent_core.version import zagent_version
 REDACTED = "[redacted]"
 #: How much of an HTTP error's body is read (to redact it whole) and how much is shown.
 _ERROR_READ, _ERROR_SHOWN = 65536, 300
+#: How providers say a request is longer than the model's window (OpenAI's error code and
+#: message, Anthropic's message, and what OpenAI-compatible servers copy of them).
+_TOO_LONG = re.compile(r"context_length_exceeded|prompt is too long|maximum context length", re.I)
 #: The longest ``Retry-After`` honoured, in seconds.
 _MAX_RETRY_AFTER = 60.0
 log = get_logger(__name__)
@@ -248,11 +252,13 @@ class HTTPModel:
                     return read(response)
             except urllib.error.HTTPError as exc:
                 try:
-                    detail = self._clean(exc.read(_ERROR_READ).decode("utf-8", "replace"))[:_ERROR_SHOWN]
+                    body_text = self._clean(exc.read(_ERROR_READ).decode("utf-8", "replace"))
                 except _CUT as broken:  # the error's own body broke off: the status still says what to do
-                    detail = f"(its body broke off: {broken!r})"
-                problem = f"HTTP {exc.code} from {url}: {detail}"
+                    body_text = f"(its body broke off: {broken!r})"
+                problem = f"HTTP {exc.code} from {url}: {body_text[:_ERROR_SHOWN]}"
                 if exc.code != 429 and exc.code < 500:
+                    if _TOO_LONG.search(body_text):
+                        raise ContextTooLongError(self._clean(problem)) from None
                     raise self._error(problem + self._hint(exc.code)) from None
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
                 if retry_after and retry_after.replace(".", "", 1).isdigit():

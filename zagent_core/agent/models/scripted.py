@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
+from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage, request_number
 from zagent_core.tools.text import storable_json
 
 
@@ -112,7 +112,7 @@ class ScriptedModel:
 
     def reply(self, messages: list[Message], tools: list[ToolSpec], *,
               on_text: Callable[[str], None] | None = None) -> ModelReply:
-        index = sum(1 for message in messages if message.role == "assistant")
+        index = request_number(messages)
         if index >= len(self.replies):
             raise ModelError(f"the script has no reply #{index + 1} (it has {len(self.replies)})")
         reply = self.replies[index]

@@ -311,9 +311,9 @@ class Builtin:
     @functools.cached_property
     def validator(self) -> Any:
         """The JSON Schema validator of its parameters (built on first use)."""
-        from zagent_core.tools.manifest import schema_dialect
+        from zagent_core.tools.manifest import validator_of
 
-        return schema_dialect(self.parameters)(self.parameters)
+        return validator_of(self.parameters)
 
     def is_concurrency_safe(self, arguments: Any) -> bool:
         if not isinstance(arguments, dict):

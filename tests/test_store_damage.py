@@ -6,12 +6,15 @@ back) and the real ``zagent`` command runs on them in a subprocess.
 
 from __future__ import annotations
 
+import json
+import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import python_tool
 
 from zagent_core.journal.events import SessionEnded, SessionStarted, ToolCallRequested
 from zagent_store import SQLiteJournal
@@ -137,3 +140,31 @@ def test_recover_refuses_what_is_not_a_journal_and_an_existing_target(tmp_path: 
     assert text.read_text() == "keep me"
     with pytest.raises(RecoverError, match="already exists"):
         recover_journal(tmp_path / "journal.db", text)
+
+
+def test_resume_refuses_a_session_with_a_hole_in_its_versions_and_appends_nothing(tmp_path: Path) -> None:
+    """A finished call's result deleted behind the triggers' back, in a session a crash left
+    mid-turn: resume would report the call as not run. It refuses, and names the way out."""
+    home = tmp_path / "home"
+    python_tool(home, "count", "print('counted')")
+    python_tool(home, "crash", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [{"id": "c1", "name": "count", "arguments": {}}]},
+                                  {"tool_calls": [{"id": "c2", "name": "crash", "arguments": {}}]},
+                                  {"text": "done"}]))
+    ran = zagent("--home", home, "run", "--model", f"scripted:{script}", "count, then crash")
+    assert ran.returncode == -signal.SIGKILL, ran.stderr
+    path = home / "journal.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TRIGGER events_no_delete")
+        (session_id, version), = raw.execute("SELECT session_id, version FROM events WHERE type = "
+                                             "'tool_call_finished' AND data ->> 'call_id' = 'c1'").fetchall()
+        raw.execute("DELETE FROM events WHERE session_id = ? AND version = ?", (session_id, version))
+        before = raw.execute("SELECT count(*), (SELECT owner FROM leases) FROM events").fetchone()
+    assert_clean_error(zagent("--home", home, "doctor"), f"session {session_id} has a gap in its versions")
+    resumed = zagent("--home", home, "resume", session_id)
+    assert_clean_error(resumed, f"session {session_id} is damaged: its version {version + 1} follows version "
+                                f"{version - 1}", "zagent journal recover")
+    with sqlite3.connect(path) as raw:
+        # Nothing appended (no "not run" for c1), and the crashed driver's lease not taken over.
+        assert raw.execute("SELECT count(*), (SELECT owner FROM leases) FROM events").fetchone() == before

@@ -112,6 +112,26 @@ def test_a_body_that_is_not_json_is_named_by_doctor_and_commands_and_recover_kee
     assert zagent("--home", home, "sessions", "list").returncode == 0  # the list needs no bodies
 
 
+@pytest.mark.parametrize(("definition", "junk", "said"), [
+    (b'CREATE TABLE "events"', b"CREATE TABLX", "malformed database schema (events)"),
+    (b"CREATE TABLE heads", b"CREATE \xff\xfe\xc3\x28", "a definition that is not UTF-8 text"),
+    (b"CREATE TRIGGER events_no_update", b"CREATE TRIGGEX", "malformed database schema (events_no_update)"),
+], ids=["events", "heads", "trigger"])
+def test_recover_reads_past_a_damaged_list_of_tables(home: Path, tmp_path: Path, definition: bytes, junk: bytes,
+                                                     said: str) -> None:
+    path = home / "journal.db"
+    overwrite(path, path.read_bytes().index(definition), junk)  # the text SQLite keeps of a table's definition
+    target = tmp_path / "recovered.db"
+    result = zagent("journal", "recover", path, target)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("skipped: the list of tables")]
+    assert f"is damaged ({said}" in line and line.endswith("): read past it with PRAGMA writable_schema"), line
+    assert "recovered 168 events of 4 sessions" in result.stdout  # all of them: their pages are whole
+    with SQLiteJournal(target) as recovered:
+        assert recovered.check() == []
+        assert [e.version for e in recovered.read("s2")] == list(range(1, 43))
+
+
 def test_recover_keeps_ids_versions_and_times(tmp_path: Path) -> None:
     source = tmp_path / "journal.db"
     build(source, sessions=2, calls=3)

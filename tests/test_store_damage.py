@@ -7,6 +7,7 @@ back) and the real ``zagent`` command runs on them in a subprocess.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import python_tool
+from conftest import python_tool, wait_for
 
 from zagent_core.journal.events import SessionEnded, SessionStarted, ToolCallRequested
 from zagent_store import SQLiteJournal
@@ -188,3 +189,34 @@ def test_resume_refuses_a_session_with_a_hole_in_its_versions_and_appends_nothin
     with sqlite3.connect(path) as raw:
         # Nothing appended (no "not run" for c1), and the crashed driver's lease not taken over.
         assert raw.execute("SELECT count(*), (SELECT owner FROM leases) FROM events").fetchone() == before
+
+
+HOLD = """\
+import os, time
+open(os.environ["READY"], "w").close()
+while not os.path.exists(os.environ["GO"]):  # held until the test lets go
+    time.sleep(0.02)
+print("held")
+"""
+
+
+def test_doctor_says_the_write_ahead_log_vanished_under_a_running_driver_and_after_it(tmp_path: Path) -> None:
+    home, ready = tmp_path / "home", tmp_path / "ready"
+    python_tool(home, "hold", HOLD)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [{"id": "c1", "name": "hold", "arguments": {}}]}, {"text": "done"}]))
+    driver = subprocess.Popen([*ZAGENT, "--home", str(home), "run", "--model", f"scripted:{script}", "hold"],
+                              env={**os.environ, "READY": str(ready), "GO": str(tmp_path / "go")},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(ready.exists, "the driver's tool to start", 60)
+        (home / "journal.db-wal").unlink()  # under the driver, which has committed the call's start into it
+        assert_clean_error(zagent("--home", home, "doctor"), "journal.db: its write-ahead log journal.db-wal was "
+                                                             f"deleted while process {driver.pid} had it open")
+        assert not (home / "journal.db-wal").exists()  # doctor did not open the journal: the signs are kept
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    # Killed, the driver took its log with it: the session's events are gone, and doctor says so.
+    assert_clean_error(zagent("--home", home, "doctor"), "journal.db-shm is there without journal.db-wal: the "
+                                                         "write-ahead log was deleted while the journal was open")

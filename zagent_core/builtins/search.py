@@ -304,34 +304,53 @@ def walk(root: str, filters: Filters = Filters(), max_depth: int | None = None) 
     type_globs = (tuple(compile_glob(glob) for glob in FILE_TYPES[filters.file_type])
                   if filters.file_type is not None else None)
     above = parent_rules(root)
-
-    def visit(folder: str, relative: str, chain: list[RuleSet], depth: int) -> Iterator[str]:
-        chain = [load_rules(folder), *chain]
-        # .gitignore files count inside a repository only (ripgrep's default).
-        rules = chain if any(ruleset.has_git for ruleset in chain) else None
+    # Folders being listed, deepest last: a loop over a stack, not a recursion, so a tree of
+    # any depth is walked (generators nested 1,000 deep hit Python's recursion limit).
+    stack = [_Folder.open(root.rstrip("/") or "/", "", above, 1)]
+    while stack:
+        folder = stack[-1]
+        entry = next(folder.entries, None)
+        if entry is None:
+            stack.pop()
+            continue
         try:
-            with os.scandir(folder) as scan:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            is_file = not is_dir and entry.is_file(follow_symlinks=False)
+        except OSError:
+            continue
+        if not (is_dir or is_file):
+            continue
+        child = f"{folder.relative}/{entry.name}" if folder.relative else entry.name
+        if not _decide(entry.path, child, entry.name, is_dir, folder.rules, overrides, any_include, type_globs):
+            continue
+        if not is_dir:
+            yield child
+        elif max_depth is None or folder.depth < max_depth:
+            stack.append(_Folder.open(entry.path, child, folder.chain, folder.depth + 1))
+
+
+@dataclass
+class _Folder:
+    """A folder :func:`walk` is in: its entries not looked at yet, and the rules that apply in it."""
+
+    entries: Iterator[os.DirEntry[str]]
+    relative: str
+    chain: list[RuleSet]
+    #: The chain when the folder is inside a repository (``.gitignore`` files count there only,
+    #: as ripgrep has it), else None.
+    rules: list[RuleSet] | None
+    depth: int
+
+    @classmethod
+    def open(cls, path: str, relative: str, above: list[RuleSet], depth: int) -> _Folder:
+        chain = [load_rules(path), *above]
+        try:
+            with os.scandir(path) as scan:
                 entries = sorted(scan, key=lambda entry: entry.name)
         except OSError:
-            return
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = not is_dir and entry.is_file(follow_symlinks=False)
-            except OSError:
-                continue
-            if not (is_dir or is_file):
-                continue
-            child = f"{relative}/{entry.name}" if relative else entry.name
-            if not _decide(entry.path, child, entry.name, is_dir, rules, overrides, any_include, type_globs):
-                continue
-            if is_dir:
-                if max_depth is None or depth < max_depth:
-                    yield from visit(entry.path, child, chain, depth + 1)
-            else:
-                yield child
-
-    yield from visit(root.rstrip("/") or "/", "", above, 1)
+            entries = []
+        rules = chain if any(ruleset.has_git for ruleset in chain) else None
+        return cls(iter(entries), relative, chain, rules, depth)
 
 
 def sort_key(path: str) -> tuple[str, ...]:

@@ -69,6 +69,42 @@ def test_no_model_key_reaches_an_mcp_server_from_any_command(tmp_path: Path, com
     assert not any(KEY in entry for entry in environment["parent"])  # blanked in zagent's initial block too
 
 
+GARBAGE = textwrap.dedent("""\
+    import json, sys
+    for line in sys.stdin:  # JSON-RPC by hand, with a line that is not JSON before the first answer
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        if message["method"] == "initialize":
+            print("Listening on stdio... (a line that is not JSON-RPC)", flush=True)
+            result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "garbage", "version": "1.0"}}
+        elif message["method"] == "tools/list":
+            result = {"tools": [{"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}]}
+        else:
+            result = {}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+""")
+
+
+@pytest.mark.parametrize("command", [["tools", "list"], ["doctor"]])
+def test_a_line_that_is_not_json_rpc_on_a_servers_stdout_is_one_warning_line(tmp_path: Path,
+                                                                              command: list[str]) -> None:
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    (tmp_path / "garbage.py").write_text(GARBAGE)
+    (home / "config.json").write_text(json.dumps({
+        "mcp": {"servers": {"chatty": {"command": [PYTHON, str(tmp_path / "garbage.py")]}}}}))
+    done = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *command], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "chatty__echo" in done.stdout or "1 tool offered" in done.stdout, done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line == ('Failed to parse JSONRPC message from server (MCP server "chatty"): Invalid JSON: expected value '
+                    "at line 1 column 1: 'Listening on stdio... (a line that is not JSON-RPC)'"), line
+
+
 def test_a_call_waiting_on_its_server_stops_when_the_sessions_calls_are_stopped(tmp_path: Path) -> None:
     home, _ = home_with_spy(tmp_path)
     with SQLiteJournal(home / "journal.db") as journal, Engine(Home(home), journal, workspace=tmp_path) as engine:

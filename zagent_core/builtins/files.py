@@ -29,7 +29,7 @@ from typing import Any
 
 from zagent_core.builtins.beneath import Place, place
 from zagent_core.journal.events import ReadEntry
-from zagent_core.tools.inprocess import BuiltinContext, PathRefused
+from zagent_core.tools.inprocess import BuiltinContext, PathRefused, unusable_path
 from zagent_core.tools.results import ToolResult
 
 #: Lines a read shows at most, unless the call asks for another ``limit``.
@@ -149,6 +149,8 @@ def too_large(shown: str, size: int) -> FileProblem:
 
 def _problem(exc: OSError, where: Place | None, shown: str, doing: str) -> FileProblem:
     """What the model is told when the file system refuses (``where`` is None: on the way to the file)."""
+    if (unusable := unusable_path(exc)) is not None:
+        return FileProblem(unusable)
     if isinstance(exc, FileNotFoundError):
         if where is None:
             return FileProblem(f"no such file: {shown} (the folder {exc.filename} does not exist either)")

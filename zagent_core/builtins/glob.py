@@ -16,6 +16,7 @@ from zagent_core.builtins.beneath import FolderMoved
 from zagent_core.builtins.search import (
     Found,
     GlobError,
+    cannot,
     compile_glob,
     describe_missing,
     has_glob_chars,
@@ -96,7 +97,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     except FileNotFoundError:
         return _missing(context, given, where, literal)
     except OSError as exc:
-        return ToolResult(output=f"{where} cannot be searched: {exc.strerror or exc}", is_error=True)
+        return cannot(where, exc, "searched")
     with base:
         if not base.exists():
             return _missing(context, given, where, literal)
@@ -106,7 +107,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
             return ToolResult(output=f"{where} is a file, not a folder: glob searches from a folder; give its "
                                      "folder as path", is_error=True)
         except OSError as exc:
-            return ToolResult(output=f"{where} cannot be searched: {exc.strerror or exc}", is_error=True)
+            return cannot(where, exc, "searched")
     metadata = arguments.get("metadata", True)
     try:
         found = _matches(folder, str(base.key), rest, metadata)

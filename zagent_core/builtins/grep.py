@@ -34,6 +34,7 @@ from zagent_core.builtins.search import (
     Filters,
     Found,
     GlobError,
+    cannot,
     compile_glob,
     existing_path,
     pattern_parameters,
@@ -472,7 +473,7 @@ def _folder(root: Place, given: str) -> int | ToolResult:
     except files.FileProblem as exc:
         return ToolResult(output=str(exc), is_error=True)
     except OSError as exc:
-        return ToolResult(output=f"{given} cannot be read: {exc.strerror or exc}", is_error=True)
+        return cannot(given, exc, "read")
     return root.folder
 
 

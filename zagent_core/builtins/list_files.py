@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from zagent_core.builtins.search import existing_path, listing
+from zagent_core.builtins.search import cannot, existing_path, listing
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import ToolResult
 
@@ -53,7 +53,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
             return ToolResult(output=f"{given} is a file, not a folder; read it with read_file, or list its folder "
                                      f"({os.path.dirname(given) or '.'})", is_error=True)
         except OSError as exc:
-            return ToolResult(output=f"{given} cannot be listed: {exc.strerror or exc}", is_error=True)
+            return cannot(given, exc, "listed")
     try:
         # Listed from its descriptor, and its entries looked at while it is open: they ask it again.
         with os.scandir(folder) as scan:
@@ -63,7 +63,7 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
         return listing(entries, lambda entry: _entry(folder, entry), MAX_ENTRIES,
                        "entries shown; use glob with a pattern to find the others")
     except OSError as exc:
-        return ToolResult(output=f"{given} cannot be listed: {exc.strerror or exc}", is_error=True)
+        return cannot(given, exc, "listed")
     finally:
         os.close(folder)
 

@@ -37,7 +37,7 @@ from typing import Any, Literal, TypeVar
 
 from zagent_core.builtins import beneath
 from zagent_core.builtins.beneath import Identity, Place
-from zagent_core.tools.inprocess import BuiltinContext, PathRefused
+from zagent_core.tools.inprocess import BuiltinContext, PathRefused, unusable_path
 from zagent_core.tools.results import ToolResult
 from zagent_core.tools.text import storable
 
@@ -389,6 +389,8 @@ def walk(root: int, root_path: str, filters: Filters = Filters(), max_depth: int
     path = root_path.rstrip("/") or "/"
     current = os.open(".", beneath.LISTED, dir_fd=root)
     try:
+        # Folders being listed, deepest last: a loop over a stack, not a recursion, so a tree of
+        # any depth is walked (generators nested 1,000 deep hit Python's recursion limit).
         levels = [_level(current, path, "", parent_rules(path), 1)]
         while levels:
             level = levels[-1]
@@ -462,6 +464,12 @@ def pattern_parameters(pattern: str, path: str, others: dict[str, Any]) -> dict[
     }
 
 
+def cannot(given: str, exc: OSError, doing: str) -> ToolResult:
+    """The error result of a path the file system refuses (said plainly when the path itself is unusable: a
+    name too long, a loop of links)."""
+    return ToolResult(output=unusable_path(exc) or f"{given} cannot be {doing}: {exc.strerror or exc}", is_error=True)
+
+
 def existing_path(context: BuiltinContext, given: str) -> Place | ToolResult:
     """Where the path ``given`` leads (the caller closes it), or the error result that says it is refused or
     not there."""
@@ -472,7 +480,7 @@ def existing_path(context: BuiltinContext, given: str) -> Place | ToolResult:
     except FileNotFoundError:
         return ToolResult(output=describe_missing(given, context.resolve(given)), is_error=True)
     except OSError as exc:
-        return ToolResult(output=f"{given} cannot be searched: {exc.strerror or exc}", is_error=True)
+        return cannot(given, exc, "searched")
     if not found.exists():
         found.close()
         return ToolResult(output=describe_missing(given, found.key), is_error=True)

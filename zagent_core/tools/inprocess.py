@@ -15,6 +15,7 @@ journal (``read_state``, ``tool_state``) is what the next call, a resume or a re
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import time
@@ -40,6 +41,33 @@ Arguments = dict[str, Any]
 
 class PathRefused(ValueError):
     """A path the call may not touch (outside the workspace when confined); the message is the model's."""
+
+
+#: The longest name one folder entry may have, in bytes (NAME_MAX of Linux's file systems).
+NAME_MAX = 255
+
+
+def unusable_path(exc: BaseException) -> str | None:
+    """What the model is told when a path it gave cannot be used at all, wherever in a built-in the
+    file system said so: a name longer than a file system allows, a loop of symbolic links
+    (``RuntimeError`` from ``Path.resolve`` before Python 3.13, ``ELOOP`` elsewhere). None: ``exc``
+    is something else, a failure of zagent's own."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        path = os.fsencode(exc.filename if isinstance(exc.filename, (str, bytes)) else "")
+        longest = max(path.split(b"/"), key=len, default=b"")
+        shown = os.fsdecode(path[:80]) + ("..." if len(path) > 80 else "")
+        if len(longest) > NAME_MAX:
+            return (f"the path {shown} has a name of {len(longest)} bytes, longer than the {NAME_MAX} bytes a file "
+                    "name may have: use a shorter name")
+        return (f"the path {shown} is {len(path)} bytes long, longer than the file system takes: "
+                "use a shorter path")
+    if isinstance(exc, OSError) and exc.errno == errno.ELOOP or (
+            isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from ")):
+        where = exc.filename if isinstance(exc, OSError) and exc.filename else str(exc).removeprefix(
+            "Symlink loop from ").strip("'")
+        return (f"the path {where} runs into a loop of symbolic links (links that lead, through each other, back "
+                "to themselves), so it names no file: list its folder with list_files to see where the links point")
+    return None
 
 
 class StateValueError(ValueError):
@@ -300,7 +328,12 @@ class Builtin:
 
         def run() -> ToolResult:
             started = time.monotonic()
-            result = self.run(context, arguments)
+            try:
+                result = self.run(context, arguments)
+            except (OSError, RuntimeError) as exc:
+                if (problem := unusable_path(exc)) is None:
+                    raise
+                result = ToolResult(output=problem, is_error=True)
             # What a built-in says may quote what it found on disk (a file name that is not UTF-8).
             return result.model_copy(update={"output": storable(result.output), "duration_ms": result.duration_ms
                                              or round((time.monotonic() - started) * 1000)})

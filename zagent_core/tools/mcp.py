@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from zagent_core.config import Config, LimitsConfig, McpServerConfig
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
+from zagent_core.tools import mcp_log
 from zagent_core.tools.credentials import tool_environment, withhold_model_keys
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
@@ -298,6 +299,8 @@ class Server:
                          daemon=True).start()
         params = StdioServerParameters(command=self.spec.command[0], args=self.spec.command[1:],
                                        env=self._environment(), cwd=self.workspace / (self.spec.cwd or "."))
+        mcp_log.one_line()
+        mcp_log.serving.set(self.name)  # this connection's task, and the SDK's tasks started in it
         try:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 errlog.close()  # the server has its own copy: its stderr ends when it does

@@ -131,10 +131,10 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
 
 def _read_one(context: BuiltinContext, reading: _Reading, request: dict[str, Any], line_numbers: bool) -> str:
     shown = request["path"]
-    path = files.target(context, shown)
     offset = int(request.get("offset", 1))
     limit = int(request.get("limit", files.DEFAULT_LINE_LIMIT))
-    with files.open_regular(path, shown, "read") as (fd, size):
+    with files.located(context, shown, "read") as where, files.open_regular(where, shown, "read") as (fd, size):
+        path = where.key
         source = _Source.of(fd, size, shown)
         digest = source.digest()
         before = context.seen(path)

@@ -201,7 +201,9 @@ class BuiltinContext:
         """``path`` as the model wrote it, made absolute against the workspace.
 
         With ``builtins.confine_to_workspace``, a path that resolves (symlinks followed)
-        outside the workspace raises :class:`PathRefused`.
+        outside the workspace raises :class:`PathRefused`: the early word. What a file built-in
+        opens, it opens beneath the workspace (``zagent_core.builtins.beneath``), refused the same
+        way whatever changed on disk since.
         """
         if "\x00" in path:
             raise PathRefused(f"the path {path!r} contains a NUL character")
@@ -209,10 +211,13 @@ class BuiltinContext:
         if self.config.builtins.confine_to_workspace:
             real, root = resolved.resolve(), self.workspace.resolve()
             if real != root and root not in real.parents:
-                raise PathRefused(
-                    f"{path} is outside the workspace ({root}), and builtins.confine_to_workspace is on in "
-                    "config.json; use a path inside the workspace")
+                raise self.outside(path)
         return resolved
+
+    def outside(self, path: str) -> PathRefused:
+        """The refusal of ``path``, which leads out of the workspace while it is confined."""
+        return PathRefused(f"{path} is outside the workspace ({self.workspace.resolve()}), and "
+                           "builtins.confine_to_workspace is on in config.json; use a path inside the workspace")
 
     def seen(self, path: Path) -> ReadEntry | None:
         """What the model was last shown of ``path`` (this call's own updates included)."""
@@ -344,9 +349,9 @@ class Builtin:
     @functools.cached_property
     def validator(self) -> Any:
         """The JSON Schema validator of its parameters (built on first use)."""
-        from zagent_core.tools.manifest import schema_dialect
+        from zagent_core.tools.manifest import validator_of
 
-        return schema_dialect(self.parameters)(self.parameters)
+        return validator_of(self.parameters)
 
     def is_concurrency_safe(self, arguments: Any) -> bool:
         if not isinstance(arguments, dict):

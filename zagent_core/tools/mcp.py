@@ -686,7 +686,7 @@ class McpServers:
     def _offered(self, server: Server, listed: Listed, tool: mcp_types.Tool,
                  taken: Collection[str]) -> tuple[Builtin | None, list[Problem]]:
         """The tool as offered (None when it cannot be), and what to warn of: why not, or its new name."""
-        from zagent_core.tools.manifest import schema_dialect
+        from zagent_core.tools.manifest import outside_refs, schema_dialect
 
         def warning(message: str) -> list[Problem]:
             return [Problem(source=server.label, severity="warning", message=message)]
@@ -700,6 +700,10 @@ class McpServers:
         except Exception as exc:  # noqa: BLE001 - the server's schema, not ours: the tool is left out
             return None, warning(f'tool "{tool.name}" is not offered: its inputSchema is not a JSON Schema zagent '
                                  f"can apply ({_why(exc)[:200]})")
+        outside = outside_refs(parameters)
+        if outside:
+            return None, warning(f'tool "{tool.name}" is not offered: its inputSchema refers outside itself '
+                                 f'("$ref": {json.dumps(outside[0])[:200]}), and zagent fetches no schema')
         renamed = [] if name == f"{server.name}{SEPARATOR}{tool.name}" else warning(
             f'tool "{tool.name}" is offered as "{name}": model APIs take tool names of at most {MAX_TOOL_NAME} '
             "letters, digits, _ and -")

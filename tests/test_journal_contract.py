@@ -97,6 +97,17 @@ def test_sessions_name_a_sub_agents_parent_and_top_level_leaves_only_sub_agents_
     assert [s.session_id for s in journal.sessions(2, top_level=True)] == ["alone", "fork"]
 
 
+def test_find_sessions_gives_the_ids_that_are_start_or_end_with_a_part_the_exact_one_first(journal: Journal) -> None:
+    for sid in ("20261130-0446-3fa2c1", "20261130-0446", "20261130-0447-aa3fa2", "20261201-0900-3fa2c1", "x%_"):
+        journal.append(sid, [started()], 0)
+    assert journal.find_sessions("20261130-0446", 10) == ["20261130-0446", "20261130-0446-3fa2c1"]
+    assert journal.find_sessions("3fa2c1", 10) == ["20261130-0446-3fa2c1", "20261201-0900-3fa2c1"]
+    assert journal.find_sessions("2026", 2) == ["20261130-0446", "20261130-0446-3fa2c1"]
+    assert journal.find_sessions("3FA2C1", 10) == []  # ids are compared as they are: no case folding
+    assert journal.find_sessions("%", 10) == [] and journal.find_sessions("_", 10) == ["x%_"]  # no wildcards
+    assert journal.find_sessions("0446-3f", 10) == []  # the middle of an id names nothing
+
+
 def test_a_lease_has_one_holder_and_a_dead_one_is_replaced_only_by_name(journal: Journal) -> None:
     me, other = {"pid": 1, "host": "h"}, {"pid": 2, "host": "h"}
     first = journal.acquire_lease("s", me)

@@ -12,7 +12,7 @@ from zagent_cli.asking import ask_here
 from zagent_cli.context import Context
 from zagent_cli.inputs import prompt_text
 from zagent_cli.output import ERROR, OK, plural, say
-from zagent_cli.params import TEXT, complete_sessions
+from zagent_cli.params import SESSION, TEXT, complete_sessions, session_named
 from zagent_cli.refusals import refusals_said, waiting_lines
 
 if TYPE_CHECKING:
@@ -92,6 +92,8 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
         if session_id is not None:
             raise click.UsageError("give --session ID or -c (the latest session), not both")
         session_id = _latest_open_session(obj)
+    elif session_id is not None:  # named once the options agree (SESSION would name it first)
+        session_id = session_named(obj, session_id)
     if detach:
         _submit(obj, model_spec, session_id, prompt_text(prompt))
     else:
@@ -128,13 +130,15 @@ def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec:
         session_id, prompt = _latest_open_session(obj), session_id
     elif session_id is None:
         raise click.UsageError("name the SESSION_ID to resume, or give --last (the most recently active session)")
+    else:  # named here, not by its type: with --last, this argument is the PROMPT
+        session_id = session_named(obj, session_id)
     from zagent_core.drive.driving import DriveRequest
 
     _drive(obj, DriveRequest(session_id, prompt_text(prompt), model_spec))
 
 
 @click.command()
-@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("session_id", type=SESSION, shell_complete=complete_sessions)
 @click.argument("text", type=TEXT)
 @click.option("--call", "call_id", type=TEXT, metavar="ID",
               help="The ask_user call to answer, when the session waits on several questions.")
@@ -154,7 +158,7 @@ def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_
 
 
 @click.command()
-@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("session_id", type=SESSION, shell_complete=complete_sessions)
 @click.argument("call_id", type=TEXT, required=False)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's).")
 @click.pass_obj
@@ -169,7 +173,7 @@ def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str 
 
 
 @click.command()
-@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("session_id", type=SESSION, shell_complete=complete_sessions)
 @click.argument("call_id", type=TEXT, required=False)
 @click.option("--reason", type=TEXT, default="", metavar="TEXT",
               help="Why not: the model is told, with the denial, as the call's result.")

@@ -106,6 +106,11 @@ class MemoryJournal(Journal):
                 summaries = [s for s in summaries if s.parent_session_id not in self._sessions]
         return summaries[:limit]
 
+    def find_sessions(self, part: str, limit: int) -> list[str]:
+        with self._lock:
+            found = sorted(sid for sid in self._sessions if sid.startswith(part) or sid.endswith(part))
+        return sorted(found, key=lambda sid: sid != part)[:limit]
+
     def _summary(self, stream: list[StoredEvent], snapshot: Snapshot | None) -> SessionSummary:
         parent, call, label, depth = self._parents[stream[0].session_id]
         return SessionSummary(

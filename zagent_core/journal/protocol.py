@@ -10,7 +10,8 @@ it needs::
 
     EventLog              a session's events: append, read, read_last, head, has_call
      └ SnapshotLog        + save_snapshot, load_snapshot: a state opens from the newest snapshot
-        └ SessionIndex    + sessions: a listing, with the newest snapshot's status
+        └ SessionIndex    + sessions, find_sessions: a listing, with the newest snapshot's status; ids by
+                          their start or end
     Leases                who drives a session: acquire, renew, release, lease, claim, wait_for_work
     Journal               SessionIndex and Leases, + check, close: what the engine asks; every store
      └ AdminJournal       + audit, stats, delete_sessions, vacuum: what an operator reads and the retention
@@ -279,6 +280,14 @@ class SessionIndex(SnapshotLog, Protocol):
         sessions that are no sub-agent's, and the sub-agents whose parent the journal does
         not have (a child imported alone).
         """
+        ...
+
+    @abstractmethod
+    def find_sessions(self, part: str, limit: int) -> list[str]:
+        """The ids of sessions, sub-agents too, that are ``part``, start with it or end with it
+        (what a person types for an id: its start, or its random end), at most ``limit``: the
+        one that is ``part`` first, then in id order. Read from the index of sessions, never
+        from their events."""
         ...
 
 

@@ -81,7 +81,7 @@ def _latest_open_session(obj: Context) -> str:
 def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None, continue_latest: bool,
         detach: bool) -> None:
     """Run the agent on PROMPT (``-``: read it from stdin), headless, printing the conversation
-    as it happens.
+    as it happens. Text piped in is sent with PROMPT, after a blank line.
 
     Stays up while background tasks run (agent.max_background_wait_minutes), waking the
     agent when they end; the session stays resumable. Exit 0 when the agent is idle, 1
@@ -95,11 +95,11 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
     elif session_id is not None:  # named once the options agree (SESSION would name it first)
         session_id = session_named(obj, session_id)
     if detach:
-        _submit(obj, model_spec, session_id, prompt_text(prompt))
+        _submit(obj, model_spec, session_id, prompt_text(prompt, obj.limits()))
     else:
         from zagent_core.drive.driving import DriveRequest
 
-        _drive(obj, DriveRequest(session_id, prompt_text(prompt), model_spec))
+        _drive(obj, DriveRequest(session_id, prompt_text(prompt, obj.limits()), model_spec))
 
 
 def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None) -> None:
@@ -122,8 +122,8 @@ def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt
 @click.pass_obj
 def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec: str | None, last: bool) -> None:
     """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
-    pending wake-ups, and continue, with PROMPT if given (``-``: read it from stdin). With
-    --last, the one argument given is the PROMPT."""
+    pending wake-ups, and continue, with PROMPT if given (``-``: read it from stdin; text
+    piped in joins it, or is it). With --last, the one argument given is the PROMPT."""
     if last:
         if prompt is not None:
             raise click.UsageError("--last names the session: give at most a PROMPT")
@@ -134,7 +134,7 @@ def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec:
         session_id = session_named(obj, session_id)
     from zagent_core.drive.driving import DriveRequest
 
-    _drive(obj, DriveRequest(session_id, prompt_text(prompt), model_spec))
+    _drive(obj, DriveRequest(session_id, prompt_text(prompt, obj.limits()), model_spec))
 
 
 @click.command()
@@ -148,7 +148,7 @@ def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_
     """Answer the question SESSION_ID waits on (status ``waiting on user``) with TEXT
     (``-``: read it from stdin), then continue the session as resume does. The answer is
     the ask_user call's result; it is taken once: a second answer is refused."""
-    text = prompt_text(text) or ""
+    text = prompt_text(text, obj.limits(), "answer", piped=False) or ""
     if not text.strip():
         raise click.UsageError("the answer is empty: give the text to answer with")
     from zagent_core.drive.driving import Decision, DriveRequest

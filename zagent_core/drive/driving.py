@@ -25,7 +25,7 @@ from zagent_core.drive.errors import (
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
     from zagent_core.config import LimitsConfig
-    from zagent_core.journal.protocol import Journal
+    from zagent_core.journal.protocol import Journal, StoredEvent
     from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Engine, Session
 
@@ -77,6 +77,34 @@ class DriveRequest:
             typed(self.decision.text, "answer" if self.decision.kind == "answer" else "reason", limits)
 
 
+class Tally:
+    """What a drive's turns made, counted from the events the session appends: the last reply,
+    the turns, and the tokens (the sub-agents' within input and output)."""
+
+    def __init__(self) -> None:
+        self.reply: str | None = None
+        self.turns = 0
+        self.tokens = dict.fromkeys(("input", "output", "cache_read", "cache_creation"), 0)
+
+    def event(self, stored: StoredEvent) -> None:
+        from zagent_core.journal.events import ChildEnded, ContextCompacted, ModelReplied, TurnStarted
+
+        match stored.event:
+            case TurnStarted(reason=reason) if reason != "delivery":
+                self.turns += 1
+            case ModelReplied(text=text) as used:
+                self.reply = text
+                self._add(used.input_tokens, used.output_tokens, used.cache_read_tokens, used.cache_creation_tokens)
+            case ContextCompacted() as used:  # the summary's own request
+                self._add(used.input_tokens, used.output_tokens, used.cache_read_tokens, used.cache_creation_tokens)
+            case ChildEnded(stats=stats):  # the sub-agent's whole subtree: its own requests are in its session
+                self._add(stats.input_tokens, stats.output_tokens, 0, 0)
+
+    def _add(self, *counts: int) -> None:
+        for kind, count in zip(self.tokens, counts):
+            self.tokens[kind] += count
+
+
 @dataclass(frozen=True)
 class DriveOutcome:
     """How a drive stopped. The session has been let go."""
@@ -86,6 +114,8 @@ class DriveOutcome:
     #: session no model drives.
     reason: str
     requests: int
+    #: What its turns made (:class:`Tally`): the last reply's text (None: the model was not asked), the turns, tokens.
+    tally: Tally
 
     @property
     def fine(self) -> bool:
@@ -105,6 +135,8 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     state = _checked_state(engine, request)
     model, spec = _model(engine, request, state)
     session = _opened(engine, request, state, display)
+    tally = Tally()
+    session.subscribe(tally.event)
     display.attach(session)
     try:
         if request.decision is not None:
@@ -123,7 +155,7 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
         raise Stopped(session.session_id, resumable=True) from None
     finally:
         session.release()
-    return DriveOutcome(session, reason, requests)
+    return DriveOutcome(session, reason, requests, tally)
 
 
 def _checked_state(engine: Engine, request: DriveRequest) -> SessionState | None:

@@ -213,22 +213,26 @@ def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec:
 @click.argument("text", type=TEXT)
 @click.option("--call", "call_id", type=TEXT, metavar="ID",
               help="The ask_user call to answer, when the session waits on several questions.")
+@click.option("--literal", is_flag=True,
+              help="Answer with TEXT as written, even a number (without it, 2 picks the question's choice 2).")
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's).")
 @output_options
 @click.pass_obj
-def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_spec: str | None, quiet: bool,
-           as_json: bool) -> None:
+def answer(obj: Context, session_id: str, text: str, call_id: str | None, literal: bool, model_spec: str | None,
+           quiet: bool, as_json: bool) -> None:
     """Answer the question SESSION_ID waits on (status ``waiting on user``) with TEXT
-    (``-``: read it from stdin), then continue the session as resume does. The answer is
-    the ask_user call's result; it is taken once: a second answer is refused."""
+    (``-``: read it from stdin), then continue the session as resume does. When the question
+    offered choices, a number picks one (``2``: the second). The answer is the ask_user
+    call's result; it is taken once: a second answer is refused."""
     text = prompt_text(text, obj.limits(), "answer", piped=False) or ""
     if not text.strip():
         raise click.UsageError("the answer is empty: give the text to answer with")
     from zagent_core.drive.driving import Decision, DriveRequest
 
-    _drive(obj, DriveRequest(session_id, None, model_spec,
-                             Decision("answer", call_id, lambda session: session.answer(text, call_id), text)),
-           output_of(quiet, as_json))
+    numbered = not literal
+    decision = Decision("answer", call_id, lambda session: session.answer(text, call_id, numbered=numbered), text,
+                        numbered=numbered)
+    _drive(obj, DriveRequest(session_id, None, model_spec, decision), output_of(quiet, as_json))
 
 
 @click.command()

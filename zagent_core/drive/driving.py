@@ -44,15 +44,21 @@ class Decision:
     #: What the person wrote with it (the answer, a decision's reason), checked against its
     #: cap before the session is opened; ``give`` journals it.
     text: str = ""
+    #: An answer that is a number picks the question's choice of that number (``give`` passes
+    #: ``numbered`` to :meth:`Session.answer`); one past the choices is refused before the session is opened.
+    numbered: bool = False
 
     def refusal(self, journal: Journal, state: SessionState) -> str | None:
-        """Why nothing waits for this decision (checked before the session is resumed), or None."""
-        from zagent_core.session.engine import why_no_approval, why_no_question
+        """Why nothing waits for this decision (checked before the session is resumed), or None.
+        A number no choice has raises :class:`NoSuchChoiceError` here, before anything is journaled."""
+        from zagent_core.session.engine import chosen, why_no_approval, why_no_question
 
         waiting, why = ((state.questions, why_no_question) if self.kind == "answer"
                         else (state.waiting_approvals, why_no_approval))
         if not waiting or (self.call_id is not None and self.call_id not in waiting):
             return why(journal, state.session_id, self.call_id)
+        if self.numbered and (self.call_id is not None or len(waiting) == 1):  # several, none named: give says so
+            chosen(self.text, state.questions[self.call_id or next(iter(waiting))].choices)
         return None
 
 

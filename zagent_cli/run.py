@@ -171,11 +171,8 @@ def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt
     """``run --detach``: the message journaled in a new (or the given) session, left to the workers."""
     from zagent_core.drive.driving import submit
 
-    if model_spec is not None:
-        raise click.UsageError("--detach takes no --model: the worker drives the session with the model it "
-                               "journaled, else the worker's --model, else agent.model in config.json")
     with obj.journal() as journal, refusals_said():
-        session_id = submit(obj.engine(journal), session_id, prompt or "")
+        session_id = submit(obj.engine(journal), session_id, prompt or "", model_spec)
     if output == "json":
         emit_json({"session_id": session_id, "status": "queued"})
     else:

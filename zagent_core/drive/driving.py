@@ -238,18 +238,22 @@ def latest_open_session(journal: Journal) -> str:
                                  "(`zagent sessions list` shows them); start one with zagent run PROMPT")
 
 
-def submit(engine: Engine, session_id: str | None, prompt: str) -> str:
-    """The message journaled in a new (or the given) session, left to the workers: its id."""
+def submit(engine: Engine, session_id: str | None, prompt: str, model_spec: str | None = None) -> str:
+    """The message journaled in a new (or the given) session, left to the workers: its id.
+    ``model_spec`` is checked (:class:`NoModelError`) and journaled with the message, for the
+    worker to answer it with (a script's path made absolute, as for a turn)."""
+    from zagent_core.drive.model import choose_model
     from zagent_core.session.engine import SessionEndedError, UnknownSessionError
     from zagent_core.session.leases import SessionBusyError
 
     DriveRequest(session_id, prompt).check_bounds(engine.config.limits)
+    spec = None if model_spec is None else choose_model(engine, model_spec, None, prompt)[1]
     try:
         session = engine.start_session(origin="run") if session_id is None else engine.resume(session_id)
     except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
         raise SessionUnavailableError(str(exc)) from None
     try:
-        session.record_user_message(prompt)
+        session.record_user_message(prompt, model=spec)
     finally:
         session.release()
     return session.session_id

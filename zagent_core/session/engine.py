@@ -229,7 +229,8 @@ class Engine:
 
     def status(self, session_id: str, state: SessionState | None = None) -> str:
         """``ended``, ``running`` (a live process drives it), ``waiting on user``, ``interrupted``
-        (cut off mid-turn or mid-call), ``waiting on tasks``, or ``idle`` (see :mod:`zagent_core.session.status`)."""
+        (cut off mid-turn or mid-call), ``queued`` (a message waits for a driver), ``waiting on tasks``, or
+        ``idle`` (see :mod:`zagent_core.session.status`)."""
         return session_status(self.journal, session_id, state)
 
     def session_state(self, session_id: str) -> SessionState:
@@ -489,10 +490,11 @@ class Session:
         request, effects and result; a recorded turn's notes and wake-ups)."""
         self._turns.record(events)
 
-    def record_user_message(self, text: str) -> None:
+    def record_user_message(self, text: str, *, model: str | None = None) -> None:
         """Journal a person's message; over ``limits.user_message_bytes`` it is refused
-        (:class:`InputTooLargeError`) and nothing is journaled."""
-        self._turns.record_user_message(text)
+        (:class:`InputTooLargeError`) and nothing is journaled. ``model``: the spec it asks to be
+        answered with (the session's model from then on, as a turn's would be)."""
+        self._turns.record_user_message(text, model)
 
     def record_reply(self, reply: ModelReplied) -> list[RepliedCall]:
         """Journal a model reply before any of its calls runs; returns its calls with ids new in the session."""

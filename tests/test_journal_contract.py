@@ -173,6 +173,23 @@ def test_claims_take_the_sessions_that_want_a_driver_and_name_the_expired_holder
     assert [c.session_id for c in journal.claim_sessions(THEM, ttl=60, limit=10)] == ["idle"]
 
 
+def test_leased_work_lists_the_expiring_leases_on_sessions_that_want_a_driver(journal: Journal) -> None:
+    link = ParentLink(session_id="held", call_id="call_1", label="child-1", depth=1)
+    for sid in ("idle", "ended", "held", "forever", "stale", "free"):
+        journal.append(sid, [started()], 0)
+    journal.append("child", [SessionStarted(origin="spawn", workspace="/w", zagent_version="0", parent=link)], 0)
+    journal.save_snapshot("idle", 1, "p", "{}", "idle")  # stopped cleanly with nothing to do
+    journal.append("ended", [SessionEnded(reason="completed")], 1)
+    for sid in ("idle", "ended", "held", "child", "stale"):
+        journal.acquire_lease(sid, THEM, ttl=0.01 if sid == "stale" else 60)
+    journal.acquire_lease("forever", THEM)  # no expiry: nothing to wait out
+    wait_for(lambda: journal.lease("stale").expired, "the lease to expire")
+    listed = {lease.session_id: lease for lease in journal.leased_work()}
+    assert sorted(listed) == ["held", "stale"]
+    assert listed["stale"].expired and not listed["held"].expired and listed["held"].owner == THEM
+    assert listed["held"].expires_at == journal.lease("held").expires_at
+
+
 def test_a_claim_spares_the_expired_leases_of_owners_that_still_run(journal: Journal) -> None:
     late, gone = {"host": "h3", "pid": 3}, THEM
     for sid, owner in (("late", late), ("gone", gone)):

@@ -12,7 +12,8 @@ it needs::
      └ SnapshotLog        + save_snapshot, load_snapshot: a state opens from the newest snapshot
         └ SessionIndex    + sessions, find_sessions: a listing, with the newest snapshot's status; ids by
                           their start or end
-    Leases                who drives a session: acquire, renew, release, lease, claim, wait_for_work
+    Leases                who drives a session: acquire, renew, release, lease, claim, leased_work,
+                          wait_for_work
     Journal               SessionIndex and Leases, + check, close: what the engine asks; every store
      └ AdminJournal       + audit, stats, delete_sessions, vacuum: what an operator reads and the retention
                           it runs; the SQL stores (SQLite, PostgreSQL)
@@ -331,6 +332,14 @@ class Leases(Protocol):
         ``running``: told the owner of each expired lease, says whether that owner is known to
         run still (a process of this host: slow to renew, not gone); its leases are not claimed.
         """
+        ...
+
+    @abstractmethod
+    def leased_work(self) -> list[Lease]:
+        """The leases that expire held on sessions that want a driver (as :meth:`claim_sessions`
+        says, their lease aside), least recently active first, each read with ``expired`` by the
+        journal's clock: what a claim takes once they expired, unless their holders renew them
+        (``zagent worker --until-idle`` waits out a dead worker's)."""
         ...
 
     @abstractmethod

@@ -22,7 +22,7 @@ IDS = ["20261130-044600-3fa2c1", "20261130-044612-77b0e4", "20261201-090000-c0ff
 #: Each command that takes a session id, with the part standing for the id.
 COMMANDS = [
     ["run", "--session", "{id}", "hi"], ["resume", "{id}"], ["answer", "{id}", "yes"], ["approve", "{id}"],
-    ["deny", "{id}"], ["compact", "{id}"], ["replay", "{id}"], ["audit", "--session", "{id}"],
+    ["deny", "{id}"], ["compact", "{id}"], ["chat", "{id}"], ["replay", "{id}"], ["audit", "--session", "{id}"],
     ["sessions", "show", "{id}"], ["sessions", "export", "{id}"], ["sessions", "fork", "{id}", "--at", "1"],
 ]
 

@@ -1,0 +1,97 @@
+"""The bounds a hostile run broke (issue 23, items 1 to 3): the disk a flooding tool takes,
+the memory a flood of notes, a huge file or a huge import takes, and the time a
+catastrophic regular expression, a sparse file or a storm of wake-ups takes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import python_tool
+
+from zagent_core import Engine, Home
+from zagent_core.config import Config, LimitsConfig
+from zagent_core.journal.protocol import Journal
+from zagent_core.tools.output_files import cut_middle, marker
+from zagent_core.tools.supervisor import OUTPUT_FILE
+
+#: A small cap, so a flood passes it in a fraction of a second.
+FILE_LIMIT = 1 << 20
+#: What the marker line between a kept file's head and tail says.
+DROPPED = re.compile(rb"\n\[zagent: (\d+) bytes of output were dropped here: this file keeps the first (\d+) and the "
+                     rb"last (\d+) bytes \(limits\.output_file_bytes\)\]\n")
+
+
+@pytest.fixture
+def capped(home_dir: Path, journal: Journal, workspace: Path) -> Engine:
+    return Engine(Home(home_dir), journal, workspace=workspace,
+                  config=Config(limits=LimitsConfig(kill_grace_seconds=0.3, output_file_bytes=FILE_LIMIT)))
+
+
+def numbers(first: int, last: int) -> bytes:
+    return b"".join(b"%d\n" % n for n in range(first, last + 1))
+
+
+def kept_ends(path: Path, total: bytes) -> None:
+    """``path`` holds the head and tail of ``total`` within the cap, and a marker that says how much went."""
+    kept = path.read_bytes()
+    marker = DROPPED.search(kept)
+    assert marker is not None, kept[FILE_LIMIT // 2 - 100:FILE_LIMIT // 2 + 200]
+    head, tail = kept[:marker.start()], kept[marker.end():]
+    assert len(head) + len(tail) == FILE_LIMIT
+    assert (int(marker[1]), int(marker[2]), int(marker[3])) == (len(total) - FILE_LIMIT, len(head), len(tail))
+    assert total.startswith(head) and total.endswith(tail)
+
+
+# -- 1. disk -----------------------------------------------------------------------------
+
+
+def test_a_flooding_shell_keeps_its_head_and_tail_within_the_file_cap(capped: Engine) -> None:
+    with capped.start_session("test") as session:
+        result = session.call("shell", {"command": "seq 1 3000000"})
+    assert not result.is_error and result.output.endswith("\n2999999\n3000000")
+    assert result.full_output_path is not None
+    kept_ends(Path(result.full_output_path), numbers(1, 3_000_000))
+
+
+def test_a_flooding_folder_tool_keeps_its_head_and_tail_within_the_file_cap(home_dir: Path, capped: Engine) -> None:
+    python_tool(home_dir, "flood", "import sys\nfor n in range(1, 3000001):\n    sys.stdout.write(f'{n}\\n')\n")
+    with capped.start_session("test") as session:
+        result = session.call("flood", {})
+    assert result.full_output_path is not None
+    kept_ends(Path(result.full_output_path), numbers(1, 3_000_000))
+
+
+def test_a_background_flood_is_stopped_at_the_file_cap_and_keeps_its_head_and_tail(capped: Engine) -> None:
+    with capped.start_session("test") as session:
+        session.call("shell", {"command": "yes", "run_in_background": True})
+        task = session.wait_task("1", 60)
+        assert task.status == "exited", task.status
+        assert task.is_error
+        assert f"its output passed {FILE_LIMIT} bytes (limits.output_file_bytes)" in task.output
+    kept = (Path(task.task_dir) / OUTPUT_FILE).read_bytes()
+    marker = DROPPED.search(kept)
+    assert marker is not None
+    assert len(kept) - len(marker[0]) == FILE_LIMIT
+    assert kept[:marker.start()].strip(b"y\n") == b"" and kept[marker.end():].strip(b"y\n") == b""
+
+
+@pytest.mark.parametrize("first, more", [(1600, 0), (1600, 3), (1600, 700), (2600, 40), (1001, 1), (999, 0)])
+def test_a_file_cut_while_written_and_when_done_keeps_the_true_head_and_tail(tmp_path: Path, first: int,
+                                                                             more: int) -> None:
+    """Cut once while written (unmarked), written on, then cut for good: the tail moves up to
+    its place whether the marker makes it overlap itself or not."""
+    written = bytes(range(256)) * 20
+    path = tmp_path / "out"
+    path.write_bytes(written[:first])
+    with open(path, "r+b") as handle:
+        dropped = cut_middle(handle.fileno(), 1000, marked=False)
+        handle.seek(0, 2)
+        handle.write(written[first:first + more])
+        handle.flush()
+        dropped = cut_middle(handle.fileno(), 1000, dropped=dropped, marked=True)
+    total = written[:first + more]
+    assert dropped == max(0, len(total) - 1000)
+    expected = total if not dropped else total[:500] + marker(dropped, 500, 500) + total[-500:]
+    assert path.read_bytes() == expected

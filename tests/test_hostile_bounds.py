@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 from conftest import python_tool
+from test_compaction import Recording
 
 from zagent_core import Engine, Home
+from zagent_core.agent.loop import Agent
+from zagent_core.agent.models import ModelReply
 from zagent_core.config import Config, LimitsConfig
 from zagent_core.journal.protocol import Journal
+from zagent_core.journal.views import HELD_NOTES
 from zagent_core.tools.output_files import cut_middle, marker
 from zagent_core.tools.supervisor import OUTPUT_FILE
 
@@ -95,3 +99,28 @@ def test_a_file_cut_while_written_and_when_done_keeps_the_true_head_and_tail(tmp
     assert dropped == max(0, len(total) - 1000)
     expected = total if not dropped else total[:500] + marker(dropped, 500, 500) + total[-500:]
     assert path.read_bytes() == expected
+
+
+# -- 2. memory ---------------------------------------------------------------------------
+
+
+def test_a_flood_of_notes_holds_a_bounded_number_and_the_model_is_told_the_rest(home_dir: Path,
+                                                                                 engine: Engine) -> None:
+    flood = HELD_NOTES + 5000
+    python_tool(home_dir, "chatty", "import os\nwith open(os.environ['ZAGENT_NOTIFY_FILE'], 'w') as f:\n"
+                                    f"    f.write(''.join(f'note {{i}}\\n' for i in range({flood})))\n")
+    model = Recording([ModelReply(text="ok")])
+    session = engine.start_session("run")
+    session.call("chatty", {})
+    assert session.state.notes_received == flood
+    assert (len(session.state.pending_notes), session.state.notes_not_held) == (HELD_NOTES, 5000)
+    session.release()
+    resumed = engine.resume(session.session_id)  # from the snapshot and the events after it: the same bound
+    assert (len(resumed.state.pending_notes), resumed.state.notes_not_held) == (HELD_NOTES, 5000)
+    Agent(resumed, model).run("go")
+    assert not resumed.state.pending_notes and resumed.state.notes_not_held == 0
+    last = model.requests[0][-1].content.splitlines()[-1]
+    assert last.startswith("[info: ") and "more notes and wake-ups" in last
+    shown = model.requests[0][-1].content.count("[info: note ")
+    assert f"[info: {flood - shown:,} more notes" in last
+    resumed.end()

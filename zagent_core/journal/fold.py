@@ -63,6 +63,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.protocol import StoredEvent
 from zagent_core.journal.views import (
+    HELD_NOTES,
     ApprovalView,
     CallView,
     ChildView,
@@ -80,7 +81,7 @@ MAX_ENDED_TASKS = 20
 
 #: Bump when the fold changes what it computes from the same events: snapshots made by
 #: another projection are then ignored (and remade), never trusted.
-PROJECTION_VERSION = 5
+PROJECTION_VERSION = 6
 
 
 class InconsistentJournalError(ZagentError, ValueError):
@@ -120,6 +121,7 @@ class _Folding:
     tasks_numbered: int
     pending_notes: dict[int, NoteView]
     pending_wakes: dict[str, WakeView]
+    notes_not_held: int
     tasks: dict[str, TaskView]
     notes_received: int
     turns: int
@@ -231,9 +233,11 @@ def _task_result(event: TaskExited | TaskKilled, status: TaskStatus, stored: Sto
 
 
 def _delivered(f: _Folding, notes: list[int], wakes: list[str]) -> None:
-    """A turn, or a turn's next request, took these notes and wake-ups to the model."""
+    """A turn, or a turn's next request, took these notes and wake-ups to the model, and the
+    notes not held (a delivery takes every pending note)."""
     for version in notes:
         f.pending_notes.pop(version, None)
+    f.notes_not_held = 0
     for wake_id in wakes:
         f.pending_wakes.pop(wake_id, None)
     f.turn_answered = False
@@ -340,9 +344,12 @@ def _task_interrupted(f: _Folding, event: TaskInterrupted, stored: StoredEvent) 
 def _note_received(f: _Folding, event: NoteReceived, stored: StoredEvent) -> None:
     if event.call_id in f.calls:  # a closed call's last lines (a replay re-creates them) move nothing
         _update_call(f, event.call_id, {"notify_offset": event.offset})
-    f.pending_notes[stored.version] = NoteView(
-        version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text, wake=event.wake,
-        at=stored.at)
+    if len(f.pending_notes) < HELD_NOTES:
+        f.pending_notes[stored.version] = NoteView(
+            version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text, wake=event.wake,
+            at=stored.at)
+    else:
+        f.notes_not_held += 1
     f.notes_received += 1
 
 

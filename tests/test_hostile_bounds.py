@@ -4,7 +4,12 @@ catastrophic regular expression, a sparse file or a storm of wake-ups takes."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +19,8 @@ from test_compaction import Recording
 from zagent_core import Engine, Home
 from zagent_core.agent.loop import Agent
 from zagent_core.agent.models import ModelReply
+from zagent_core.builtins import grep_python
+from zagent_core.builtins.grep_python import Query
 from zagent_core.config import Config, LimitsConfig
 from zagent_core.journal.protocol import Journal
 from zagent_core.journal.views import HELD_NOTES
@@ -124,3 +131,66 @@ def test_a_flood_of_notes_holds_a_bounded_number_and_the_model_is_told_the_rest(
     shown = model.requests[0][-1].content.count("[info: note ")
     assert f"[info: {flood - shown:,} more notes" in last
     resumed.end()
+
+
+def zagent(home: Path, workspace: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ZAGENT_RG": "none"}  # the Python search: no ripgrep
+    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
+                           *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_the_python_grep_reads_a_huge_file_in_bounded_memory(home_dir: Path, workspace: Path, engine: Engine,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    line = b"x" * 99 + b"\n"
+    with open(workspace / "huge.log", "wb") as handle:
+        for _ in range(150):
+            handle.write(line * 10_000)  # 1 MB at a time: 150 MB in all
+        handle.write(b"the needle\n")
+    (workspace / "one_line.min.js").write_bytes(b"y" * (12 << 20) + b" needle")  # no line end at all
+    monkeypatch.setenv("ZAGENT_RG", "none")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    with engine.start_session("test") as session:
+        found = session.call("grep", {"pattern": "needle", "output_mode": "content"})
+    growth_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert found.output.splitlines() == ["huge.log:1500001:the needle",
+                                         f"one_line.min.js:1:{'y' * 500}… [line clipped: {(12 << 20) + 7 - 500} "
+                                         "more characters]"]
+    assert growth_mib < 50, f"the engine grew by {growth_mib:.0f} MiB"
+    # The search's own process, held to 200 MiB of address space, finds the same.
+    query = Query(pattern="needle", root=str(workspace), root_is_file=False, mode="count")
+
+    def held() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))
+
+    done = subprocess.run([sys.executable, "-m", grep_python.__name__], input=query.to_json().encode(),
+                          capture_output=True, preexec_fn=held, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [["huge.log", 1], ["one_line.min.js", 1]]
+
+
+@pytest.mark.parametrize("mode", ["files_with_matches", "content", "count"])
+@pytest.mark.parametrize("context", [(0, 0), (1, 0), (0, 2), (3, 1)])
+def test_the_python_grep_reads_in_batches_what_it_would_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    mode: str, context: tuple[int, int]) -> None:
+    text = "\n".join(["foo bar", "", "x" * 30, "bar", "a foo", "zzz", "foo", "q" * 70 + " foo", "", "end"] * 3)
+    for name, data in {"lf.txt": text + "\n", "none.txt": text, "crlf.txt": text.replace("\n", "\r\n")}.items():
+        (tmp_path / name).write_text(data)
+    query = Query(pattern="foo|^bar$", root=str(tmp_path), root_is_file=False, mode=mode,  # type: ignore[arg-type]
+                  before=context[0], after=context[1])
+    whole = list(grep_python.search(query))
+    monkeypatch.setattr(grep_python, "READ_BYTES", 7)  # many batches, and lines that run over several
+    assert list(grep_python.search(query)) == whole
+    monkeypatch.setattr(grep_python, "LINE_BYTES", 40)  # long lines searched in their first 40 bytes
+    cut = list(grep_python.search(query))
+    assert (mode == "files_with_matches") == (cut == whole)
+
+
+# -- 3. time -----------------------------------------------------------------------------
+
+
+def test_the_python_grep_stops_a_catastrophic_pattern_at_its_timeout(home_dir: Path, workspace: Path) -> None:
+    (home_dir / "config.json").write_text(json.dumps({"limits": {"default_timeout_seconds": 2}}))
+    (workspace / "a.txt").write_text("a" * 40 + "!\n")
+    done = zagent(home_dir, workspace, "tools", "run", "grep", "--args", json.dumps({"pattern": "^(a+)+$"}))
+    assert done.returncode == 1, done.stderr
+    assert "the search took longer than 2 s and was stopped" in done.stdout

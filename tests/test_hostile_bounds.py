@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timezone
 import re
 import resource
 import subprocess
@@ -22,7 +23,9 @@ from zagent_core.agent.models import ModelReply
 from zagent_core.builtins import grep_python
 from zagent_core.builtins.grep_python import Query
 from zagent_core.config import Config, LimitsConfig
-from zagent_core.journal.protocol import Journal
+from zagent_core.history.exports import IMPORT_BATCH, ExportError, export_lines, import_file
+from zagent_core.journal.events import Event, SessionStarted, ToolCallRequested, ToolCallStarted, UserMessage
+from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.journal.views import HELD_NOTES
 from zagent_core.tools.output_files import cut_middle, marker
 from zagent_core.tools.supervisor import OUTPUT_FILE
@@ -183,6 +186,49 @@ def test_the_python_grep_reads_in_batches_what_it_would_read_whole(tmp_path: Pat
     monkeypatch.setattr(grep_python, "LINE_BYTES", 40)  # long lines searched in their first 40 bytes
     cut = list(grep_python.search(query))
     assert (mode == "files_with_matches") == (cut == whole)
+
+
+def write_export(path: Path, events: int, *, bad_at: int | None = None) -> None:
+    """An export of session ``s1`` of ``events`` events (user messages), written as it is made; with
+    ``bad_at``, the call started there names a folder outside the session's (refused on import)."""
+    now = datetime.now(timezone.utc)
+
+    def made() -> list[Event]:
+        yield SessionStarted(origin="test", workspace="/w", zagent_version="0")
+        for version in range(2, events + 1):
+            if version == bad_at:
+                yield ToolCallRequested(call_id="c1", tool="x", arguments={})
+            elif bad_at is not None and version == bad_at + 1:
+                yield ToolCallStarted(call_id="c1", tool="x", arguments={}, argv=["x"], cwd="/w", input_mode="stdin_json",
+                                      output_mode="text", output_dir="/etc", timeout_seconds=None)
+            else:
+                yield UserMessage(text=f"message {version} " + "." * 200)
+
+    with open(path, "w", encoding="utf-8") as handle:
+        for line in export_lines(StoredEvent(0, "s1", version, now, event)
+                                 for version, event in enumerate(made(), start=1)):
+            handle.write(line + "\n")
+
+
+def test_an_import_streams_a_long_export_in_bounded_memory(tmp_path: Path, home_dir: Path, journal: Journal) -> None:
+    export = tmp_path / "long.jsonl"
+    write_export(export, 150_000)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    assert import_file(journal, export, home=Home(home_dir)) == "s1"
+    growth_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert journal.head("s1") == 150_000
+    assert growth_mib < 40, f"importing grew the process by {growth_mib:.0f} MiB"
+    assert journal.lease("s1") is None  # held while it was written, let go after
+
+
+def test_an_import_that_fails_half_way_takes_out_what_it_wrote(tmp_path: Path, home_dir: Path,
+                                                               journal: Journal) -> None:
+    export = tmp_path / "crafted.jsonl"
+    write_export(export, 3 * IMPORT_BATCH, bad_at=2 * IMPORT_BATCH + 10)  # two appends in when it is found
+    with pytest.raises(ExportError, match=f"event {2 * IMPORT_BATCH + 11} \\(tool_call_started\\): output_dir"):
+        import_file(journal, export, home=Home(home_dir))
+    assert journal.head("s1") == 0 and journal.lease("s1") is None
+    assert [s.session_id for s in journal.sessions()] == []
 
 
 # -- 3. time -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import re
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,16 @@ def test_the_python_grep_stops_a_catastrophic_pattern_at_its_timeout(home_dir: P
     done = zagent(home_dir, workspace, "tools", "run", "grep", "--args", json.dumps({"pattern": "^(a+)+$"}))
     assert done.returncode == 1, done.stderr
     assert "the search took longer than 2 s and was stopped" in done.stdout
+
+
+def test_read_file_answers_a_huge_sparse_file_from_its_head(workspace: Path, engine: Engine) -> None:
+    with open(workspace / "sparse.img", "wb") as handle:
+        handle.truncate(20 << 30)  # 20 GiB of holes: nothing on disk, zeros to read
+    with engine.start_session("test") as session:
+        started = time.monotonic()
+        result = session.call("read_file", {"path": "sparse.img"})
+        took = time.monotonic() - started
+        again = session.call("read_file", {"path": "sparse.img"})
+    assert result.output == f"[binary file: sparse.img ({20 << 30} bytes); not shown as text]"
+    assert again.output.startswith("sparse.img: unchanged since your read")  # known again without a hash
+    assert took < 5, f"read_file took {took:.1f} s"

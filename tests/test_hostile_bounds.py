@@ -11,6 +11,7 @@ import re
 import resource
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -254,3 +255,45 @@ def test_read_file_answers_a_huge_sparse_file_from_its_head(workspace: Path, eng
     assert result.output == f"[binary file: sparse.img ({20 << 30} bytes); not shown as text]"
     assert again.output.startswith("sparse.img: unchanged since your read")  # known again without a hash
     assert took < 5, f"read_file took {took:.1f} s"
+
+
+PATTERNED = textwrap.dedent("""\
+    import anyio
+    from mcp import types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    SCHEMA = {"type": "object", "properties": {
+        "name": {"type": "string", "pattern": "^(a+)+$"},
+        "tag": {"type": "string", "pattern": "^(?!draft)\\\\w+$"}}}
+
+    async def list_tools(ctx, params):
+        return types.ListToolsResult(tools=[types.Tool(name="greet", description="Greets.", input_schema=SCHEMA)])
+
+    async def call_tool(ctx, params):
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"hello {params.arguments}")])
+
+    async def main():
+        server = Server("patterned", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+""")
+
+
+def test_a_catastrophic_pattern_in_an_mcp_schema_is_checked_in_linear_time(tmp_path: Path, home_dir: Path,
+                                                                           workspace: Path) -> None:
+    pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install -e '.[test]'")
+    (tmp_path / "patterned.py").write_text(PATTERNED)
+    (home_dir / "config.json").write_text(json.dumps({"mcp": {"servers": {"p": {
+        "command": [sys.executable, str(tmp_path / "patterned.py")]}}}}))
+    hostile = "a" * 5000 + "!"  # Python's re: 2^5000 steps
+    refused = zagent(home_dir, workspace, "tools", "run", "p__greet", "--args", json.dumps({"name": hostile}))
+    assert refused.returncode == 1, refused.stderr
+    assert 'argument "name": must match the pattern ^(a+)+$' in refused.stdout
+    ran = zagent(home_dir, workspace, "tools", "run", "p__greet", "--args", json.dumps({"name": "aaa", "tag": "x"}))
+    assert ran.returncode == 0 and "hello" in ran.stdout, ran.stdout + ran.stderr
+    # The lookahead RE2 cannot read is left to the server, and said once.
+    assert "zagent does not check its arguments against the pattern" in ran.stderr
+    assert "Traceback" not in ran.stderr + refused.stderr

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
 import re
 import resource
+import signal
 import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from conftest import python_tool
+from conftest import python_tool, wait_for
 from test_compaction import Recording
 
 from zagent_core import Engine, Home
@@ -26,7 +27,14 @@ from zagent_core.builtins import grep_python
 from zagent_core.builtins.grep_python import Query
 from zagent_core.config import Config, LimitsConfig
 from zagent_core.history.exports import IMPORT_BATCH, ExportError, export_lines, import_file
-from zagent_core.journal.events import Event, SessionStarted, ToolCallRequested, ToolCallStarted, UserMessage
+from zagent_core.journal.events import (
+    Event,
+    SessionStarted,
+    ToolCallRequested,
+    ToolCallStarted,
+    UserMessage,
+    WakeRequested,
+)
 from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.journal.views import HELD_NOTES
 from zagent_core.tools.output_files import cut_middle, marker
@@ -297,3 +305,54 @@ def test_a_catastrophic_pattern_in_an_mcp_schema_is_checked_in_linear_time(tmp_p
     # The lookahead RE2 cannot read is left to the server, and said once.
     assert "zagent does not check its arguments against the pattern" in ran.stderr
     assert "Traceback" not in ran.stderr + refused.stderr
+
+
+def test_a_wake_storm_under_a_worker_stops_at_max_turns(tmp_path: Path, home_dir: Path, journal: Journal,
+                                                        workspace: Path) -> None:
+    python_tool(home_dir, "storm", "import json, os, time\nwith open(os.environ['ZAGENT_NOTIFY_FILE'], 'a') as f:\n"
+                "    for n in range(100):\n"
+                "        f.write(json.dumps({'text': f'wake {n}', 'wake': True}) + '\\n'); f.flush(); time.sleep(0.04)\n"
+                "print('calm')\n", background=True, timeout_seconds=120)
+    (home_dir / "config.json").write_text(json.dumps({"agent": {"max_turns": 6}}))
+    script = tmp_path / "storm.json"
+    script.write_text(json.dumps([{"text": "A storm.", "tool_calls": [{"name": "storm", "arguments": {}}]},
+                                  *({"text": "Noted."} for _ in range(500))]))
+    session = Engine(Home(home_dir), journal, workspace=workspace).start_session("run")
+    session.record_user_message("weather it")
+    session.release()
+    worker = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home_dir), "--workspace",
+                               str(workspace), "worker", "--model", f"scripted:{script}", "--poll", "0.1"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any(e.event.type == "task_started" for e in journal.read(session.session_id)),
+                 "the storm to start", seconds=60)
+        (started,) = [e.event for e in journal.read(session.session_id) if e.event.type == "task_started"]
+        wait_for(lambda: (Path(started.task_dir) / "exit.json").exists(), "the storm to end", seconds=60)
+    finally:
+        worker.send_signal(signal.SIGINT)
+        _, said = worker.communicate(timeout=60)
+    replies = [e for e in journal.read(session.session_id) if e.event.type == "model_replied"]
+    assert len(replies) == 6, said
+    # Let go at its limit, nothing more of the session is journaled: no worker takes it up again.
+    assert "[worker stopped: 1 session claimed" in said, said
+
+
+def test_a_worker_counts_max_turns_across_claims_since_a_person_last_acted(tmp_path: Path, home_dir: Path,
+                                                                          journal: Journal, workspace: Path) -> None:
+    (home_dir / "config.json").write_text(json.dumps({"agent": {"max_turns": 3}}))
+    script = tmp_path / "chatty.json"
+    script.write_text(json.dumps([{"text": "Noted."} for _ in range(10)]))
+    session = Engine(Home(home_dir), journal, workspace=workspace).start_session("run")
+    session.record_user_message("hello")
+    # Three replies since the message (a driver killed after them), and a wake-up nobody answered.
+    session.record([ModelReply(text="Noted.").journaled(1) for _ in range(3)])
+    session.record([WakeRequested(wake_id="w1", reason="note", text="wake up")])
+    session.release()
+    done = subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home_dir), "--workspace", str(workspace),
+                           "worker", "--model", f"scripted:{script}", "--poll", "0.1", "--until-idle"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert [e.event.type for e in journal.read(session.session_id)].count("model_replied") == 3
+    assert (f"session {session.session_id}: left for a person: it made agent.max_turns (3) model requests since "
+            "a person last gave it a message, an answer or a decision") in done.stderr
+    assert "1 left for a person" in done.stderr

@@ -130,6 +130,7 @@ class _Folding:
     unanswered_message: bool
     last_turn_end: str | None
     model_replies: int
+    replies_since_person: int
     unrequested: dict[str, RepliedCall]
     input_tokens: int
     output_tokens: int
@@ -378,6 +379,7 @@ def _notes_delivered(f: _Folding, event: NotesDelivered, stored: StoredEvent) ->
 @_on(UserMessage)
 def _user_message(f: _Folding, event: UserMessage, stored: StoredEvent) -> None:
     f.unanswered_message = True
+    f.replies_since_person = 0
 
 
 @_on(WakeAnswered)
@@ -395,6 +397,7 @@ def _turn_ended(f: _Folding, event: TurnEnded, stored: StoredEvent) -> None:
 @_on(ModelReplied)
 def _model_replied(f: _Folding, event: ModelReplied, stored: StoredEvent) -> None:
     f.model_replies += 1
+    f.replies_since_person += 1
     f.turn_answered = not event.tool_calls
     f.unrequested.update((call.call_id, call) for call in event.tool_calls)
     f.input_tokens += event.input_tokens
@@ -423,6 +426,7 @@ def _input_requested(f: _Folding, event: InputRequested, stored: StoredEvent) ->
 @_on(InputAnswered)
 def _input_answered(f: _Folding, event: InputAnswered, stored: StoredEvent) -> None:
     f.questions.pop(event.call_id, None)
+    f.replies_since_person = 0
 
 
 @_on(ApprovalRequested)
@@ -433,6 +437,8 @@ def _approval_requested(f: _Folding, event: ApprovalRequested, stored: StoredEve
 
 @_on(ApprovalDecided)
 def _approval_decided(f: _Folding, event: ApprovalDecided, stored: StoredEvent) -> None:
+    if event.via != "config":  # approvals.allow decides without a person
+        f.replies_since_person = 0
     if event.call_id in f.approvals:  # a denial's rejection, in the same step, closes it
         f.approvals[event.call_id] = _changed(f.approvals[event.call_id], {"approved": event.approved})
 

@@ -222,6 +222,9 @@ class SessionState(BaseModel):
     unanswered_message: bool = False
     last_turn_end: str | None = None
     model_replies: int = 0
+    #: Model replies since a person last gave the session something (a message, an answer, a
+    #: decision): what ``agent.max_turns`` bounds under ``zagent worker``, claim after claim.
+    replies_since_person: int = 0
     #: Tool calls of the last model reply that have not been requested yet (cut off before running).
     unrequested: dict[str, RepliedCall] = {}
     input_tokens: int = 0

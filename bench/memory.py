@@ -173,9 +173,10 @@ def bench_import(events: int) -> None:
                                      for version, event in enumerate(made, start=1)):
                 handle.write(line + "\n")
         size = (folder / "long.jsonl").stat().st_size
-        cli = [sys.executable, "-c", PROBE, "-m", "zagent_cli", "--home", str(folder / "home")]
-        done = subprocess.run([*cli, "sessions", "import", str(folder / "long.jsonl")], capture_output=True, text=True)
-        bare = subprocess.run([*cli, "sessions", "list"], capture_output=True, text=True)
+        cli = [sys.executable, "-c", PROBE, "-m", "zagent_cli", "--home"]
+        done = subprocess.run([*cli, str(folder / "home"), "sessions", "import", str(folder / "long.jsonl")],
+                              capture_output=True, text=True)
+        bare = subprocess.run([*cli, str(folder / "empty"), "sessions", "list"], capture_output=True, text=True)
         show(f"sessions import, {events:,} events ({size / 1e6:,.0f} MB)", {"base": peak_of(bare),
                                                                             "peak": peak_of(done)}, events, "event")
 

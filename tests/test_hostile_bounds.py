@@ -241,6 +241,17 @@ def test_an_import_that_fails_half_way_takes_out_what_it_wrote(tmp_path: Path, h
     assert [s.session_id for s in journal.sessions()] == []
 
 
+def test_reading_a_long_session_holds_a_page_of_it_at_a_time(journal: Journal) -> None:
+    journal.append("long", [SessionStarted(origin="test", workspace="/w", zagent_version="0")], 0)
+    for start in range(1, 300_001, 10_000):
+        journal.append("long", [UserMessage(text=f"message {n} " + "." * 100) for n in range(10_000)], start)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    count = sum(1 for _ in journal.read("long"))
+    growth_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert count == 300_001
+    assert growth_mib < 20, f"reading grew the process by {growth_mib:.0f} MiB"
+
+
 # -- 3. time -----------------------------------------------------------------------------
 
 

@@ -150,9 +150,11 @@ def bench_grep(size_mib: int) -> None:
             from zagent_core.builtins.grep_python import Query
         except ImportError:  # a zagent whose Python search runs in the engine
             return
-        query = Query(pattern="needle", root=str(folder / "ws"), root_is_file=False, mode="count")
+        searched = os.open(folder / "ws", os.O_RDONLY | os.O_DIRECTORY)
+        query = Query(pattern="needle", root=str(folder / "ws"), root_is_file=False, folder=searched, mode="count")
         done = subprocess.run([sys.executable, "-c", PROBE, "-m", "zagent_core.builtins.grep_python"],
-                              input=query.to_json(), capture_output=True, text=True)
+                              input=query.to_json(), capture_output=True, text=True, pass_fds=(searched,))
+        os.close(searched)
         alone = subprocess.run([sys.executable, "-c", PROBE, "-c", "import zagent_core.builtins.grep_python"],
                                capture_output=True, text=True)
         show("  its search process, run alone", {"peak": peak_of(done), "base": peak_of(alone)})

@@ -170,13 +170,17 @@ def test_the_python_grep_reads_a_huge_file_in_bounded_memory(home_dir: Path, wor
                                          "more characters]"]
     assert growth_mib < 50, f"the engine grew by {growth_mib:.0f} MiB"
     # The search's own process, held to 200 MiB of address space, finds the same.
-    query = Query(pattern="needle", root=str(workspace), root_is_file=False, mode="count")
+    folder = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    query = Query(pattern="needle", root=str(workspace), root_is_file=False, folder=folder, mode="count")
 
     def held() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))
 
-    done = subprocess.run([sys.executable, "-m", grep_python.__name__], input=query.to_json().encode(),
-                          capture_output=True, preexec_fn=held, timeout=120)
+    try:
+        done = subprocess.run([sys.executable, "-m", grep_python.__name__], input=query.to_json().encode(),
+                              capture_output=True, preexec_fn=held, pass_fds=(folder,), timeout=120)
+    finally:
+        os.close(folder)
     assert done.returncode == 0, done.stderr[-2000:]
     assert [json.loads(line) for line in done.stdout.splitlines()] == [["huge.log", 1], ["one_line.min.js", 1]]
 
@@ -188,13 +192,17 @@ def test_the_python_grep_reads_in_batches_what_it_would_read_whole(tmp_path: Pat
     text = "\n".join(["foo bar", "", "x" * 30, "bar", "a foo", "zzz", "foo", "q" * 70 + " foo", "", "end"] * 3)
     for name, data in {"lf.txt": text + "\n", "none.txt": text, "crlf.txt": text.replace("\n", "\r\n")}.items():
         (tmp_path / name).write_text(data)
-    query = Query(pattern="foo|^bar$", root=str(tmp_path), root_is_file=False, mode=mode,  # type: ignore[arg-type]
-                  before=context[0], after=context[1])
-    whole = list(grep_python.search(query))
-    monkeypatch.setattr(grep_python, "READ_BYTES", 7)  # many batches, and lines that run over several
-    assert list(grep_python.search(query)) == whole
-    monkeypatch.setattr(grep_python, "LINE_BYTES", 40)  # long lines searched in their first 40 bytes
-    cut = list(grep_python.search(query))
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    query = Query(pattern="foo|^bar$", root=str(tmp_path), root_is_file=False, folder=folder,
+                  mode=mode, before=context[0], after=context[1])  # type: ignore[arg-type]
+    try:
+        whole = list(grep_python.search(query))
+        monkeypatch.setattr(grep_python, "READ_BYTES", 7)  # many batches, and lines that run over several
+        assert list(grep_python.search(query)) == whole
+        monkeypatch.setattr(grep_python, "LINE_BYTES", 40)  # long lines searched in their first 40 bytes
+        cut = list(grep_python.search(query))
+    finally:
+        os.close(folder)
     assert (mode == "files_with_matches") == (cut == whole)
 
 

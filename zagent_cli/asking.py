@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -69,9 +70,13 @@ def _reason(limits: LimitsConfig) -> str:
             return reason
 
 
+def terminal_askers(limits: LimitsConfig) -> tuple[Callable[[str, list[str] | None], str],
+                                                    Callable[[ApprovalView], tuple[bool, str]]]:
+    """How a question is answered, and an approval decided, on this terminal."""
+    return functools.partial(_ask_on_terminal, limits), functools.partial(_approve_on_terminal, limits)
+
+
 def ask_here(session: Session) -> None:
     """On a terminal, questions and approvals are asked there; elsewhere they park the session."""
     if sys.stdin.isatty() and sys.stdout.isatty():
-        limits = session.engine.config.limits
-        session.ask_terminal = functools.partial(_ask_on_terminal, limits)
-        session.approve_terminal = functools.partial(_approve_on_terminal, limits)
+        session.ask_terminal, session.approve_terminal = terminal_askers(session.engine.config.limits)

@@ -17,6 +17,7 @@ import os
 import re
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from zagent_core.builtins import files, grep_python
+from zagent_core.builtins.beneath import Place
 from zagent_core.builtins.grep_python import MAX_LINE_CHARS, Item, Line, Mode, Query, SearchError, compile_pattern
 from zagent_core.builtins.search import (
     FILE_TYPES,
     Filters,
     GlobError,
+    cannot,
     compile_glob,
     existing_path,
     pattern_parameters,
@@ -93,13 +96,14 @@ def _python_failed(code: int, errors: str) -> SearchError | None:
 
 def python_search(query: Query, timeout: float) -> Iterator[Item]:
     """Search with Python's ``re``, in a process of its own (:mod:`~zagent_core.builtins.grep_python`)
-    killed at the timeout; its items, as they come (closing the iterator stops it)."""
+    that reads from ``query.folder`` (handed to it) and is killed at the timeout; its items, as
+    they come (closing the iterator stops it)."""
     compile_pattern(query)  # a bad pattern is told before a process starts
     # Started from zagent's own folder, so it runs this very zagent and no module the searched folder holds.
     argv = [sys.executable, "-m", grep_python.__name__]
     package = str(Path(grep_python.__file__).parents[2])
     records = _records(argv, package, b"\n", time.monotonic() + timeout, timeout, _python_failed,
-                       request=query.to_json().encode())
+                       request=query.to_json().encode(), fds=(query.folder,))
     try:
         for record in records:
             yield grep_python.decode(record)
@@ -188,15 +192,15 @@ def _rg_failed(pattern: str) -> Callable[[int, str], SearchError | None]:
 
 
 def _records(argv: list[str], cwd: str, separator: bytes, deadline: float, timeout: float,
-             failed: Callable[[int, str], SearchError | None], request: bytes | None = None,
-             ) -> Generator[bytes, None, None]:
-    """Run a search process (given ``request`` on stdin), yielding its records (its output split at
-    ``separator``) as they come; closing the iterator, or the deadline, stops it. ``failed`` says
-    what its exit status and errors mean."""
+             failed: Callable[[int, str], SearchError | None], *, request: bytes | None = None,
+             fds: Sequence[int] = ()) -> Generator[bytes, None, None]:
+    """Run a search process (given ``request`` on stdin, and the descriptors ``fds``), yielding its
+    records (its output split at ``separator``) as they come; closing the iterator, or the deadline,
+    stops it. ``failed`` says what its exit status and errors mean."""
     with tempfile.TemporaryFile() as errors:
         try:
             process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL if request is None else subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=errors)
+                                       stdout=subprocess.PIPE, stderr=errors, pass_fds=fds)
         except OSError as exc:
             raise SearchError(f"{argv[0]} could not be started: {exc.strerror or exc}") from None
         stdout = process.stdout
@@ -358,22 +362,26 @@ def page(lines: Iterator[str], head_limit: int, offset: int, byte_cap: int, empt
     return "\n".join(kept)
 
 
-def _query(context: BuiltinContext, arguments: Arguments) -> tuple[Query, str] | ToolResult:
+def _folder(root: Place, given: str) -> int | ToolResult:
+    """Where the search reads: the folder ``root`` is, opened (the caller closes it), or its own folder
+    (held by ``root``) when it is one text file; or the error result that says why it cannot be searched."""
+    try:
+        if stat.S_ISDIR(root.lstat().st_mode):
+            return root.open_folder()
+        # A FIFO or a device is refused, never waited on nor searched without end.
+        with files.open_regular(root, given, "read") as (fd, _):
+            if b"\0" in os.pread(fd, BINARY_SAMPLE, 0):
+                return ToolResult(output=f"{given} is a binary file; grep searches text files", is_error=False)
+    except files.FileProblem as exc:
+        return ToolResult(output=str(exc), is_error=True)
+    except OSError as exc:
+        return cannot(given, exc, "read")
+    return root.folder
+
+
+def _query(context: BuiltinContext, arguments: Arguments, root: Place, folder: int) -> tuple[Query, str] | ToolResult:
     """The search ``arguments`` ask for and how its path is shown, or the error result that says what is wrong."""
-    given = arguments.get("path") or "."
-    root = existing_path(context, given)
-    if isinstance(root, ToolResult):
-        return root
-    root_is_file = not root.is_dir()
-    if root_is_file:
-        try:  # a FIFO or a device is refused, never waited on nor searched without end
-            with files.open_regular(root, given, "read") as (fd, _):
-                if b"\0" in os.pread(fd, BINARY_SAMPLE, 0):
-                    return ToolResult(output=f"{given} is a binary file; grep searches text files", is_error=False)
-        except files.FileProblem as exc:
-            return ToolResult(output=str(exc), is_error=True)
-        except OSError as exc:
-            return ToolResult(output=f"{given} cannot be read: {exc.strerror or exc}", is_error=True)
+    root_is_file = folder == root.folder
     globs = (arguments["glob"],) if arguments.get("glob") else ()
     try:
         for glob in globs:
@@ -383,13 +391,14 @@ def _query(context: BuiltinContext, arguments: Arguments) -> tuple[Query, str] |
     mode: Mode = arguments.get("output_mode") or "files_with_matches"
     context_lines: int = arguments.get("-C", 0)
     query = Query(
-        pattern=arguments["pattern"], root=str(root), root_is_file=root_is_file, mode=mode,
+        pattern=arguments["pattern"], root=str(root.key), root_is_file=root_is_file, folder=folder, name=root.name,
+        mode=mode,
         filters=Filters(globs=globs, file_type=arguments.get("type")),
         ignore_case=bool(arguments.get("-i", False)), multiline=bool(arguments.get("multiline", False)),
         before=int(arguments.get("-B", context_lines)) if mode == "content" else 0,
         after=int(arguments.get("-A", context_lines)) if mode == "content" else 0,
     )
-    return query, shown_path(context.workspace, str(root.parent if root_is_file else root))
+    return query, shown_path(context.workspace, str(root.key.parent if root_is_file else root.key))
 
 
 def _lines_per_file(lines: Iterator[Item]) -> Iterator[Item]:
@@ -419,12 +428,29 @@ def search(query: Query, rg: str | None, timeout: float) -> Iterator[Item]:
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Carry out one validated grep call."""
-    built = _query(context, arguments)
-    if isinstance(built, ToolResult):
-        return built
-    query, shown = built
+    given = arguments.get("path") or "."
+    root = existing_path(context, given)
+    if isinstance(root, ToolResult):
+        return root
+    with root:
+        folder = _folder(root, given)
+        if isinstance(folder, ToolResult):
+            return folder
+        try:
+            built = _query(context, arguments, root, folder)
+            return built if isinstance(built, ToolResult) else _searched(context, arguments, *built)
+        finally:
+            if folder != root.folder:
+                os.close(folder)
+
+
+def _searched(context: BuiltinContext, arguments: Arguments, query: Query, shown: str) -> ToolResult:
+    """What the model is shown of ``query``'s search."""
     empty = "No files found" if query.mode == "files_with_matches" else "No matches found"
-    items = search(query, find_rg(), context.config.limits.default_timeout_seconds)
+    # ripgrep walks the tree by its paths' names, which a process of the workspace can swap for links
+    # while it runs: a confined search walks it from descriptors, in Python (see beneath.py).
+    rg = None if context.config.builtins.confine_to_workspace else find_rg()
+    items = search(query, rg, context.config.limits.default_timeout_seconds)
     lines = output_lines(items, shown, line_numbers=arguments.get("-n", True), gaps=bool(query.before or query.after))
     try:
         text = page(lines, arguments.get("head_limit", DEFAULT_HEAD_LIMIT), arguments.get("offset", 0),

@@ -1,8 +1,10 @@
 """The Python search: ``grep``'s search where there is no ripgrep, run in a process of its own.
 
-``python -m zagent_core.builtins.grep_python`` reads a query (JSON) on stdin and writes what it
-finds on stdout as it finds it, one JSON item a line; ``grep`` runs it as it runs ripgrep,
-reading until it has what it shows, and kills it at the timeout. In a process of its own
+``python -m zagent_core.builtins.grep_python`` reads a query (JSON) on stdin, and the folder it
+searches as a descriptor it was handed (a confined search walks from descriptors, see
+``beneath.py``), and writes what it finds on stdout as it finds it, one JSON item a line;
+``grep`` runs it as it runs ripgrep, reading until it has what it shows, and kills it at the
+timeout. In a process of its own
 because Python's ``re`` backtracks, and holds the interpreter's lock while it does: a pattern
 like ``^(a+)+$`` against a line of ``a``s would hold the engine (and every thread of it) for
 hours, where here it holds a process that is killed.
@@ -24,13 +26,15 @@ import bisect
 import json
 import os
 import re
+import stat
 import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import IO, Any, Literal
 
-from zagent_core.builtins.search import Filters, GlobError, walk
+from zagent_core.builtins.beneath import FolderMoved
+from zagent_core.builtins.search import Filters, Found, GlobError, walk
 
 Mode = Literal["files_with_matches", "content", "count"]
 
@@ -52,6 +56,11 @@ class Query:
     #: The folder searched, or the one file.
     root: str
     root_is_file: bool
+    #: Where the search reads from (see ``beneath.py``): the folder searched, open, or the one
+    #: file's folder (and ``name``, its name there). The caller's to close; the search's
+    #: process is handed it, under the same number.
+    folder: int
+    name: str = ""
     mode: Mode = "files_with_matches"
     filters: Filters = Filters()
     ignore_case: bool = False
@@ -216,8 +225,8 @@ class _Lines:
             yield self.relative, self.count
 
 
-#: How a file a walk found is opened: a FIFO swapped in since is not waited on.
-_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+#: How a file a walk found is opened: a link swapped in since is not followed, a FIFO not waited on.
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
 
 
 def _has_nul(handle: IO[bytes]) -> bool:
@@ -258,20 +267,24 @@ def _batches(handle: IO[bytes], first: bytes) -> Iterator[list[str]]:
         yield [pending.decode("utf-8", errors="replace")]
 
 
-def _search_file(regex: re.Pattern[str], query: Query, path: str, relative: str) -> Iterator[Item]:
+def _search_file(regex: re.Pattern[str], query: Query, file: Found) -> Iterator[Item]:
+    """The items of a file the walk found, read from its folder's descriptor (a link or a FIFO
+    swapped in for it since is not followed, nor waited on)."""
     try:
-        fd = os.open(path, _OPEN)
+        fd = os.open(file.name, _OPEN, dir_fd=file.folder)
     except OSError:
         return
     with os.fdopen(fd, "rb") as handle:
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
             first = handle.read(READ_BYTES)
             if not first or b"\0" in first or (len(first) == READ_BYTES and _has_nul(handle)):
                 return
             if query.multiline:
-                yield from _multiline(regex, query, relative, first + handle.read(LINE_BYTES - len(first)))
+                yield from _multiline(regex, query, file.relative, first + handle.read(LINE_BYTES - len(first)))
                 return
-            lines = _Lines(regex, query, relative)
+            lines = _Lines(regex, query, file.relative)
             for batch in _batches(handle, first):
                 yield from lines.feed(batch)
                 if lines.done:
@@ -284,10 +297,10 @@ def _search_file(regex: re.Pattern[str], query: Query, path: str, relative: str)
 def search(query: Query) -> Iterator[Item]:
     """The items of ``query``: the files of :func:`search.walk`, in its order."""
     regex = compile_pattern(query)
-    files = iter([os.path.basename(query.root)]) if query.root_is_file else walk(query.root, query.filters)
-    base = os.path.dirname(query.root) if query.root_is_file else query.root
-    for relative in files:
-        yield from _search_file(regex, query, os.path.join(base, relative), relative)
+    found = (iter([Found(os.path.basename(query.root), query.folder, query.name)]) if query.root_is_file
+             else walk(query.folder, query.root, query.filters))
+    for file in found:
+        yield from _search_file(regex, query, file)
 
 
 def encode(item: Item) -> str:
@@ -317,6 +330,8 @@ def main() -> None:
             out.write(encode(item) + "\n")
     except (SearchError, GlobError) as exc:
         out.write(json.dumps({"error": str(exc)}) + "\n")
+    except FolderMoved as exc:
+        out.write(json.dumps({"error": f"the search stopped: {exc.filename}: {exc.strerror}; search again"}) + "\n")
     except BrokenPipeError:  # grep has what it shows, and closed the pipe
         os._exit(0)
     out.flush()

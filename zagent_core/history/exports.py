@@ -11,6 +11,12 @@ paths its events hold. Every such path must be in the recorded session's folder
 (``<home>/sessions/<id>/...`` of the home that recorded it) and is moved to the same
 place in the importing home's folder for the session; anything else is refused.
 
+Nor does an import trust the sessions its events name: a parent's spawn call drives the
+child session it names, so an export could otherwise hand a session of the importing
+journal to whoever wrote it. A sub-agent link (``child_spawned``, ``child_ended``, a
+sub-agent's ``session_started``) may name a session the journal does not have (the rest of
+the tree may be imported after it), or one that names it back, but no other.
+
 A file is imported in bounded memory, however long (:func:`import_file`): it is read and
 checked once (each line, and the session they fold into) keeping only the fold, then read
 again and appended :data:`IMPORT_BATCH` events at a time, under the session's lease so
@@ -34,12 +40,16 @@ from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.journal.events import (
     OPENERS,
+    ChildEnded,
+    ChildSpawned,
     Event,
     EventSchemaError,
     Media,
     NewerEventError,
     OutputFile,
+    ParentLink,
     SessionForked,
+    SessionStarted,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
@@ -350,6 +360,53 @@ def relocate(imported: ImportedSession, home: Home, session_id: str) -> list[Eve
     return [event for event, _ in _relocated(zip(imported.events, imported.times), relocation)]
 
 
+def check_links(journal: EventLog, events: Iterable[Event], session_id: str) -> None:
+    """Refuse (:class:`ExportError`) an import, as ``session_id``, whose sub-agent links name a
+    session of ``journal`` that does not name it back: its parent's spawn call would drive it."""
+    for number, event in enumerate(events, start=1):
+        problem = _link_problem(journal, session_id, event)
+        if problem is not None:
+            raise ExportError(f"event {number} ({event.type}): {problem}; an import may only refer to sessions "
+                              "inside it, or to the sessions of its own tree")
+
+
+def _link_problem(journal: EventLog, session_id: str, event: Event) -> str | None:
+    """Why ``event``, of a session imported as ``session_id``, links to a session of ``journal`` it may not."""
+    if isinstance(event, (ChildSpawned, ChildEnded)):
+        return _child_problem(journal, session_id, event.child_session_id, event.label)
+    if isinstance(event, SessionStarted) and event.parent is not None:
+        return _parent_problem(journal, session_id, event.parent)
+    return None
+
+
+def _child_problem(journal: EventLog, session_id: str, child_id: str, label: str) -> str | None:
+    """Why the journal's session ``child_id`` is not ``session_id``'s sub-agent ``label``, if it is not."""
+    if child_id == session_id:
+        return f"it names the session itself as its sub-agent {label}"
+    started = next(iter(journal.read(child_id, types=("session_started",))), None)
+    if started is None:
+        return None  # not in the journal: its export, imported later, must name this session as its parent
+    link = started.event.parent if isinstance(started.event, SessionStarted) else None
+    if link is not None and (link.session_id, link.label) == (session_id, label):
+        return None
+    what = "no sub-agent" if link is None else f"{link.label} of session {link.session_id}"
+    return f"its sub-agent {label} is session {child_id}, which in this journal is {what}"
+
+
+def _parent_problem(journal: EventLog, session_id: str, link: ParentLink) -> str | None:
+    """Why the journal's session ``link.session_id`` does not have ``session_id`` for its sub-agent, if it does not."""
+    if link.session_id == session_id:
+        return "it names the session itself as its parent"
+    spawned = [stored.event for stored in journal.read(link.session_id, types=("child_spawned",))
+               if isinstance(stored.event, ChildSpawned) and stored.event.label == link.label]
+    if not spawned and journal.head(link.session_id) == 0:
+        return None  # not in the journal: its export, imported later, must name this session as its sub-agent
+    if spawned and all(event.child_session_id == session_id for event in spawned):
+        return None
+    theirs = f"session {spawned[0].child_session_id}" if spawned else "no such sub-agent"
+    return f"it is {link.label} of session {link.session_id}, whose {link.label} in this journal is {theirs}"
+
+
 def _write(journal: AdminJournal, session_id: str, events: Iterator[tuple[Event, datetime]], first: int) -> None:
     """Append ``events`` as the new session ``session_id``: ``first`` of them, then
     :data:`IMPORT_BATCH` at a time, under the session's lease (no worker drives it half-written).
@@ -381,26 +438,29 @@ def import_session(journal: AdminJournal, imported: ImportedSession, *, home: Ho
     (under ``as_id`` if given), in one append; returns its id.
 
     The session's paths are moved into ``home`` (:func:`relocate`); an export with a path
-    outside its session's folder is refused (:class:`ExportError`). Refuses
+    outside its session's folder, or a sub-agent link to a session of the journal that does
+    not link back (:func:`check_links`), is refused (:class:`ExportError`). Refuses
     (ConcurrencyError) a session id the journal already has, so nothing is mixed.
     """
     session_id = as_id or imported.session_id
     events = relocate(imported, home, session_id)
+    check_links(journal, imported.events, session_id)
     _write(journal, session_id, zip(events, imported.times), len(events))
     return session_id
 
 
 def import_file(journal: AdminJournal, path: Path, *, home: Home, as_id: str | None = None) -> str:
     """``zagent sessions import``: as :func:`import_session`, the export at ``path`` read twice
-    instead of held: once to check it all (nothing is written for a file with a bad line, or
-    that does not fold into a session), then to append it :data:`IMPORT_BATCH` events at a time.
-    Memory stays bounded however long the file; raises :class:`ExportError` (and
-    ``UnicodeDecodeError`` for a file that is not UTF-8)."""
+    instead of held: once to check it all (nothing is written for a file with a bad line, that
+    does not fold into a session, or whose links :func:`check_links` refuses), then to append
+    it :data:`IMPORT_BATCH` events at a time. Memory stays bounded however long the file;
+    raises :class:`ExportError` (and ``UnicodeDecodeError`` for a file that is not UTF-8)."""
     export = _Export(str(path))
     with open(path, encoding="utf-8") as handle:
-        for _ in export.checked(handle):
-            pass
-    assert export.session_id is not None
+        events = (event for event, _ in export.checked(handle))
+        first = next(events)  # its line names the session
+        assert export.session_id is not None
+        check_links(journal, itertools.chain([first], events), as_id or export.session_id)
     session_id = as_id or export.session_id
     relocation = _Relocation(home, session_id, export.recorded_ids)
     with open(path, encoding="utf-8") as handle:

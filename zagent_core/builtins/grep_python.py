@@ -181,18 +181,18 @@ class _Lines:
         self.after = 0
         self.done = False
 
-    def feed(self, lines: list[str]) -> Iterator[Item]:
-        """The items of the next ``lines`` of the file (without their ``\\n``)."""
-        if not self.after and self.regex.search("\n".join(lines)) is None:
+    def feed(self, block: str) -> Iterator[Item]:
+        """The items of the next lines of the file (``block``: whole lines, ``\\n`` between them)."""
+        if not self.after and self.regex.search(block) is None:
             # One search of the batch rules out most of them (it may match across its lines
             # where a line alone does not: those are searched line by line).
-            self.number += len(lines)
+            self.number += block.count("\n") + 1
             if self.query.before:
-                kept = lines[-self.query.before:]
+                kept = block.rsplit("\n", self.query.before)[-self.query.before:]
                 self.before.extend(_line(self.relative, self.number - len(kept) + offset + 1, line, False)
                                    for offset, line in enumerate(kept))
             return
-        for line in lines:
+        for line in block.split("\n"):
             self.number += 1
             yield from self._one(line)
             if self.done:
@@ -241,9 +241,9 @@ def _has_nul(handle: IO[bytes]) -> bool:
         handle.seek(start)
 
 
-def _batches(handle: IO[bytes], first: bytes) -> Iterator[list[str]]:
-    """The file's lines (``first`` its start), decoded, in batches of about :data:`READ_BYTES`;
-    a line longer than :data:`LINE_BYTES` is cut there."""
+def _batches(handle: IO[bytes], first: bytes) -> Iterator[str]:
+    """The file's lines (``first`` its start), decoded, in blocks of whole lines of about
+    :data:`READ_BYTES`, ``\\n`` between them; a line longer than :data:`LINE_BYTES` is cut there."""
     pending = b""  # the start of the line the next chunk goes on with
     skipping = False  # in the rest of a line that was cut
     chunk = first
@@ -253,18 +253,18 @@ def _batches(handle: IO[bytes], first: bytes) -> Iterator[list[str]]:
             skipping = newline == -1
             chunk = chunk[newline + 1:] if newline != -1 else b""
         elif len(pending) + (len(chunk) if newline == -1 else newline) > LINE_BYTES:
-            yield [(pending + chunk)[:LINE_BYTES].decode("utf-8", errors="replace")]
+            yield (pending + chunk)[:LINE_BYTES].decode("utf-8", errors="replace")
             pending, skipping = b"", True
             continue  # this chunk again, from where the cut line ends
         else:
             buffer = pending + chunk
             last = buffer.rfind(b"\n")
             if last != -1:
-                yield buffer[:last].decode("utf-8", errors="replace").split("\n")
+                yield buffer[:last].decode("utf-8", errors="replace")
             pending, chunk = buffer[last + 1:], b""
         chunk = chunk or handle.read(READ_BYTES)
     if pending:
-        yield [pending.decode("utf-8", errors="replace")]
+        yield pending.decode("utf-8", errors="replace")
 
 
 def _search_file(regex: re.Pattern[str], query: Query, file: Found) -> Iterator[Item]:

@@ -344,10 +344,11 @@ def _relocated(events: Iterable[tuple[Event, datetime]],
     naming the first event with a path that is not in the recorded session's folder."""
     for number, (event, when) in enumerate(events, start=1):
         try:
-            yield relocation.event(event), when
+            moved = relocation.event(event)
         except ValueError as exc:
             raise ExportError(f"event {number} ({event.type}): {exc}; an export may only hold paths in its "
                               "session's folder") from None
+        yield moved, when
 
 
 def relocate(imported: ImportedSession, home: Home, session_id: str) -> list[Event]:

@@ -88,7 +88,7 @@ def main() -> None:
             files_args: dict[str, object] = {"pattern": "NEEDLE"}
             content_args: dict[str, object] = {"pattern": "retry config", "output_mode": "content", "head_limit": 250}
             needle_lines: dict[str, object] = {"pattern": "NEEDLE", "output_mode": "content"}
-            query = Query(pattern="NEEDLE", root=str(tree), root_is_file=False)
+            query = Query(pattern="NEEDLE", root=str(tree), root_is_file=False, folder=-1)  # ripgrep reads no descriptor
             exact = rg_argv(rg, query, "files_with_matches")
 
             def run(argv: list[str]) -> Callable[[], object]:

@@ -22,6 +22,7 @@ from conftest import PYTHON, python_tool, running, write_tool
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
+from zagent_core.tools.output_files import marker
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process checks read /proc")
 
@@ -317,7 +318,10 @@ os.write(1, b"END OF FLOOD\\n")
         assert "END OF FLOOD" in result.output
         assert len(result.output) < 4096 + 400
         assert result.full_output_path is not None
-        assert os.path.getsize(result.full_output_path) == total
+        # The file keeps the first and last 32 MiB (limits.output_file_bytes), and a line between.
+        limit = LimitsConfig().output_file_bytes
+        kept = os.path.getsize(result.full_output_path)
+        assert kept == limit + len(marker(total - limit, limit // 2, limit - limit // 2))
     finally:
         if result.full_output_path:
             Path(result.full_output_path).unlink(missing_ok=True)

@@ -85,21 +85,18 @@ def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None)
 @click.pass_obj
 def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
     """Add the session of an export FILE to this home's journal."""
-    from zagent_core.history.exports import ExportError, import_session, parse_export
+    from zagent_core.history.exports import ExportError, import_file
     from zagent_core.journal.protocol import ConcurrencyError
 
-    try:
-        with open(file, encoding="utf-8") as handle:
-            imported = parse_export(handle, source=file)
-    except (ExportError, UnicodeDecodeError) as exc:
-        raise click.UsageError(str(exc)) from None
     with obj.journal() as journal:
         try:
-            session_id = import_session(journal, imported, home=obj.home, as_id=as_id)
+            session_id = import_file(journal, Path(file), home=obj.home, as_id=as_id)
         except ExportError as exc:
             raise click.UsageError(str(exc).replace("the session id", "--as")) from None
-        except ConcurrencyError:
-            raise click.UsageError(f"the journal already has a session {as_id or imported.session_id}; "
+        except UnicodeDecodeError as exc:
+            raise click.UsageError(f"{file} is not UTF-8 text, as an export is: {exc}") from None
+        except ConcurrencyError as exc:
+            raise click.UsageError(f"the journal already has a session {exc.session_id}; "
                                    "import it under another id with --as") from None
     say(session_id)
 

@@ -43,4 +43,4 @@ def worker(obj: Context, concurrency: int, model_spec: str | None, poll_seconds:
             say("[stopping: the sessions being driven are let go]", err=True)
             stats = pool.run()
     say(f"[worker stopped: {plural(stats.claimed, 'session')} claimed, {stats.taken_over} taken over, "
-        f"{stats.finished} driven to a stop, {len(stats.failed)} left for a person]", err=True)
+        f"{stats.finished} driven to a stop, {len(stats.failed) + len(stats.limited)} left for a person]", err=True)

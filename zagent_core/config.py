@@ -53,6 +53,10 @@ class LimitsConfig(BaseModel):
     default_timeout_seconds: float = Field(120.0, gt=0, allow_inf_nan=False)
     #: Bytes of output the model receives; beyond it the head is cut and a marker says how much.
     output_cap_bytes: int = Field(32 * 1024, ge=256)
+    #: What a call keeps of its output on disk (``full_output.txt``, a task's ``output.log``):
+    #: past it, the first and last halves and a line between. A background task that passes
+    #: it is stopped: it has no timeout, and its output is its own file, not the engine's pipe.
+    output_file_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024)
     #: Between SIGTERM and SIGKILL when a tool is stopped.
     kill_grace_seconds: float = Field(2.0, ge=0, allow_inf_nan=False)
     #: Larger media files are listed but not attached.

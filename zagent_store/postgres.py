@@ -51,6 +51,7 @@ from zagent_store.sql import (
     TOP_LEVEL,
     JournalVersionError,
     format_time,
+    paged,
     session_summary,
     stored_events,
 )
@@ -328,13 +329,19 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
 
     def read(self, session_id: str, after_version: int = 0, *,
              types: Collection[str] | None = None) -> Iterator[StoredEvent]:
-        sql, params = _READ + " AND version > %s", [session_id, after_version]
+        sql, kinds = _READ + " AND version > %s", [] if types is None else [list(types)]
         if types is not None:
             sql += " AND type = ANY(%s)"
-            params.append(list(types))
-        with self._reported("read") as conn:
-            rows = conn.execute(sql + " ORDER BY version", params).fetchall()
-        return stored_events(session_id, rows, self._opened_by)
+        with self._reported("read") as conn:  # what there is as it is asked for, no more
+            row = conn.execute("SELECT max(version) FROM events WHERE session_id = %s", (session_id,)).fetchone()
+        until = row[0] if row is not None and row[0] is not None else 0
+
+        def fetch(after: int, limit: int) -> list[tuple[Any, ...]]:
+            with self._reported("read") as conn:
+                return conn.execute(sql + " AND version <= %s ORDER BY version LIMIT %s",
+                                    [session_id, after, *kinds, until, limit]).fetchall()
+
+        return stored_events(session_id, paged(fetch, after_version), self._opened_by)
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
         with self._reported("read") as conn:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -44,14 +44,34 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]],
+#: Event rows one read fetches at a time: a session of a million events is never held whole.
+READ_PAGE = 1000
+
+
+def paged(fetch: Callable[[int, int], Sequence[tuple[Any, ...]]], after_version: int) -> Iterator[tuple[Any, ...]]:
+    """The ``(seq, version, ...)`` rows ``fetch(after_version, limit)`` gives, page after page
+    (each fetch is its own query: the store's lock is not held while the rows are used). The
+    first page is read at once, so a read that cannot be made fails where it is asked for."""
+    rows = fetch(after_version, READ_PAGE)
+
+    def rest(rows: Sequence[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        while True:
+            yield from rows
+            if len(rows) < READ_PAGE:
+                return
+            rows = fetch(rows[-1][1], READ_PAGE)
+
+    return rest(rows)
+
+
+def stored_events(session_id: str, rows: Iterable[tuple[Any, ...]],
                   opened_by: Callable[[str, int], str | None]) -> Iterator[StoredEvent]:
     """``(seq, version, type, at, data)`` rows of a session as :class:`StoredEvent` s, parsed lazily
     (what both stores read; a body that does not load is named by its seq and version, and one
     that a newer zagent wrote by the zagent that ``opened_by(session_id, version)`` names)."""
     from zagent_core.journal.events import EventSchemaError, NewerEventError, load_event_json
 
-    times: dict[str, datetime] = {}  # the events of one append share their time: parse it once
+    last: tuple[str, datetime] | None = None  # the events of one append share their time: parse it once
     for seq, version, type_, at, data in rows:
         try:
             event = load_event_json(type_, data)
@@ -59,10 +79,9 @@ def stored_events(session_id: str, rows: Sequence[tuple[Any, ...]],
             raise exc.located(event_place(seq, session_id, version), opened_by(session_id, version)) from None
         except EventSchemaError as exc:
             raise EventSchemaError(f"{event_place(seq, session_id, version)}: {exc}") from None
-        when = times.get(at)
-        if when is None:
-            when = times[at] = parse_time(at)
-        yield StoredEvent(seq, session_id, version, when, event)
+        if last is None or last[0] != at:
+            last = (at, parse_time(at))
+        yield StoredEvent(seq, session_id, version, last[1], event)
 
 
 def event_place(seq: int, session_id: str, version: int) -> str:

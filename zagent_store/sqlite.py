@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from zagent_core.journal.protocol import (
     AdminJournal,
@@ -40,6 +40,7 @@ from zagent_store.sql import (
     TOP_LEVEL,
     JournalVersionError,
     format_time,
+    paged,
     session_summary,
     stored_events,
 )
@@ -342,13 +343,19 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
 
     def read(self, session_id: str, after_version: int = 0, *,
              types: Collection[str] | None = None) -> Iterator[StoredEvent]:
-        sql, params = _READ + " AND version > ?", [session_id, after_version]
+        sql, kinds = _READ + " AND version > ?", list(types or ())
         if types is not None:
-            sql += f" AND type IN ({', '.join('?' * len(types))})"
-            params += list(types)
-        with self._lock, reported(self.path, "read"):
-            rows = self._conn.execute(sql + " ORDER BY version", params).fetchall()
-        return stored_events(session_id, rows, self._opened_by)
+            sql += f" AND type IN ({', '.join('?' * len(kinds))})"
+        with self._lock, reported(self.path, "read"):  # what there is as it is asked for, no more
+            until = self._conn.execute("SELECT max(version) FROM events WHERE session_id = ?",
+                                       (session_id,)).fetchone()[0] or 0
+
+        def fetch(after: int, limit: int) -> list[tuple[Any, ...]]:
+            with self._lock, reported(self.path, "read"):
+                return self._conn.execute(sql + " AND version <= ? ORDER BY version LIMIT ?",
+                                          [session_id, after, *kinds, until, limit]).fetchall()
+
+        return stored_events(session_id, paged(fetch, after_version), self._opened_by)
 
     def read_last(self, session_id: str, count: int) -> list[StoredEvent]:
         with self._lock, reported(self.path, "read"):

@@ -31,6 +31,7 @@ from zagent_core.journal.events import (
     UserMessage,
     WakeRequested,
 )
+from zagent_core.journal.views import HELD_NOTES
 
 if TYPE_CHECKING:
     from zagent_core.journal.protocol import StoredEvent
@@ -73,7 +74,9 @@ class Conversation:
 
     Notes and wake-ups delivered by a turn (or mid-turn) follow as one user message of
     ``[info: ...]`` lines, at the end of the request, at most ``notes_cap`` bytes of them;
-    they never touch the system prompt.
+    they never touch the system prompt. As the session's state, it holds the texts of the
+    first :data:`~zagent_core.journal.views.HELD_NOTES` undelivered notes only, and counts
+    the others: a flood of notes costs it no memory.
 
     It keeps what an estimate of the request's size needs: the provider's count of the last
     request (its reply's ``input_tokens`` and ``output_tokens``) and the bytes added since,
@@ -100,6 +103,8 @@ class Conversation:
         self._made_by: dict[int, int] = {}
         self._unanswered: dict[int, RepliedCall] = {}
         self._note_text: dict[int, str] = {}
+        #: Undelivered notes past those ``_note_text`` holds: how many, and their bytes.
+        self._notes_not_held = (0, 0)
         self._wakes: dict[str, tuple[str, str]] = {}  # wake id -> (reason, text)
         #: The session's model requests so far: its replies, and the summaries compaction asked for.
         self.requests = 0
@@ -121,7 +126,11 @@ class Conversation:
                     call_id=call_id, message=message):
                 self._answer(call_id, message, True)
             case NoteReceived(text=text):
-                self._note_text[stored.version] = text
+                if len(self._note_text) < HELD_NOTES:
+                    self._note_text[stored.version] = text
+                else:
+                    count, size = self._notes_not_held
+                    self._notes_not_held = (count + 1, size + len(text.encode()))
             case WakeRequested(wake_id=wake_id, reason=reason, text=text):
                 self._wakes[wake_id] = (reason, text)
             case TurnStarted() | NotesDelivered() as delivery:
@@ -170,19 +179,22 @@ class Conversation:
             # A wake-up a note asked for is that note's line already.
             if wake is not None and wake[0] != "note":
                 texts.append(wake[1])
+        # A delivery takes every pending note: those not held come as a count.
+        (not_held, not_held_bytes), self._notes_not_held = self._notes_not_held, (0, 0)
         lines: list[str] = []
         room = self.notes_cap
         for index, text in enumerate(texts):
             line = f"[info: {text}]"
             size = len(line.encode())
             if size > room:
-                left = texts[index:]
-                lines.append(f"[info: {len(left):,} more notes and wake-ups ("
-                             f"{sum(len(t.encode()) for t in left):,} bytes) were left out of this request; "
-                             f"`zagent sessions show {self.session_id}` has every one]")
+                not_held += len(texts) - index
+                not_held_bytes += sum(len(t.encode()) for t in texts[index:])
                 break
             lines.append(line)
             room -= size + 1
+        if not_held:
+            lines.append(f"[info: {not_held:,} more notes and wake-ups ({not_held_bytes:,} bytes) were left out of "
+                         f"this request; `zagent sessions show {self.session_id}` has every one]")
         if lines:
             self._append(Message(role="user", content="\n".join(lines)), version)
 

@@ -26,8 +26,10 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from zagent_core.tools.inprocess import BuiltinContext
+if TYPE_CHECKING:  # the walk's process (grep_python) imports this module, and must start fast
+    from zagent_core.tools.inprocess import BuiltinContext
 
 #: Symbolic links followed in one path at most, as the kernel does (then ``ELOOP``).
 MAX_LINKS = 40

@@ -1,7 +1,8 @@
 """The built-in ``grep`` tool: search file contents with a regular expression.
 
 It runs ripgrep when ``rg`` is found (on ``PATH``, or beside the interpreter, where pip
-installs it) and a Python search otherwise; both look at the same files (see
+installs it) and a Python search otherwise (:mod:`~zagent_core.builtins.grep_python`), each
+in a process of its own that is killed at the timeout; both look at the same files (see
 ``search.py``) in the same order and print the same lines, so a session reads the same
 whichever ran. ``ZAGENT_RG`` names the ``rg`` to use, or ``none`` for the Python search.
 
@@ -12,7 +13,6 @@ line as long as the file, and a line budget alone would hand the model megabytes
 
 from __future__ import annotations
 
-import bisect
 import os
 import re
 import select
@@ -22,17 +22,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from zagent_core.builtins import files
-from zagent_core.builtins.beneath import FolderMoved, Place
+from zagent_core.builtins import files, grep_python
+from zagent_core.builtins.beneath import Place
+from zagent_core.builtins.grep_python import MAX_LINE_CHARS, Item, Line, Mode, Query, SearchError, compile_pattern
 from zagent_core.builtins.search import (
     FILE_TYPES,
     Filters,
-    Found,
     GlobError,
     cannot,
     compile_glob,
@@ -40,18 +40,13 @@ from zagent_core.builtins.search import (
     pattern_parameters,
     shown_path,
     sort_key,
-    walk,
 )
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import ToolResult
 from zagent_core.tools.text import storable
 
-Mode = Literal["files_with_matches", "content", "count"]
-
 NAME = "grep"
 DEFAULT_HEAD_LIMIT = 250
-#: Characters of one matching line shown; the rest is counted, not shown.
-MAX_LINE_CHARS = 500
 #: Bytes of a file's start in which a NUL makes it binary (ripgrep's first buffer).
 BINARY_SAMPLE = 64 * 1024
 
@@ -83,94 +78,7 @@ PARAMETERS: dict[str, Any] = pattern_parameters(
 )
 
 
-class SearchError(ValueError):
-    """A search that cannot run; the message is the model's."""
-
-
-@dataclass(frozen=True)
-class Query:
-    pattern: str
-    #: The folder searched, or the one file.
-    root: str
-    root_is_file: bool
-    #: Where the Python search reads from (see ``beneath.py``): the folder searched, open, or the one
-    #: file's folder (and ``name``, its name there). The caller's to close.
-    folder: int
-    name: str = ""
-    mode: Mode = "files_with_matches"
-    filters: Filters = Filters()
-    ignore_case: bool = False
-    multiline: bool = False
-    before: int = 0
-    after: int = 0
-
-
-@dataclass(frozen=True)
-class Line:
-    """A line of content-mode output: a match or context line, or ``number == 0`` for a ``--`` gap."""
-
-    path: str
-    number: int
-    text: str
-    is_match: bool
-
-
-#: What a search yields: a path (files mode), ``(path, count)`` (count mode) or a :class:`Line`.
-Item = str | tuple[str, int] | Line
-
-
-# -- the Python search -----------------------------------------------------------------
-
-
-def compile_pattern(query: Query) -> re.Pattern[str]:
-    """The query's regular expression, or a :class:`SearchError` that says what is wrong in it."""
-    if not query.multiline and ("\n" in query.pattern or "\\n" in query.pattern):
-        raise SearchError(f"the pattern {query.pattern!r} matches a line break, and lines are searched one "
-                          "by one; set multiline: true to let a match span lines")
-    flags = (re.IGNORECASE if query.ignore_case else 0) | re.MULTILINE
-    if query.multiline:
-        flags |= re.DOTALL
-    try:
-        return re.compile(query.pattern, flags)
-    except re.error as exc:
-        where = f" at position {exc.pos}" if exc.pos is not None else ""
-        raise SearchError(
-            f"the pattern {query.pattern!r} is not a valid regular expression: {exc.msg}{where}") from None
-    except (OverflowError, RecursionError):
-        raise SearchError(f"the pattern {query.pattern!r} is too large or nested to compile") from None
-
-
-def _matching_lines(regex: re.Pattern[str], text: str, lines: list[str], multiline: bool) -> list[int]:
-    """The (0-based) numbers of the lines a match touches."""
-    if not multiline:
-        search = regex.search
-        return [index for index, line in enumerate(lines) if search(line)]
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
-    # A match may take the last line's "\n", but one that starts after it (an empty match at the
-    # very end) is on no line.
-    end = starts[-1] + len(lines[-1])
-    touched: set[int] = set()
-    for match in regex.finditer(text):
-        if match.start() > end:
-            break
-        first = bisect.bisect_right(starts, match.start()) - 1
-        last = bisect.bisect_right(starts, max(match.end() - 1, match.start())) - 1
-        touched.update(range(first, min(last, len(lines) - 1) + 1))
-    return sorted(touched)
-
-
-def _with_context(path: str, lines: list[str], matched: list[int], before: int, after: int) -> Iterator[Line]:
-    shown = -1
-    is_match = set(matched)
-    for index in matched:
-        start = max(index - before, shown + 1)
-        for number in range(start, min(index + after, len(lines) - 1) + 1):
-            if number <= shown:
-                continue
-            yield Line(path, number + 1, lines[number], number in is_match)
-            shown = number
+# -- the Python search ------------------------------------------------------------------
 
 
 def _too_long(timeout: float) -> SearchError:
@@ -178,55 +86,29 @@ def _too_long(timeout: float) -> SearchError:
                        "narrow it with glob or type")
 
 
-def _contents(file: Found) -> bytes | None:
-    """The bytes of a regular file the walk found, read from its folder's descriptor (a link or a FIFO
-    swapped in for it since is not followed, nor waited on); None when it cannot be read."""
-    try:
-        fd = os.open(file.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=file.folder)
-    except OSError:
+def _python_failed(code: int, errors: str) -> SearchError | None:
+    """What to say of the Python search's process when it ended with ``code``."""
+    if code == 0:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            return handle.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
-        except OSError:
-            return None
+    why = errors.strip().splitlines()[-1] if errors.strip() else f"exit status {code}"
+    return SearchError(f"the Python search failed: {why}")
 
 
 def python_search(query: Query, timeout: float) -> Iterator[Item]:
-    """Search with Python's ``re``: the files of :func:`search.walk`, in its order."""
-    regex = compile_pattern(query)
-    found = (iter([Found(os.path.basename(query.root), query.folder, query.name)]) if query.root_is_file
-             else walk(query.folder, query.root, query.filters))
-    deadline = time.monotonic() + timeout
-    for file in found:
-        if time.monotonic() > deadline:
-            raise _too_long(timeout)
-        data = _contents(file)
-        if not data or b"\0" in data:
-            continue
-        relative = file.relative
-        whole = data.decode("utf-8", errors="replace")
-        # Lines end at "\n": the one ending the file does not start an empty line.
-        text = whole[:-1] if whole.endswith("\n") else whole
-        # One search of the whole text rules out most files; it can match across lines where a
-        # line-by-line search does not, so a hit is checked line by line.
-        if regex.search(whole if query.multiline else text) is None:
-            continue
-        lines = text.split("\n")
-        if query.mode == "files_with_matches" and not query.multiline:
-            if any(regex.search(line) for line in lines):
-                yield relative
-            continue
-        matched = _matching_lines(regex, whole, lines, query.multiline)
-        if not matched:
-            continue
-        if query.mode == "files_with_matches":
-            yield relative
-            continue
-        if query.mode == "count":
-            yield relative, len(matched)
-        else:
-            yield from _with_context(relative, lines, matched, query.before, query.after)
+    """Search with Python's ``re``, in a process of its own (:mod:`~zagent_core.builtins.grep_python`)
+    that reads from ``query.folder`` (handed to it) and is killed at the timeout; its items, as
+    they come (closing the iterator stops it)."""
+    compile_pattern(query)  # a bad pattern is told before a process starts
+    # Started from zagent's own folder, so it runs this very zagent and no module the searched folder holds.
+    argv = [sys.executable, "-m", grep_python.__name__]
+    package = str(Path(grep_python.__file__).parents[2])
+    records = _records(argv, package, b"\n", time.monotonic() + timeout, timeout, _python_failed,
+                       request=query.to_json().encode(), fds=(query.folder,))
+    try:
+        for record in records:
+            yield grep_python.decode(record)
+    finally:
+        records.close()
 
 
 # -- ripgrep ---------------------------------------------------------------------------
@@ -294,18 +176,39 @@ def _rg_item(mode: Mode, out: bytes) -> Item | None:
     return Line(os.fsdecode(path), int(number.group(1)), text, number.group(2) == b":")
 
 
-def _rg_records(argv: list[str], cwd: str, separator: bytes, pattern: str, deadline: float,
-                timeout: float) -> Generator[bytes, None, None]:
-    """Run ripgrep, yielding its records (its output split at ``separator``) as they come
-    (closing the iterator stops it)."""
+def _rg_failed(pattern: str) -> Callable[[int, str], SearchError | None]:
+    """What to say of a ripgrep run that ended with a status and its errors (2: an error; 1: no match)."""
+
+    def failed(code: int, errors: str) -> SearchError | None:
+        message = errors.strip()
+        if code != 2:
+            return None
+        if "regex parse error" in message:
+            reason = message.rsplit("error:", 1)[-1].strip()
+            return SearchError(f"the pattern {pattern!r} is not a valid regular expression for ripgrep: {reason}")
+        return SearchError(f"ripgrep refused the search: {message.removeprefix('rg: ')}") if message else None
+
+    return failed
+
+
+def _records(argv: list[str], cwd: str, separator: bytes, deadline: float, timeout: float,
+             failed: Callable[[int, str], SearchError | None], *, request: bytes | None = None,
+             fds: Sequence[int] = ()) -> Generator[bytes, None, None]:
+    """Run a search process (given ``request`` on stdin, and the descriptors ``fds``), yielding its
+    records (its output split at ``separator``) as they come; closing the iterator, or the deadline,
+    stops it. ``failed`` says what its exit status and errors mean."""
     with tempfile.TemporaryFile() as errors:
         try:
-            process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
+            process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL if request is None else subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=errors, pass_fds=fds)
         except OSError as exc:
-            raise SearchError(f"ripgrep ({argv[0]}) could not be started: {exc.strerror or exc}") from None
+            raise SearchError(f"{argv[0]} could not be started: {exc.strerror or exc}") from None
         stdout = process.stdout
         assert stdout is not None
         try:
+            if process.stdin is not None:
+                with process.stdin:
+                    process.stdin.write(request or b"")
             pending = b""
             while True:
                 # Waiting on the pipe with a deadline: no timer thread to start for every call.
@@ -320,15 +223,11 @@ def _rg_records(argv: list[str], cwd: str, separator: bytes, pattern: str, deadl
                 yield from records
             if pending:
                 yield pending
-            if process.wait() == 2:
-                errors.seek(0)
-                message = errors.read().decode("utf-8", errors="replace").strip()
-                if "regex parse error" in message:
-                    reason = message.rsplit("error:", 1)[-1].strip()
-                    raise SearchError(f"the pattern {pattern!r} is not a valid regular expression for "
-                                      f"ripgrep: {reason}")
-                if message:
-                    raise SearchError(f"ripgrep refused the search: {message.removeprefix('rg: ')}")
+            code = process.wait()
+            errors.seek(0)
+            problem = failed(code, errors.read().decode("utf-8", errors="replace"))
+            if problem is not None:
+                raise problem
         finally:
             if process.poll() is None:
                 process.kill()
@@ -339,7 +238,8 @@ def _rg_records(argv: list[str], cwd: str, separator: bytes, pattern: str, deadl
 def _rg_run(argv: list[str], cwd: str, mode: Mode, pattern: str, deadline: float,
             timeout: float) -> Iterator[Item]:
     """Run ripgrep, yielding the items of its output as they come (closing the iterator stops it)."""
-    records = _rg_records(argv, cwd, b"\0" if mode == "files_with_matches" else b"\n", pattern, deadline, timeout)
+    records = _records(argv, cwd, b"\0" if mode == "files_with_matches" else b"\n", deadline, timeout,
+                       _rg_failed(pattern))
     try:
         for record in records:
             if (item := _rg_item(mode, record)) is not None:
@@ -382,7 +282,8 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
                            query.pattern, deadline, timeout)
         return
     if query.mode == "content":
-        records = _rg_records(rg_argv(rg, query, "content"), query.root, b"\n", query.pattern, deadline, timeout)
+        records = _records(rg_argv(rg, query, "content"), query.root, b"\n", deadline, timeout,
+                           _rg_failed(query.pattern))
         try:
             ordered = _sorted_content(records, CONTENT_BUFFER)
         finally:
@@ -408,11 +309,12 @@ def rg_search(rg: str, query: Query, timeout: float) -> Iterator[Item]:
 # -- what the model is shown ------------------------------------------------------------
 
 
-def _clip(text: str) -> str:
-    text = text.rstrip("\r")
-    if len(text) <= MAX_LINE_CHARS:
+def _clip(line: Line) -> str:
+    text = line.text.rstrip("\r")
+    length = len(text) if line.length is None else line.length
+    if length <= MAX_LINE_CHARS:
         return text
-    return f"{text[:MAX_LINE_CHARS]}… [line clipped: {len(text) - MAX_LINE_CHARS} more characters]"
+    return f"{text[:MAX_LINE_CHARS]}… [line clipped: {length - MAX_LINE_CHARS} more characters]"
 
 
 def output_lines(items: Iterator[Item], shown: str, line_numbers: bool, gaps: bool) -> Iterator[str]:
@@ -433,7 +335,7 @@ def output_lines(items: Iterator[Item], shown: str, line_numbers: bool, gaps: bo
                 yield "--"
             mark = ":" if item.is_match else "-"
             number = f"{item.number}{mark}" if line_numbers else ""
-            yield f"{name(item.path)}{mark}{number}{_clip(item.text)}"
+            yield f"{name(item.path)}{mark}{number}{_clip(item)}"
             previous = item
 
 
@@ -555,8 +457,6 @@ def _searched(context: BuiltinContext, arguments: Arguments, query: Query, shown
                     max(context.config.limits.output_cap_bytes - 256, 256), empty)
     except (SearchError, GlobError) as exc:
         return ToolResult(output=str(exc), is_error=True)
-    except FolderMoved as exc:
-        return ToolResult(output=f"the search stopped: {exc.filename}: {exc.strerror}; search again", is_error=True)
     finally:
         close = getattr(items, "close", None)
         if close is not None:

@@ -95,7 +95,15 @@ class _Source:
             start += len(chunk)
 
     def digest(self) -> str:
-        return files.stream_hash(self.chunks())
+        """What the read-before-edit gate and a re-read compare: the content hash of a file the
+        edit tools may load (``files.WHOLE_FILE_CAP``). A larger one is never hashed (a 20 GiB
+        sparse file took 118 s to hash, for an answer its first bytes gave): it is known by its
+        inode, size and times, which tell a re-read that it changed, and the gate never reads it."""
+        if self.size <= files.WHOLE_FILE_CAP:
+            return files.stream_hash(self.chunks())
+        info = os.fstat(self.fd)
+        return files.content_hash(f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:"
+                                  f"{info.st_ctime_ns}".encode())
 
 
 @dataclass

@@ -33,13 +33,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from zagent_core.builtins import beneath
 from zagent_core.builtins.beneath import Identity, Place
-from zagent_core.tools.inprocess import BuiltinContext, PathRefused, unusable_path
-from zagent_core.tools.results import ToolResult
-from zagent_core.tools.text import storable
+
+# The walk is all the Python search's process needs (grep_python): what a call's context and
+# its result need is imported where they are used, so that process starts as fast as Python.
+if TYPE_CHECKING:
+    from zagent_core.tools.inprocess import BuiltinContext
+    from zagent_core.tools.results import ToolResult
 
 Item = TypeVar("Item")
 
@@ -467,12 +470,18 @@ def pattern_parameters(pattern: str, path: str, others: dict[str, Any]) -> dict[
 def cannot(given: str, exc: OSError, doing: str) -> ToolResult:
     """The error result of a path the file system refuses (said plainly when the path itself is unusable: a
     name too long, a loop of links)."""
+    from zagent_core.tools.inprocess import unusable_path
+    from zagent_core.tools.results import ToolResult
+
     return ToolResult(output=unusable_path(exc) or f"{given} cannot be {doing}: {exc.strerror or exc}", is_error=True)
 
 
 def existing_path(context: BuiltinContext, given: str) -> Place | ToolResult:
     """Where the path ``given`` leads (the caller closes it), or the error result that says it is refused or
     not there."""
+    from zagent_core.tools.inprocess import PathRefused
+    from zagent_core.tools.results import ToolResult
+
     try:
         found = beneath.place(context, given)
     except PathRefused as exc:
@@ -491,6 +500,9 @@ def listing(items: Sequence[Item], row: Callable[[Item], str], most: int, left_o
     """The rows of the first ``most`` items, a line each; where there are more, a last line counts
     them: ``[most of N left_out]`` (``left_out`` names the rows and says how to find the others).
     A name that is not UTF-8 is shown with U+FFFD: a lone surrogate cannot be journaled."""
+    from zagent_core.tools.results import ToolResult
+    from zagent_core.tools.text import storable
+
     lines = [storable(row(item)) for item in items[:most]]
     if len(items) > most:
         lines.append(f"[{most} of {len(items)} {left_out}]")

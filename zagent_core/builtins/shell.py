@@ -5,8 +5,8 @@ it. The command runs in its own process group with the engine's environment less
 credentials (as a tool folder's program), stdout and stderr merged; at the timeout the
 whole group is killed (and any process of the call that left it). What the model sees is
 capped at 32 KiB, keeping the end (errors and summaries come last) except for commands
-that only explore, whose start matters as much; the whole output is kept in the call's
-``full_output.txt`` and the marker says where.
+that only explore, whose start matters as much; the output is kept in the call's
+``full_output.txt`` (its start and end past ``limits.output_file_bytes``) and the marker says where.
 """
 
 from __future__ import annotations

@@ -11,7 +11,10 @@ what the dead worker left, as ``zagent resume`` would).
 
 A session a worker cannot drive (no model, a model that fails, a damaged journal) is
 left for a person (``zagent resume``) and not claimed again by that worker, which would
-otherwise spin on it.
+otherwise spin on it. So is one that made ``agent.max_turns`` model requests since a person
+last gave it something (a message, an answer, a decision), counted across claims: a task
+that keeps waking the agent must not buy it a new budget with every claim (a wake storm
+made 195 requests in 60 s).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from zagent_core.session import leases
 from zagent_core.session.engine import Engine, SessionEndedError, UnknownSessionError
 
 if TYPE_CHECKING:
+    from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Session
 
 log = get_logger(__name__)
@@ -45,6 +49,8 @@ class WorkerStats:
     taken_over: int = 0
     finished: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    #: Sessions at ``agent.max_turns`` since a person last acted: not driven, not claimed again.
+    limited: set[str] = field(default_factory=set)
 
 
 class Worker:
@@ -82,7 +88,7 @@ class Worker:
                 while len(self._active) >= self.concurrency and not self._stopping.is_set():
                     self._changed.wait()
                 free = self.concurrency - len(self._active)
-                busy = set(self._active) | set(self.stats.failed)
+                busy = set(self._active) | set(self.stats.failed) | self.stats.limited
             if self._stopping.is_set():
                 break
             claims = journal.claim_sessions(self.owner, ttl=self.engine.heartbeat.ttl, limit=free, exclude=busy,
@@ -147,6 +153,9 @@ class Worker:
         session_id = claim.session_id
         self.stats.claimed += 1
         try:
+            if self._budget(session_id, self.engine.session_state(session_id)) <= 0:
+                self.engine.heartbeat.release(session_id, self.owner)
+                return None
             session = self.engine.resume(session_id, claim=claim)
         except (UnknownSessionError, SessionEndedError):
             self.engine.heartbeat.release(session_id, self.owner)  # ended between the claim and now
@@ -179,7 +188,9 @@ class Worker:
             if model is None:
                 self.report(f"session {session.session_id}: no model drives it; settled and left")
                 return
-            result = Agent(session, model, spec=spec).run(None, wait_minutes=_TASK_WAIT_MINUTES)
+            budget = self.engine.config.agent.model_copy(update={"max_turns": self._budget(session.session_id,
+                                                                                          session.state)})
+            result = Agent(session, model, budget, spec=spec).run(None, wait_minutes=_TASK_WAIT_MINUTES)
         except KeyboardInterrupt:  # stop(): the session is let go mid-turn, for resume to go on with
             self.report(f"session {session.session_id}: stopped with the worker")
             return
@@ -193,6 +204,17 @@ class Worker:
                 log.warning("release_failed", exc_info=True, session=session.session_id)
         self.stats.finished += 1
         self.report(f"session {session.session_id}: {result.reason} after {result.requests} model request(s)")
+
+    def _budget(self, session_id: str, state: SessionState) -> int:
+        """Model requests the session may still make before a person acts; at 0 it is left, said once."""
+        limit = self.engine.config.agent.max_turns
+        left = limit - state.replies_since_person
+        if left <= 0 and session_id not in self.stats.limited:
+            self.stats.limited.add(session_id)
+            self.report(f"session {session_id}: left for a person: it made agent.max_turns ({limit}) model requests "
+                        "since a person last gave it a message, an answer or a decision; zagent resume "
+                        f"{session_id} goes on")
+        return left
 
     def _failed(self, session_id: str, exc: BaseException) -> None:
         self.stats.failed[session_id] = f"{type(exc).__name__}: {exc}"

@@ -63,6 +63,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.protocol import StoredEvent
 from zagent_core.journal.views import (
+    HELD_NOTES,
     ApprovalView,
     CallView,
     ChildView,
@@ -80,7 +81,7 @@ MAX_ENDED_TASKS = 20
 
 #: Bump when the fold changes what it computes from the same events: snapshots made by
 #: another projection are then ignored (and remade), never trusted.
-PROJECTION_VERSION = 5
+PROJECTION_VERSION = 6
 
 
 class InconsistentJournalError(ZagentError, ValueError):
@@ -120,6 +121,7 @@ class _Folding:
     tasks_numbered: int
     pending_notes: dict[int, NoteView]
     pending_wakes: dict[str, WakeView]
+    notes_not_held: int
     tasks: dict[str, TaskView]
     notes_received: int
     turns: int
@@ -128,6 +130,7 @@ class _Folding:
     unanswered_message: bool
     last_turn_end: str | None
     model_replies: int
+    replies_since_person: int
     unrequested: dict[str, RepliedCall]
     input_tokens: int
     output_tokens: int
@@ -231,9 +234,11 @@ def _task_result(event: TaskExited | TaskKilled, status: TaskStatus, stored: Sto
 
 
 def _delivered(f: _Folding, notes: list[int], wakes: list[str]) -> None:
-    """A turn, or a turn's next request, took these notes and wake-ups to the model."""
+    """A turn, or a turn's next request, took these notes and wake-ups to the model, and the
+    notes not held (a delivery takes every pending note)."""
     for version in notes:
         f.pending_notes.pop(version, None)
+    f.notes_not_held = 0
     for wake_id in wakes:
         f.pending_wakes.pop(wake_id, None)
     f.turn_answered = False
@@ -340,9 +345,12 @@ def _task_interrupted(f: _Folding, event: TaskInterrupted, stored: StoredEvent) 
 def _note_received(f: _Folding, event: NoteReceived, stored: StoredEvent) -> None:
     if event.call_id in f.calls:  # a closed call's last lines (a replay re-creates them) move nothing
         _update_call(f, event.call_id, {"notify_offset": event.offset})
-    f.pending_notes[stored.version] = NoteView(
-        version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text, wake=event.wake,
-        at=stored.at)
+    if len(f.pending_notes) < HELD_NOTES:
+        f.pending_notes[stored.version] = NoteView(
+            version=stored.version, call_id=event.call_id, task_id=event.task_id, text=event.text, wake=event.wake,
+            at=stored.at)
+    else:
+        f.notes_not_held += 1
     f.notes_received += 1
 
 
@@ -371,6 +379,7 @@ def _notes_delivered(f: _Folding, event: NotesDelivered, stored: StoredEvent) ->
 @_on(UserMessage)
 def _user_message(f: _Folding, event: UserMessage, stored: StoredEvent) -> None:
     f.unanswered_message = True
+    f.replies_since_person = 0
     if event.model is not None:  # the model asked for it: the endpoint is the driver's config's
         f.model = event.model
         f.model_base_url = None
@@ -391,6 +400,7 @@ def _turn_ended(f: _Folding, event: TurnEnded, stored: StoredEvent) -> None:
 @_on(ModelReplied)
 def _model_replied(f: _Folding, event: ModelReplied, stored: StoredEvent) -> None:
     f.model_replies += 1
+    f.replies_since_person += 1
     f.turn_answered = not event.tool_calls
     f.unrequested.update((call.call_id, call) for call in event.tool_calls)
     f.input_tokens += event.input_tokens
@@ -419,6 +429,7 @@ def _input_requested(f: _Folding, event: InputRequested, stored: StoredEvent) ->
 @_on(InputAnswered)
 def _input_answered(f: _Folding, event: InputAnswered, stored: StoredEvent) -> None:
     f.questions.pop(event.call_id, None)
+    f.replies_since_person = 0
 
 
 @_on(ApprovalRequested)
@@ -429,6 +440,8 @@ def _approval_requested(f: _Folding, event: ApprovalRequested, stored: StoredEve
 
 @_on(ApprovalDecided)
 def _approval_decided(f: _Folding, event: ApprovalDecided, stored: StoredEvent) -> None:
+    if event.via != "config":  # approvals.allow decides without a person
+        f.replies_since_person = 0
     if event.call_id in f.approvals:  # a denial's rejection, in the same step, closes it
         f.approvals[event.call_id] = _changed(f.approvals[event.call_id], {"approved": event.approved})
 

@@ -87,6 +87,13 @@ class TaskView(ResultView):
     media: list[Media] = Field(default_factory=list)
 
 
+#: Undelivered notes a session holds, at most: a flood of notes must not take the memory
+#: of the process that drives it (a million notes took 1.8 GB). One request shows fewer
+#: (``limits.notes_bytes_per_request``, 32 KiB, about a thousand); those past it reach the
+#: model as a count, and the journal keeps every one.
+HELD_NOTES = 2000
+
+
 class NoteView(BaseModel):
     """A note not yet delivered to the agent."""
 
@@ -194,9 +201,13 @@ class SessionState(BaseModel):
     last_call_id: str | None = None
     #: The highest background task number given so far.
     tasks_numbered: int = 0
-    #: Notes and wake-ups journaled but not yet taken by a turn, by version / wake id.
+    #: Notes and wake-ups journaled but not yet taken by a turn, by version / wake id: the
+    #: first :data:`HELD_NOTES` notes only.
     pending_notes: dict[int, NoteView] = {}
     pending_wakes: dict[str, WakeView] = {}
+    #: Notes journaled past the :data:`HELD_NOTES` that ``pending_notes`` holds, not taken by a
+    #: turn yet: counted, not held. The next delivery takes them with the others, as a count.
+    notes_not_held: int = 0
     #: Background tasks by number ("1", "2", ...): the running ones, then the latest
     #: ``fold.MAX_ENDED_TASKS`` that ended, in the order they ended.
     tasks: dict[str, TaskView] = {}
@@ -211,6 +222,9 @@ class SessionState(BaseModel):
     unanswered_message: bool = False
     last_turn_end: str | None = None
     model_replies: int = 0
+    #: Model replies since a person last gave the session something (a message, an answer, a
+    #: decision): what ``agent.max_turns`` bounds under ``zagent worker``, claim after claim.
+    replies_since_person: int = 0
     #: Tool calls of the last model reply that have not been requested yet (cut off before running).
     unrequested: dict[str, RepliedCall] = {}
     input_tokens: int = 0

@@ -241,7 +241,7 @@ class Background:
             while True:
                 with writer.lock:
                     running = [t.task_id for t in writer.state.running_tasks]
-                    if not running or writer.state.status == "ended":
+                    if not running or writer.state.status == "ended" or writer.released:
                         self._watcher = None
                         return
                 for task_id in running:

@@ -127,6 +127,7 @@ class SessionHost:
             argv=argv, cwd=context.workspace, env=env, stdin=None, timeout=timeout, env_names=sorted(added),
             merge_stderr=True, kill_grace=self._config.limits.kill_grace_seconds, capture_limit=capture_limit,
             spill_path=context.call_dir / FULL_OUTPUT_NAME, tag=f"ZAGENT_OUTPUT_DIR={context.call_dir / 'output'}",
+            file_limit=self._config.limits.output_file_bytes,
         )
 
     def run_call_process(self, context: BuiltinContext, argv: list[str], *, timeout: float | None,

@@ -37,15 +37,18 @@ class Delivery:
 
     notes: list[NoteView]
     wakes: list[WakeView]
+    #: Notes taken past those the session held (``HELD_NOTES``): the journal has them.
+    notes_not_held: int = 0
 
     def lines(self) -> list[str]:
         """As appended to the request: one ``[info: ...]`` line each, never in the system prompt.
 
         A wake-up asked for by a note is that note's line; others (a task's exit) add their own.
         """
+        more = [f"[info: {self.notes_not_held:,} more notes were left out]"] if self.notes_not_held else []
         return [f"[info: {note.text}]" for note in self.notes] + [
             f"[info: {wake.text}]" for wake in self.wakes if wake.reason != "note"
-        ]
+        ] + more
 
 
 class Turns:
@@ -68,6 +71,7 @@ class Turns:
         writer = self._writer
         with writer.lock:
             notes = list(writer.state.pending_notes.values())
+            not_held = writer.state.notes_not_held
             wakes = list(writer.state.pending_wakes.values())
             note_versions, wake_ids = [n.version for n in notes], [w.wake_id for w in wakes]
             if turn is not None:
@@ -75,7 +79,7 @@ class Turns:
                                            model_base_url=model_base_url, notes=note_versions, wakes=wake_ids)])
             elif notes or wakes:
                 writer.append([NotesDelivered(notes=note_versions, wakes=wake_ids)])
-        return Delivery(notes=notes, wakes=wakes)
+        return Delivery(notes=notes, wakes=wakes, notes_not_held=not_held)
 
     def record(self, events: Sequence[Event]) -> None:
         self._writer.append(events)

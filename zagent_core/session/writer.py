@@ -82,6 +82,9 @@ class Writer:
         self.appended = threading.Condition(self.lock)
         self._listeners: list[Callable[[StoredEvent], None]] = []
         self._snapshot_version = state.version
+        #: Let go (:meth:`release`): this process drives the session no more, and its
+        #: background watcher stops instead of journaling what another driver now may.
+        self.released = False
 
     def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
         """Call ``listener`` with every event this session appends, after it is committed."""
@@ -127,12 +130,15 @@ class Writer:
         """Take the session's lease (see :func:`leases.take`) and keep it renewed until :meth:`release`;
         returns the lease it replaced, if any."""
         self.heartbeat.before_take(self.session_id)
+        self.released = False
         previous = leases.take(self.journal, self.session_id, self.owner, self.heartbeat.ttl)
         self.heartbeat.hold(self.session_id, self.owner)
         return previous
 
     def release(self) -> None:
         """Stop driving the session: snapshot it and let go of its lease (the session stays open)."""
+        with self.lock:
+            self.released = True
         self.heartbeat.drop(self.session_id)
         if self.session_id in self.heartbeat.lost:
             return  # another driver may have it: nothing of it is this process's to write (the heartbeat lets go)

@@ -133,4 +133,5 @@ def build_invocation(
         capture_limit=limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT,
         spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"),
         tag=f"ZAGENT_OUTPUT_DIR={context.output_dir}",
+        file_limit=limits.output_file_bytes,
     )

@@ -153,19 +153,22 @@ class Manifest(BaseModel):
 
 
 def schema_dialect(schema: dict[str, Any]) -> type[Validator]:
-    """The validator class of the schema's ``$schema`` (draft 2020-12 when it has none)."""
+    """The validator class of the schema's ``$schema`` (draft 2020-12 when it has none), its
+    patterns matched in linear time (:mod:`~zagent_core.tools.patterns`)."""
     from jsonschema import Draft202012Validator
     from jsonschema.validators import validator_for
 
+    from zagent_core.tools.patterns import bounded
+
     if "$schema" not in schema:
-        return Draft202012Validator
+        return bounded(Draft202012Validator)
     if not isinstance(schema["$schema"], str):
         raise ValueError('"$schema" must be the URI of a JSON Schema dialect')
     found = validator_for(schema, default=None)  # type: ignore[arg-type]
     if found is None:
         raise ValueError(f'"$schema" {schema["$schema"]} is not a JSON Schema dialect zagent knows; '
                          "leave it out to use draft 2020-12")
-    return found
+    return bounded(found)
 
 
 def validator_of(schema: dict[str, Any]) -> Validator:

@@ -48,6 +48,7 @@ from zagent_core.problems import Problem
 from zagent_core.tools import mcp_log
 from zagent_core.tools.credentials import tool_environment, withhold_model_keys
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.patterns import unreadable
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
 from zagent_core.tools.runner import ProcessOutcome
 from zagent_core.version import zagent_version
@@ -707,7 +708,12 @@ class McpServers:
         renamed = [] if name == f"{server.name}{SEPARATOR}{tool.name}" else warning(
             f'tool "{tool.name}" is offered as "{name}": model APIs take tool names of at most {MAX_TOOL_NAME} '
             "letters, digits, _ and -")
-        return self._builtin(server, listed, tool, name, parameters), renamed
+        said = renamed
+        for pattern in unreadable(parameters):
+            said = said + warning(f'tool "{tool.name}": zagent does not check its arguments against the pattern '
+                                  f"{json.dumps(pattern)[:200]} of its inputSchema (a lookaround or a backreference, "
+                                  "which only a backtracking matcher reads, in unbounded time); the server checks them")
+        return self._builtin(server, listed, tool, name, parameters), said
 
     def _builtin(self, server: Server, listed: Listed, tool: mcp_types.Tool, name: str,
                  parameters: dict[str, Any]) -> Builtin:

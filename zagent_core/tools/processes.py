@@ -113,9 +113,12 @@ READ_WITHOUT_BLOCKING = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
 
 
 def create_fresh(path: Path) -> BinaryIO:
-    """A new, empty ``path`` to write, whatever was there (a FIFO a tool planted would block an open)."""
+    """A new, empty ``path`` to write, whatever was there (a FIFO a tool planted would block an open).
+
+    Open for reading too: an output file over its limit is cut in place (:mod:`~zagent_core.tools.output_files`).
+    """
     path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                  | getattr(os, "O_CLOEXEC", 0), 0o644)
     return os.fdopen(fd, "wb")
 

@@ -180,6 +180,10 @@ def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | No
 
 
 def _exit_note(outcome: ProcessOutcome, timeout: float | None) -> str | None:
+    if outcome.output_limit is not None:
+        where = f" ({outcome.spilled})" if outcome.spilled else ""
+        return (f"[stopped: its output passed {outcome.output_limit} bytes (limits.output_file_bytes); the tool and "
+                f"its child processes were stopped, and the output file{where} keeps its start and its end]")
     if outcome.timed_out:
         return (f"[timed out after {timeout:g} s: the tool and its child processes were stopped; "
                 "the output above is what it printed until then]")

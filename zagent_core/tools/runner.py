@@ -5,7 +5,8 @@ group). Completion is the process's exit, never the pipes' close: a grandchild t
 keeps stdout open does not hold the call. What the tool leaves running in its group
 after it exits is stopped, SIGTERM first and SIGKILL after a grace period, so a call
 never leaves processes behind. Output is read as it comes: the last ``capture_limit``
-bytes stay in memory, the rest streams to ``spill_path``.
+bytes stay in memory, the rest streams to ``spill_path``, which keeps its start and its
+end past ``file_limit`` (:mod:`~zagent_core.tools.output_files`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, Callable
 
 from zagent_core.logs import get_logger
+from zagent_core.tools.output_files import cut_middle
 from zagent_core.tools.processes import create_fresh, stat_fields
 
 log = get_logger(__name__)
@@ -69,6 +71,9 @@ class ProcessSpec:
     #: An environment entry (``NAME=value``) unique to this call, by which processes
     #: that left the process group (setsid) are found and stopped too.
     tag: str | None = None
+    #: The most of each output kept on disk (``limits.output_file_bytes``): past it, its
+    #: first and last halves, and a line between that says how much was dropped.
+    file_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,8 @@ class ProcessOutcome:
     start_error: str | None = None
     #: Stopped because the caller asked (``on_tick`` returned True), not by a timeout.
     stopped: bool = False
+    #: Stopped because its output passed this many bytes (a background task's ``limits.output_file_bytes``).
+    output_limit: int | None = None
 
     @property
     def exit_code(self) -> int | None:
@@ -100,25 +107,45 @@ class ProcessOutcome:
 
 
 class _Capture:
-    """Keeps the tail of a stream in memory and, past the limit, all of it on disk."""
+    """Keeps the tail of a stream in memory and, past the limit, the stream on disk: all of
+    it up to ``file_limit``, its start and its end past that."""
 
-    def __init__(self, limit: int, spill_path: Path | None) -> None:
+    def __init__(self, limit: int, spill_path: Path | None, file_limit: int | None) -> None:
         self.limit = limit
         self.spill_path = spill_path
+        self.file_limit = file_limit
         self.tail = bytearray()
         self.total = 0
         self._spill: BinaryIO | None = None
+        self._on_disk = 0
+        #: Bytes of the middle already cut out of the file.
+        self._dropped = 0
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
         if self._spill is None and self.spill_path is not None and self.total > self.limit:
             self._spill = create_fresh(self.spill_path)
-            self._spill.write(self.tail)
+            self._write(self.tail)
         if self._spill is not None:
-            self._spill.write(chunk)
+            self._write(chunk)
         self.tail += chunk
         if len(self.tail) > self.limit:
             del self.tail[: len(self.tail) - self.limit]
+
+    def _write(self, data: bytes | bytearray) -> None:
+        assert self._spill is not None
+        self._spill.write(data)
+        self._on_disk += len(data)
+        # Cut when half as much again has come: each byte is moved once at most, and the
+        # file never holds more than 1.5 times its limit.
+        if self.file_limit is not None and self._on_disk > self.file_limit + self.file_limit // 2:
+            self._cut(marked=False)
+
+    def _cut(self, *, marked: bool) -> None:
+        assert self._spill is not None and self.file_limit is not None
+        self._spill.flush()
+        self._dropped = cut_middle(self._spill.fileno(), self.file_limit, dropped=self._dropped, marked=marked)
+        self._on_disk = self._spill.seek(0, os.SEEK_END)
 
     @property
     def spilled(self) -> bool:
@@ -126,6 +153,8 @@ class _Capture:
 
     def close(self) -> None:
         if self._spill is not None:
+            if self.file_limit is not None:
+                self._cut(marked=True)
             self._spill.close()
 
 
@@ -190,8 +219,8 @@ class _Run:
         self.pgid = proc.pid
         self.started = started
         self.selector = selectors.DefaultSelector()
-        self.stdout = _Capture(spec.capture_limit, spec.spill_path)
-        self.stderr = _Capture(spec.capture_limit, spec.stderr_path)
+        self.stdout = _Capture(spec.capture_limit, spec.spill_path, spec.file_limit)
+        self.stderr = _Capture(spec.capture_limit, spec.stderr_path, spec.file_limit)
         self.exited_at: float | None = None
         self.timed_out = False
         #: When the next escalation (SIGTERM -> SIGKILL) is due, once stopping began.

@@ -5,7 +5,10 @@ it is (``supervisor.json``) before it sends what to run on stdin (a JSON object:
 tool's environment travels this way, never through a file): a supervisor whose engine
 died before that gets no request and runs nothing, so a task that runs is always one
 resume can find. It runs the tool with its output going straight to files in the task
-folder, and enforces the timeout. Its last act is to write ``exit.json`` atomically, with
+folder, and enforces the timeout and the output cap: a tool whose output passes
+``limits.output_file_bytes`` is stopped (it has no timeout unless given one, and a flood
+would fill the disk), and its output files keep their start and their end
+(:mod:`~zagent_core.tools.output_files`). Its last act is to write ``exit.json`` atomically, with
 the time the tool ended, so an exit that happens while the engine is down is still known
 when the engine comes back. SIGTERM, SIGINT or SIGHUP make it stop the tool's whole tree
 and record that it was stopped; it starts with them blocked, so one sent while it is
@@ -15,12 +18,14 @@ still starting up waits for it instead of killing it before it can record anythi
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from zagent_core.tools.output_files import cut_file
 from zagent_core.tools.processes import ProcessIdentity, write_json
 from zagent_core.tools.runner import ProcessSpec, run_process
 
@@ -52,6 +57,16 @@ def main(task_dir: Path, request: dict[str, Any]) -> int:
         write_json(task_dir / TOOL_FILE, tool.model_dump() if tool else {"pid": pid})
 
     merge = bool(request["merge_stderr"])
+    limit: int | None = request.get("output_file_bytes")
+    outputs = [task_dir / OUTPUT_FILE] + ([] if merge else [task_dir / STDERR_FILE])
+    capped = {"at": False}
+
+    def tick() -> bool:
+        # Looked at every tick (0.1 s): what the tool writes past the cap until it stops is cut after.
+        if limit is not None and not capped["at"]:
+            capped["at"] = any(_size(path) > limit for path in outputs)
+        return stop["requested"] or capped["at"]
+
     spec = ProcessSpec(
         argv=request["argv"],
         cwd=Path(request["cwd"]),
@@ -66,18 +81,29 @@ def main(task_dir: Path, request: dict[str, Any]) -> int:
         tag=request.get("tag"),
     )
     began = time.time()
-    outcome = run_process(spec, on_tick=lambda: stop["requested"], on_start=started)
+    outcome = run_process(spec, on_tick=tick, on_start=started)
+    if limit is not None:
+        for path in outputs:
+            cut_file(path, limit)
     write_json(task_dir / EXIT_FILE, durable=True, value={
         "pid": outcome.pid,
         "returncode": outcome.returncode,
         "timed_out": outcome.timed_out,
         "timeout": spec.timeout,  # a built-in's task has it only here (its call journals none)
-        "stopped": outcome.stopped,
+        "stopped": outcome.stopped and not capped["at"],
+        "output_limit": limit if outcome.stopped and capped["at"] else None,
         "duration": outcome.duration,
         "start_error": outcome.start_error,
         "ended_at": began + outcome.duration,  # when the tool exited, not when this was written
     })
     return 0
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ def launch(task_dir: Path, invocation: ProcessSpec, *, merge_stderr: bool, kill_
         "timeout": invocation.timeout,
         "kill_grace": kill_grace,
         "tag": tag,
+        "output_file_bytes": invocation.file_limit,
     }
     # The supervisor's own environment is the engine's, less its credentials; the
     # tool's environment travels in the request, on a pipe, never in a file.
@@ -136,7 +137,7 @@ def result_of(record: dict, task_dir: Path, *, output_mode: str, timeout: float 
         timed_out=record.get("timed_out") is True, stdout=stdout, stdout_total=stdout_total, stderr=stderr,
         stderr_total=stderr_total, spilled=task_dir / OUTPUT_FILE if stdout_total > limit else None,
         duration=_seconds(record.get("duration")) or 0.0, start_error=_of_type(record, "start_error", str),
-        stopped=record.get("stopped") is True,
+        stopped=record.get("stopped") is True, output_limit=_of_type(record, "output_limit", int),
     )
     try:
         return build_result(outcome, output_mode=output_mode, attach_outputs=attach_outputs,

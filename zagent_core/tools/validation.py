@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from zagent_core.journal.events import Coercion
+from zagent_core.tools.patterns import extras
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
@@ -128,10 +129,8 @@ def _describe(error: ValidationError) -> list[str]:
 
     if kind == "additionalProperties" and isinstance(instance, dict):
         allowed = sorted(schema.get("properties", {}))
-        patterns = list(schema.get("patternProperties", {}))
-        extras = sorted(k for k in instance if k not in allowed and not any(re.search(p, k) for p in patterns))
         hint = f" (allowed: {_join(allowed)})" if allowed else " (this tool takes no arguments)"
-        return [f"unknown argument {_json(prefix + name)}{hint}" for name in extras]
+        return [f"unknown argument {_json(prefix + name)}{hint}" for name in sorted(extras(instance, schema))]
     if kind == "required":
         missing = [name for name in expected if isinstance(instance, dict) and name not in instance]
         return [f"missing argument {_json(prefix + name)}" for name in missing]

@@ -20,11 +20,13 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
+from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 BIN = Path(sys.executable).parent
@@ -53,11 +55,16 @@ def tutorial_steps() -> list[tuple[str, str | None]]:
     return command_steps(fenced_blocks(DOCS / "tutorial.md"))
 
 
-def section_steps(path: Path, sections: Iterable[str]) -> list[tuple[str, str | None]]:
-    """:func:`command_steps` of the ``## `` sections of a Markdown file with these titles, in this order."""
+def sections(path: Path) -> dict[str, str]:
+    """The ``## `` sections of a Markdown file, by title."""
     parts = re.split(r"^## ", path.read_text(encoding="utf-8"), flags=re.M)
-    by_title = {part.split("\n", 1)[0]: part for part in parts}
-    return command_steps((m.group(1), m.group(2)) for title in sections for m in _FENCE.finditer(by_title[title]))
+    return {part.split("\n", 1)[0]: part for part in parts}
+
+
+def section_steps(path: Path, titles: Iterable[str]) -> list[tuple[str, str | None]]:
+    """:func:`command_steps` of the ``## `` sections of a Markdown file with these titles, in this order."""
+    by_title = sections(path)
+    return command_steps((m.group(1), m.group(2)) for title in titles for m in _FENCE.finditer(by_title[title]))
 
 
 def run_steps(steps: list[tuple[str, str | None]], cwd: Path, env: dict[str, str], *,
@@ -239,18 +246,24 @@ def _zagent_argv() -> list[str]:
 
 
 @cache
+def _help_text(path: tuple[str, ...]) -> str:
+    """What ``zagent *path --help`` prints."""
+    proc = subprocess.run([*_zagent_argv(), *path, "--help"], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("ZAGENT_")})
+    assert proc.returncode == 0, f"zagent {' '.join(path)} --help failed:\n{proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+@cache
 def _help(path: tuple[str, ...]) -> tuple[dict[str, tuple[str, bool]], frozenset[str]]:
     """``({spelling: (option, takes a value)}, subcommands)`` of ``zagent *path --help``.
 
     An option is named by its last spelling (``-v, --verbose`` is ``--verbose``).
     """
-    proc = subprocess.run([*_zagent_argv(), *path, "--help"], capture_output=True, text=True, timeout=60,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("ZAGENT_")})
-    assert proc.returncode == 0, f"zagent {' '.join(path)} --help failed:\n{proc.stdout}{proc.stderr}"
     options: dict[str, tuple[str, bool]] = {}
     commands: set[str] = set()
     section = None
-    for line in proc.stdout.splitlines():
+    for line in _help_text(path).splitlines():
         if re.match(r"^\S.*:$", line):
             section = line[:-1]
             continue
@@ -365,12 +378,104 @@ def test_cli_doc_covers_every_command_and_option() -> None:
     assert not undocumented, "docs/cli.md does not mention:\n" + "\n".join(undocumented)
 
 
+def test_help_is_plain_text() -> None:
+    # click prints docstrings as they are: reStructuredText's ``x`` reaches the user as is.
+    marked = [f"{' '.join(('zagent', *path))} --help: {line.strip()}" for path in _all_commands()
+              for line in _help_text(path).splitlines() if "``" in line]
+    assert not marked, "help texts with reStructuredText markup (write `x`, or plain words):\n" + "\n".join(marked)
+
+
 def test_cli_doc_walk_catches_mistakes() -> None:
     assert _walk("zagent --home DIR tools run NAME --args '{}' --json")[2] == []
     assert _walk("zagent -vv sessions show --events")[2] == []
     assert _walk("zagent tools list --home DIR")[2]
     assert _walk("zagent tools frobnicate")[2]
     assert _walk("zagent sessions show --event")[2]
+
+
+# -- the reference pages name what zagent has ------------------------------------------------
+
+
+def _rows(page: str, title: str) -> dict[str, str]:
+    """Each table row of a section, by its first cell's code span (``| `key` | ...``)."""
+    return {m.group(1): m.group(0) for m in re.finditer(r"^\| `([^`]+)` \|.*$", sections(DOCS / page)[title], re.M)}
+
+
+def test_manifest_doc_reserves_every_built_in_name() -> None:
+    from zagent_core.builtins.registry import all_builtins
+
+    row = _rows("manifest.md", "Fields")["name"]
+    reserved = re.search(r"are reserved[^:]*:(.*?)\(", row)
+    assert reserved, row
+    assert set(re.findall(r"`(\w+)`", reserved.group(1))) == set(all_builtins())
+
+
+def _models_in(annotation: object) -> list[type[BaseModel]]:
+    """The pydantic models inside a type (``dict[str, McpServerConfig]``, ``list[NormaliseRule]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for argument in get_args(annotation) for model in _models_in(argument)]
+
+
+def _settings(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, list[type[BaseModel]]]]:
+    """Every setting of a config model, dotted (``agent.max_turns``), with the models of its entries:
+    a section (a model field) is walked into; a map or list of models is one setting."""
+    for name, field in model.model_fields.items():
+        inner = _models_in(field.annotation)
+        if inner == [field.annotation]:
+            yield from _settings(inner[0], f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", inner
+
+
+def test_the_config_reference_documents_every_setting() -> None:
+    from zagent_core.config import Config
+
+    rows = _rows("manifest.md", "config.json")
+    missing = []
+    for key, entries in _settings(Config):
+        if key not in rows:
+            missing.append(key)
+        # A map or list of entries (mcp.servers, spawn.subagents) names each field of an entry.
+        missing += [f"{key}: {field}" for entry in entries for field in entry.model_fields
+                    if not re.search(rf'[`"]{field}[`"]', rows.get(key, ""))]
+    assert not missing, "docs/manifest.md's config.json table lacks:\n" + "\n".join(missing)
+    assert len(rows) >= 50
+
+
+def test_the_config_reference_example_loads_without_a_problem(tmp_path: Path) -> None:
+    from zagent_core.config import load_config
+
+    example = next(body for language, body in fenced_blocks(DOCS / "manifest.md") if language == "json"
+                   and body.startswith('{\n  "agent"'))
+    (tmp_path / "config.json").write_text(example)
+    config, problems = load_config(tmp_path / "config.json")
+    assert problems == []
+    assert {key for key, _ in _settings(type(config))} >= {"agent.max_concurrent_tools", "spawn.subagents"}
+
+
+def _table_rows_outside_tables(text: str) -> list[str]:
+    """Lines that start with ``|`` outside code blocks and outside a table: Markdown shows
+    their pipes as text (a table ends at the first line that is not a row)."""
+    stray = []
+    in_table = in_fence = False
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("```"):
+            in_fence = not in_fence
+        is_row = not in_fence and line.startswith("|")
+        starts = is_row and number + 1 < len(lines) and re.match(r"^\|(?: *:?-+:? *\|)+$", lines[number + 1])
+        if is_row and not in_table and not starts:
+            stray.append(line)
+        in_table = is_row and (in_table or bool(starts))
+    return stray
+
+
+def test_every_table_row_is_inside_a_table() -> None:
+    assert _table_rows_outside_tables("a\n| x |\n\n| h |\n| --- |\n| y |\n") == ["| x |"]
+    for page in [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]:
+        stray = _table_rows_outside_tables(page.read_text(encoding="utf-8"))
+        assert not stray, f"{page.name}: rows outside a table (shown with their pipes):\n" + "\n".join(stray)
 
 
 # -- docs/audit.md documents the views as they are ------------------------------------------
@@ -392,6 +497,31 @@ def test_audit_doc_lists_every_column_of_every_view(tmp_path: Path) -> None:
             columns = [row[1] for row in journal.db.execute(f"PRAGMA table_info({view})").fetchall()]
             assert columns, view
             assert _documented_columns(view) == columns, f"docs/audit.md: the columns of {view}"
+
+
+_NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+
+def test_audit_doc_lists_and_counts_every_view(tmp_path: Path) -> None:
+    from zagent_store import SQLiteJournal
+
+    with SQLiteJournal(tmp_path / "journal.db") as journal:
+        views = {row[0] for row in journal.db.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    text = (DOCS / "audit.md").read_text(encoding="utf-8")
+    intro = text.split("\n## ", 1)[0]
+    assert set(re.findall(r"^\| \[`(\w+)`\]", intro, re.M)) == views
+    counted = re.findall(r"\b(" + "|".join(_NUMBERS) + r") (?:SQL \*\*)?views\b", text)
+    assert counted and all(_NUMBERS[word] == len(views) for word in counted), counted
+
+
+def test_postgres_doc_set_up_shows_what_doctor_prints(postgres_url: str, tmp_path: Path) -> None:
+    set_up = next(body for language, body in fenced_blocks(DOCS / "postgres.md") if "zagent doctor" in body)
+    url = re.search(r"^export ZAGENT_JOURNAL=(\S+)", set_up, re.M)
+    shown = re.search(r"^zagent doctor +# (.*)$", set_up, re.M)
+    assert url and shown, set_up
+    env = _clean_env(tmp_path) | {"ZAGENT_JOURNAL": postgres_url, "ZAGENT_HOME": str(tmp_path / "home")}
+    doctor = subprocess.run([*_zagent_argv(), "doctor"], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.group(1).replace(url.group(1), postgres_url) in doctor.stdout.splitlines(), doctor.stdout
 
 
 # -- docs/python-api.md ----------------------------------------------------------------------

@@ -80,7 +80,7 @@ def _latest_open_session(obj: Context) -> str:
 @click.pass_obj
 def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None, continue_latest: bool,
         detach: bool) -> None:
-    """Run the agent on PROMPT (``-``: read it from stdin), headless, printing the conversation
+    """Run the agent on PROMPT ("-": read it from stdin), headless, printing the conversation
     as it happens.
 
     Stays up while background tasks run (agent.max_background_wait_minutes), waking the
@@ -120,7 +120,7 @@ def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt
 @click.pass_obj
 def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec: str | None, last: bool) -> None:
     """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
-    pending wake-ups, and continue, with PROMPT if given (``-``: read it from stdin). With
+    pending wake-ups, and continue, with PROMPT if given ("-": read it from stdin). With
     --last, the one argument given is the PROMPT."""
     if last:
         if prompt is not None:
@@ -141,8 +141,8 @@ def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec:
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's).")
 @click.pass_obj
 def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_spec: str | None) -> None:
-    """Answer the question SESSION_ID waits on (status ``waiting on user``) with TEXT
-    (``-``: read it from stdin), then continue the session as resume does. The answer is
+    """Answer the question SESSION_ID waits on (status "waiting on user") with TEXT
+    ("-": read it from stdin), then continue the session as resume does. The answer is
     the ask_user call's result; it is taken once: a second answer is refused."""
     text = prompt_text(text) or ""
     if not text.strip():
@@ -159,7 +159,7 @@ def answer(obj: Context, session_id: str, text: str, call_id: str | None, model_
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's).")
 @click.pass_obj
 def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str | None) -> None:
-    """Approve the call SESSION_ID waits on (status ``waiting on approval``): run it here,
+    """Approve the call SESSION_ID waits on (status "waiting on approval"): run it here,
     then continue the session as resume does. Name its CALL_ID when several calls wait. A
     decision is taken once: a second approve or deny is refused."""
     from zagent_core.drive.driving import Decision, DriveRequest
@@ -176,7 +176,7 @@ def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str 
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's).")
 @click.pass_obj
 def deny(obj: Context, session_id: str, call_id: str | None, reason: str, model_spec: str | None) -> None:
-    """Deny the call SESSION_ID waits on (status ``waiting on approval``): it is not run, and
+    """Deny the call SESSION_ID waits on (status "waiting on approval"): it is not run, and
     its result for the model says so, with the reason. Then continue the session as resume
     does. Name its CALL_ID when several calls wait. A decision is taken once."""
     from zagent_core.drive.driving import Decision, DriveRequest

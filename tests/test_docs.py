@@ -2,11 +2,15 @@
 
 - ``docs/tutorial.md`` runs as written: its ```sh blocks, in order, in one ``bash -e``
   process, exit 0, and the output each ```text block shows after a command block is what
-  that block prints (ids, pids, times, durations and temporary paths aside).
+  that block prints (:func:`shown_mismatch`: every line, ``...`` standing for lines left
+  out; ids, pids, times, durations and temporary paths aside). The ``$ zagent`` transcripts
+  of docs/cli.md are checked the same way by test_cli_docs.py.
 - Every ``zagent`` command and option that ``docs/cli.md`` (or ``docs/audit.md``) mentions
   exists (checked against ``zagent ... --help``), and every command and option of
-  ``--help`` is documented in ``docs/cli.md``.
-- ``docs/audit.md`` lists every column of every audit view, in order.
+  ``--help`` is documented in ``docs/cli.md``; no help text holds reStructuredText markup.
+- The reference pages name what zagent has: every setting of ``Config`` in manifest.md's
+  config.json table, every built-in among the reserved names, every audit view (listed,
+  counted, and each column in order); no table row strays outside its table.
 - The Python examples of ``docs/python-api.md`` run, and the first prints what the page says.
 
 In the tutorial, ```sh blocks are commands and a ```text block right after one is its
@@ -15,6 +19,7 @@ output; other blocks (plain ```, ```json, ```python) are not run.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shlex
@@ -31,12 +36,13 @@ from pydantic import BaseModel
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 BIN = Path(sys.executable).parent
 MARKER = "@@zagent-docs-block-end@@"
-_FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", re.S | re.M)
+#: A fenced block: its fence (three backticks or more, closed by the same), language and body.
+FENCE = re.compile(r"^(`{3,})([\w-]*)\n(.*?)^\1[ \t]*$", re.S | re.M)
 
 
 def fenced_blocks(path: Path) -> list[tuple[str, str]]:
     """``(language, body)`` of every fenced block of a Markdown file, in order."""
-    return [(m.group(1), m.group(2)) for m in _FENCE.finditer(path.read_text(encoding="utf-8"))]
+    return [(m.group(2), m.group(3)) for m in FENCE.finditer(path.read_text(encoding="utf-8"))]
 
 
 def command_steps(blocks: Iterable[tuple[str, str]]) -> list[tuple[str, str | None]]:
@@ -64,7 +70,7 @@ def sections(path: Path) -> dict[str, str]:
 def section_steps(path: Path, titles: Iterable[str]) -> list[tuple[str, str | None]]:
     """:func:`command_steps` of the ``## `` sections of a Markdown file with these titles, in this order."""
     by_title = sections(path)
-    return command_steps((m.group(1), m.group(2)) for title in titles for m in _FENCE.finditer(by_title[title]))
+    return command_steps((m.group(2), m.group(3)) for title in titles for m in FENCE.finditer(by_title[title]))
 
 
 def run_steps(steps: list[tuple[str, str | None]], cwd: Path, env: dict[str, str], *,
@@ -157,6 +163,7 @@ _VARIABLE = [
     (re.compile(r"(?:/[^\s/\"'()]+)*/tmp\.[A-Za-z0-9]+"), "<tmp>"),  # mktemp -d folders
     (re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b"), "<session>"),
     (re.compile(r"\bcall_[0-9a-f]{12}\b"), "<call>"),
+    (re.compile(r"\bwake_[0-9a-f]{12}\b"), "<wake>"),
     (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?"), "<date>"),
     (re.compile(r"\b\d\d:\d\d:\d\d\.\d{3}\b"), "<time>"),
     (re.compile(r"\b\d\d:\d\d:\d\dZ"), "<time>Z"),  # task start and end times
@@ -164,9 +171,12 @@ _VARIABLE = [
     (re.compile(r" *\b\d+ ms\b"), " <n> ms"),  # right-aligned in columns: the padding varies too
     (re.compile(r"\b\d+\.\d s\b"), "<n> s"),  # a sub-agent's time
     (re.compile(r"\bzagent \d+\.\d+[^\s,]*"), "zagent <version>"),
+    (re.compile(r"^(\s*)#\d+ (v\d+ )"), r"\1#<seq> \2"),  # an event of --events: its global position varies
+    (re.compile(r'"(pid|start_ticks|offset|duration_ms)": \d+'), r'"\1": <n>'),
+    (re.compile(r'"boot_id": "[^"]*"'), '"boot_id": "<boot>"'),
+    (re.compile(r'"[^"\s]*/python[\d.]*"'), '"<python>"'),  # the interpreter a tool ran with
+    (re.compile(r"grep runs (?:ripgrep \([^)]*\)|its Python search \(no rg on PATH\))"), "grep runs <its search>"),
 ]
-#: ``--events`` lines hold interpreter paths, hashes and pids: not compared.
-_EVENT_LINE = re.compile(r"^\s*#\d+ v\d+ ")
 
 
 def _normalize(line: str) -> str:
@@ -175,29 +185,42 @@ def _normalize(line: str) -> str:
     return line.rstrip()
 
 
-def _shown_lines_printed(shown: str, printed: str) -> list[str]:
-    """Lines of ``shown`` that are not, in order, among the lines of ``printed``."""
-    actual = [_normalize(line) for line in printed.splitlines()]
-    missing: list[str] = []
-    position = 0
-    for raw in shown.splitlines():
-        if not raw.strip() or _EVENT_LINE.match(raw):
-            continue
-        expected = _normalize(raw)
-        if expected.endswith("..."):
-            # A line zagent shortened: where it was cut depends on the length of what
-            # came before (durations, paths), so compare its start only.
-            prefix = expected[:-3][:-20]
-            match = lambda line, prefix=prefix: line.startswith(prefix)  # noqa: E731
-        else:
-            match = lambda line, expected=expected: line == expected  # noqa: E731
-        for index in range(position, len(actual)):
-            if match(actual[index]):
-                position = index + 1
-                break
-        else:
-            missing.append(raw)
-    return missing
+def _matches(shown: str, line: str) -> bool:
+    """Whether a line shown (normalised) stands for a line printed (normalised)."""
+    if shown.endswith("...") and len(shown) > 23:
+        # A line zagent shortened: where it was cut depends on the length of what came
+        # before (durations, paths), so compare its start only.
+        return line.startswith(shown[:-23])
+    return line == shown
+
+
+def shown_mismatch(shown: str, printed: str, *, excerpts: bool = False) -> str | None:
+    """How the output ``shown`` differs from the output ``printed``, as a diff; None if it does not.
+
+    Every line printed must be shown, in order, blank lines aside; a line ``...`` alone
+    (indented or not) stands for any number of lines left out, and a line ending in
+    ``...`` for a line zagent shortened. With ``excerpts``, the lines shown need only be
+    among those printed, in order (as if a ``...`` stood between any two of them).
+    """
+    wanted = [_normalize(line) for line in shown.splitlines() if line.strip()]
+    if excerpts:
+        wanted = ["...", *(part for line in wanted for part in (line, "..."))]
+    actual = [_normalize(line) for line in printed.splitlines() if line.strip()]
+    # seen[i][j]: wanted[:i] stands for actual[:j] (a glob match, "..." the star).
+    seen = [[False] * (len(actual) + 1) for _ in range(len(wanted) + 1)]
+    seen[0][0] = True
+    for i, line in enumerate(wanted, start=1):
+        for j in range(len(actual) + 1):
+            if line.strip() == "...":
+                seen[i][j] = seen[i - 1][j] or (j > 0 and seen[i][j - 1])
+            else:
+                seen[i][j] = j > 0 and seen[i - 1][j - 1] and _matches(line, actual[j - 1])
+    if seen[len(wanted)][len(actual)]:
+        return None
+    placed = max(i for i in range(len(wanted) + 1) if any(seen[i]))
+    where = (f"the first line shown that is not printed where it stands: {wanted[placed]!r}" if placed < len(wanted)
+             else "every line shown is printed, and more after them")
+    return where + "\n" + "\n".join(difflib.unified_diff(wanted, actual, "shown", "printed", lineterm="", n=2))
 
 
 def test_tutorial_outputs_are_what_it_prints(tutorial_run: tuple[int, list[str], str]) -> None:
@@ -207,8 +230,9 @@ def test_tutorial_outputs_are_what_it_prints(tutorial_run: tuple[int, list[str],
 
 
 def assert_shown_is_printed(where: str, steps: list[tuple[str, str | None]], blocks: list[str],
-                            normalize: Callable[[str], str] = lambda text: text) -> int:
-    """Assert that the lines each block of ``steps`` shows are, in order, among those it printed.
+                            normalize: Callable[[str], str] = lambda text: text, *, excerpts: bool = False) -> int:
+    """Assert that each block of ``steps`` that shows an output shows what it printed
+    (:func:`shown_mismatch`; ``excerpts``: some of it).
 
     ``blocks`` is the output of each block (:func:`run_steps`); ``normalize`` rewrites both
     sides first. Returns how many blocks show an output.
@@ -218,10 +242,10 @@ def assert_shown_is_printed(where: str, steps: list[tuple[str, str | None]], blo
         if shown is None:
             continue
         checked += 1
-        missing = _shown_lines_printed(normalize(shown), normalize(printed))
-        assert not missing, (
-            f"command block {number} of {where}:\n{command}\nshows lines it does not print:\n"
-            + "\n".join(missing) + f"\n\nit printed:\n{printed}"
+        mismatch = shown_mismatch(normalize(shown), normalize(printed), excerpts=excerpts)
+        assert mismatch is None, (
+            f"command block {number} of {where}:\n{command}\nshows another output than it prints:\n{mismatch}"
+            f"\n\nit printed:\n{printed}"
         )
     return checked
 
@@ -233,8 +257,14 @@ def test_normalization_keeps_what_matters() -> None:
     assert (_normalize("task #1 index_files: exited, exit 0, pid 11873, started 05:06:17Z, ended 05:06:18Z")
             == "task #1 index_files: exited, exit 0, pid <pid>, started <time>Z, ended <time>Z")
     assert _normalize("model: 3 replies in 1 turns, 197 tokens in, 22 out") == "model: 3 replies in 1 turns, 197 tokens in, 22 out"
-    assert _shown_lines_printed("a\n\nc\n", "a\nb\nc\n") == []
-    assert _shown_lines_printed("c\na\n", "a\nb\nc\n") == ["a"]
+    assert _normalize("  #38 v2 06:01:07.569 user_message") == "  #<seq> v2 <time> user_message"
+    assert shown_mismatch("a\n\nc\n", "a\nc\n\n") is None
+    assert shown_mismatch("a\nc\n", "a\nb\nc\n") is not None  # a line printed and not shown
+    assert shown_mismatch("a\n  ...\nc\n", "a\nb\nb\nc\n") is None and shown_mismatch("a\n...\nc", "a\nc") is None
+    assert shown_mismatch("c\n...\na\n", "a\nb\nc\n") is not None
+    assert shown_mismatch("a\nc\n", "a\nb\nc\nd\n", excerpts=True) is None
+    assert shown_mismatch("c\na\n", "a\nb\nc\n", excerpts=True) is not None
+    assert shown_mismatch("a long line that zagent cut short befo...", "a long line that zagent cut short at a point") is None
 
 
 # -- docs/cli.md names only real commands and options -----------------------------------------
@@ -294,7 +324,7 @@ def _cli_doc_mentions(page: str = "cli.md") -> list[str]:
                     mentions.append(line[2:])
             elif line == "zagent" or line.startswith("zagent "):
                 mentions.append(line)
-    prose = _FENCE.sub("", text)
+    prose = FENCE.sub("", text)
     for span in re.findall(r"`([^`\n]+)`", prose):
         found = re.search(r"(?:^|\s)(zagent(?: .*)?)$", span)
         if found:

@@ -4,7 +4,7 @@
   process, exit 0, and the output each ```text block shows after a command block is what
   that block prints (:func:`shown_mismatch`: every line, ``...`` standing for lines left
   out; ids, pids, times, durations and temporary paths aside). The ``$ zagent`` transcripts
-  of docs/cli.md are checked the same way by test_cli_docs.py.
+  of docs/cli.md and others are checked the same way by test_doc_transcripts.py.
 - Every ``zagent`` command and option that ``docs/cli.md`` (or ``docs/audit.md``) mentions
   exists (checked against ``zagent ... --help``), and every command and option of
   ``--help`` is documented in ``docs/cli.md``; no help text holds reStructuredText markup.

@@ -17,7 +17,8 @@ the block can run:
 - ``<!-- transcript: not run: REASON -->``: the block is skipped, and the test says why (a
   real API key, a second terminal...).
 - ``<!-- transcript: given`` + shell lines + ``-->``: run first (``bash -e``, in the work
-  folder, ``/tmp/demo`` and the page's session ids replaced): the state the prose describes.
+  folder, ``/tmp/demo`` and the page's session ids replaced, ``$DEMO`` the demo folder for
+  the scripts it runs): the state the prose describes.
   ``remember ID ACTUAL`` there maps a session id of the page to one it made, and ``latest``
   prints the most recently active top-level session's id; ``signal_after SIGNAL TEXT
   COMMAND...`` runs the command until it printed ``TEXT``, then sends it the signal (a
@@ -53,6 +54,7 @@ SESSION_ID = re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b")
 _DIRECTIVE = re.compile(r"<!-- transcript: ?((?:(?!<!--).)*?)-->\s*\Z", re.S)
 #: Shell functions a ``given`` may use.
 _GIVEN_PRELUDE = """
+DEMO=/tmp/demo
 remember() { echo "@@remember $1 $2"; }
 signal_after() {
   local signal=$1 text=$2 out; shift 2; out=$(mktemp)
@@ -189,11 +191,14 @@ class Demo:
         """Map the ids of the lines shown to those of the same lines printed (the latest
         session a page shows with an id is the one it names with it from then on)."""
         def lines(text: str) -> list[str]:
-            return [line for line in self.normalize(text).splitlines() if line.strip()]
+            return [line for line in text.splitlines() if line.strip()]
+
+        def key(line: str) -> str:
+            return _normalize(self.normalize(line))
 
         wanted, actual = lines(shown), lines(self.shown(printed))
-        matcher = difflib.SequenceMatcher(None, [_normalize(line) for line in wanted],
-                                          [_normalize(line) for line in actual], autojunk=False)
+        matcher = difflib.SequenceMatcher(None, [key(line) for line in wanted], [key(line) for line in actual],
+                                          autojunk=False)
         for a, b, size in matcher.get_matching_blocks():
             for offset in range(size):
                 self.ids.update(zip(SESSION_ID.findall(wanted[a + offset]), SESSION_ID.findall(actual[b + offset])))

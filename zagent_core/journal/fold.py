@@ -84,7 +84,7 @@ PROJECTION_VERSION = 5
 
 
 class InconsistentJournalError(ZagentError, ValueError):
-    """An event refers to a call or task the session never had."""
+    """An event refers to a call or task the session never had, or a session's versions have a hole."""
 
 
 class _Folding:
@@ -453,6 +453,13 @@ def _context_compacted(f: _Folding, event: ContextCompacted, stored: StoredEvent
 
 
 def _fold(f: _Folding, stored: StoredEvent) -> None:
+    if stored.version != f.version + 1:
+        # A hole: what the missing events said (a call finished, a task ended) is unknown, and
+        # a session driven from here would contradict them (a finished call reported not run).
+        raise InconsistentJournalError(
+            f"session {stored.session_id} is damaged: its version {stored.version} follows version {f.version} "
+            f"(events were deleted or written around zagent), so it cannot be shown or driven; "
+            "`zagent journal recover JOURNAL NEW_FILE` copies each session up to its first gap into a new journal")
     handler = _HANDLERS.get(type(stored.event))
     try:
         if handler is not None:

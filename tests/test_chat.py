@@ -103,7 +103,7 @@ def test_a_conversation_with_calls_an_inline_approval_ctrl_c_leaving_and_continu
     assert any(e.type == "tool_call_interrupted" for e in journaled)
     assert not any(e.type == "session_ended" for e in journaled)  # leaving never ends the session
 
-    again = chat(home, session_id)
+    again = chat(home, session_id[-6:])  # by the end of its id, as every command takes it
     say(again, "go on")
     again.expect_exact("assistant: Continued where we left off.")
     again.expect_exact("you>")

@@ -30,6 +30,8 @@ def _within_cap(text: str, kind: Kind, limits: LimitsConfig) -> bool:
 def _ask_on_terminal(limits: LimitsConfig, question: str, choices: list[str] | None) -> str:
     """Ask on the terminal ``zagent run`` runs in (the question and its numbered choices are
     printed with the conversation); a choice may be answered by its number."""
+    from zagent_cli.output import ERROR, say
+    from zagent_core.session.engine import NoSuchChoiceError, chosen
     from zagent_core.tools.inprocess import Parked
 
     while True:
@@ -37,8 +39,11 @@ def _ask_on_terminal(limits: LimitsConfig, question: str, choices: list[str] | N
             answer = input("answer> ").strip()
         except EOFError:  # the terminal went away: the question waits for `zagent answer`
             raise Parked("waiting for the user's answer (the terminal closed)") from None
-        if answer.isdigit() and choices and 1 <= int(answer) <= len(choices):
-            return choices[int(answer) - 1]
+        try:
+            answer = chosen(answer, choices)
+        except NoSuchChoiceError as exc:
+            say(f"{exc}; give a choice's number, or your own words.", err=True, colour=ERROR)
+            continue
         if answer and _within_cap(answer, "answer", limits):
             return answer
 

@@ -22,7 +22,7 @@ import click
 from zagent_cli.asking import terminal_askers
 from zagent_cli.context import Context
 from zagent_cli.output import ERROR, OK, plural, say
-from zagent_cli.params import TEXT, complete_sessions
+from zagent_cli.params import SESSION, complete_sessions
 from zagent_cli.refusals import refusals_said, waiting_lines
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ Leaving never ends the session: zagent chat SESSION (or zagent resume) continues
 
 
 @click.command()
-@click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
+@click.argument("session_id", type=SESSION, required=False, shell_complete=complete_sessions)
 @click.option("--model", "model_spec", metavar="SPEC",
               help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's, else agent.model).")
 @click.pass_obj

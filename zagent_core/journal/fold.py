@@ -371,6 +371,9 @@ def _notes_delivered(f: _Folding, event: NotesDelivered, stored: StoredEvent) ->
 @_on(UserMessage)
 def _user_message(f: _Folding, event: UserMessage, stored: StoredEvent) -> None:
     f.unanswered_message = True
+    if event.model is not None:  # the model asked for it: the endpoint is the driver's config's
+        f.model = event.model
+        f.model_base_url = None
 
 
 @_on(WakeAnswered)

@@ -41,4 +41,4 @@ def test_the_transcripts_are_what_zagent_prints(tmp_path: Path, sections: tuple[
     assert status == 0 or not errexit, output
     assert len(blocks) == len(steps) + 1, output
     assert_shown_is_printed(f"the sections {', '.join(sections)} of docs/builtins.md", steps, blocks,
-                            normalize=_any_seconds)
+                            normalize=_any_seconds, excerpts=True)

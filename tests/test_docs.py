@@ -2,11 +2,15 @@
 
 - ``docs/tutorial.md`` runs as written: its ```sh blocks, in order, in one ``bash -e``
   process, exit 0, and the output each ```text block shows after a command block is what
-  that block prints (ids, pids, times, durations and temporary paths aside).
+  that block prints (:func:`shown_mismatch`: every line, ``...`` standing for lines left
+  out; ids, pids, times, durations and temporary paths aside). The ``$ zagent`` transcripts
+  of docs/cli.md and others are checked the same way by test_doc_transcripts.py.
 - Every ``zagent`` command and option that ``docs/cli.md`` (or ``docs/audit.md``) mentions
   exists (checked against ``zagent ... --help``), and every command and option of
-  ``--help`` is documented in ``docs/cli.md``.
-- ``docs/audit.md`` lists every column of every audit view, in order.
+  ``--help`` is documented in ``docs/cli.md``; no help text holds reStructuredText markup.
+- The reference pages name what zagent has: every setting of ``Config`` in manifest.md's
+  config.json table, every built-in among the reserved names, every audit view (listed,
+  counted, and each column in order); no table row strays outside its table.
 - The Python examples of ``docs/python-api.md`` run, and the first prints what the page says.
 
 In the tutorial, ```sh blocks are commands and a ```text block right after one is its
@@ -15,26 +19,30 @@ output; other blocks (plain ```, ```json, ```python) are not run.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
+from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 BIN = Path(sys.executable).parent
 MARKER = "@@zagent-docs-block-end@@"
-_FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", re.S | re.M)
+#: A fenced block: its fence (three backticks or more, closed by the same), language and body.
+FENCE = re.compile(r"^(`{3,})([\w-]*)\n(.*?)^\1[ \t]*$", re.S | re.M)
 
 
 def fenced_blocks(path: Path) -> list[tuple[str, str]]:
     """``(language, body)`` of every fenced block of a Markdown file, in order."""
-    return [(m.group(1), m.group(2)) for m in _FENCE.finditer(path.read_text(encoding="utf-8"))]
+    return [(m.group(2), m.group(3)) for m in FENCE.finditer(path.read_text(encoding="utf-8"))]
 
 
 def command_steps(blocks: Iterable[tuple[str, str]]) -> list[tuple[str, str | None]]:
@@ -53,11 +61,16 @@ def tutorial_steps() -> list[tuple[str, str | None]]:
     return command_steps(fenced_blocks(DOCS / "tutorial.md"))
 
 
-def section_steps(path: Path, sections: Iterable[str]) -> list[tuple[str, str | None]]:
-    """:func:`command_steps` of the ``## `` sections of a Markdown file with these titles, in this order."""
+def sections(path: Path) -> dict[str, str]:
+    """The ``## `` sections of a Markdown file, by title."""
     parts = re.split(r"^## ", path.read_text(encoding="utf-8"), flags=re.M)
-    by_title = {part.split("\n", 1)[0]: part for part in parts}
-    return command_steps((m.group(1), m.group(2)) for title in sections for m in _FENCE.finditer(by_title[title]))
+    return {part.split("\n", 1)[0]: part for part in parts}
+
+
+def section_steps(path: Path, titles: Iterable[str]) -> list[tuple[str, str | None]]:
+    """:func:`command_steps` of the ``## `` sections of a Markdown file with these titles, in this order."""
+    by_title = sections(path)
+    return command_steps((m.group(2), m.group(3)) for title in titles for m in FENCE.finditer(by_title[title]))
 
 
 def run_steps(steps: list[tuple[str, str | None]], cwd: Path, env: dict[str, str], *,
@@ -150,6 +163,7 @@ _VARIABLE = [
     (re.compile(r"(?:/[^\s/\"'()]+)*/tmp\.[A-Za-z0-9]+"), "<tmp>"),  # mktemp -d folders
     (re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b"), "<session>"),
     (re.compile(r"\bcall_[0-9a-f]{12}\b"), "<call>"),
+    (re.compile(r"\bwake_[0-9a-f]{12}\b"), "<wake>"),
     (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?"), "<date>"),
     (re.compile(r"\b\d\d:\d\d:\d\d\.\d{3}\b"), "<time>"),
     (re.compile(r"\b\d\d:\d\d:\d\dZ"), "<time>Z"),  # task start and end times
@@ -157,9 +171,12 @@ _VARIABLE = [
     (re.compile(r" *\b\d+ ms\b"), " <n> ms"),  # right-aligned in columns: the padding varies too
     (re.compile(r"\b\d+\.\d s\b"), "<n> s"),  # a sub-agent's time
     (re.compile(r"\bzagent \d+\.\d+[^\s,]*"), "zagent <version>"),
+    (re.compile(r"^(\s*)#\d+ (v\d+ )"), r"\1#<seq> \2"),  # an event of --events: its global position varies
+    (re.compile(r'"(pid|start_ticks|offset|duration_ms)": \d+'), r'"\1": <n>'),
+    (re.compile(r'"boot_id": "[^"]*"'), '"boot_id": "<boot>"'),
+    (re.compile(r'"[^"\s]*/python[\d.]*"'), '"<python>"'),  # the interpreter a tool ran with
+    (re.compile(r"grep runs (?:ripgrep \([^)]*\)|its Python search \(no rg on PATH\))"), "grep runs <its search>"),
 ]
-#: ``--events`` lines hold interpreter paths, hashes and pids: not compared.
-_EVENT_LINE = re.compile(r"^\s*#\d+ v\d+ ")
 
 
 def _normalize(line: str) -> str:
@@ -168,29 +185,42 @@ def _normalize(line: str) -> str:
     return line.rstrip()
 
 
-def _shown_lines_printed(shown: str, printed: str) -> list[str]:
-    """Lines of ``shown`` that are not, in order, among the lines of ``printed``."""
-    actual = [_normalize(line) for line in printed.splitlines()]
-    missing: list[str] = []
-    position = 0
-    for raw in shown.splitlines():
-        if not raw.strip() or _EVENT_LINE.match(raw):
-            continue
-        expected = _normalize(raw)
-        if expected.endswith("..."):
-            # A line zagent shortened: where it was cut depends on the length of what
-            # came before (durations, paths), so compare its start only.
-            prefix = expected[:-3][:-20]
-            match = lambda line, prefix=prefix: line.startswith(prefix)  # noqa: E731
-        else:
-            match = lambda line, expected=expected: line == expected  # noqa: E731
-        for index in range(position, len(actual)):
-            if match(actual[index]):
-                position = index + 1
-                break
-        else:
-            missing.append(raw)
-    return missing
+def _matches(shown: str, line: str) -> bool:
+    """Whether a line shown (normalised) stands for a line printed (normalised)."""
+    if shown.endswith("...") and len(shown) > 23:
+        # A line zagent shortened: where it was cut depends on the length of what came
+        # before (durations, paths), so compare its start only.
+        return line.startswith(shown[:-23])
+    return line == shown
+
+
+def shown_mismatch(shown: str, printed: str, *, excerpts: bool = False) -> str | None:
+    """How the output ``shown`` differs from the output ``printed``, as a diff; None if it does not.
+
+    Every line printed must be shown, in order, blank lines aside; a line ``...`` alone
+    (indented or not) stands for any number of lines left out, and a line ending in
+    ``...`` for a line zagent shortened. With ``excerpts``, the lines shown need only be
+    among those printed, in order (as if a ``...`` stood between any two of them).
+    """
+    wanted = [_normalize(line) for line in shown.splitlines() if line.strip()]
+    if excerpts:
+        wanted = ["...", *(part for line in wanted for part in (line, "..."))]
+    actual = [_normalize(line) for line in printed.splitlines() if line.strip()]
+    # seen[i][j]: wanted[:i] stands for actual[:j] (a glob match, "..." the star).
+    seen = [[False] * (len(actual) + 1) for _ in range(len(wanted) + 1)]
+    seen[0][0] = True
+    for i, line in enumerate(wanted, start=1):
+        for j in range(len(actual) + 1):
+            if line.strip() == "...":
+                seen[i][j] = seen[i - 1][j] or (j > 0 and seen[i][j - 1])
+            else:
+                seen[i][j] = j > 0 and seen[i - 1][j - 1] and _matches(line, actual[j - 1])
+    if seen[len(wanted)][len(actual)]:
+        return None
+    placed = max(i for i in range(len(wanted) + 1) if any(seen[i]))
+    where = (f"the first line shown that is not printed where it stands: {wanted[placed]!r}" if placed < len(wanted)
+             else "every line shown is printed, and more after them")
+    return where + "\n" + "\n".join(difflib.unified_diff(wanted, actual, "shown", "printed", lineterm="", n=2))
 
 
 def test_tutorial_outputs_are_what_it_prints(tutorial_run: tuple[int, list[str], str]) -> None:
@@ -200,8 +230,9 @@ def test_tutorial_outputs_are_what_it_prints(tutorial_run: tuple[int, list[str],
 
 
 def assert_shown_is_printed(where: str, steps: list[tuple[str, str | None]], blocks: list[str],
-                            normalize: Callable[[str], str] = lambda text: text) -> int:
-    """Assert that the lines each block of ``steps`` shows are, in order, among those it printed.
+                            normalize: Callable[[str], str] = lambda text: text, *, excerpts: bool = False) -> int:
+    """Assert that each block of ``steps`` that shows an output shows what it printed
+    (:func:`shown_mismatch`; ``excerpts``: some of it).
 
     ``blocks`` is the output of each block (:func:`run_steps`); ``normalize`` rewrites both
     sides first. Returns how many blocks show an output.
@@ -211,10 +242,10 @@ def assert_shown_is_printed(where: str, steps: list[tuple[str, str | None]], blo
         if shown is None:
             continue
         checked += 1
-        missing = _shown_lines_printed(normalize(shown), normalize(printed))
-        assert not missing, (
-            f"command block {number} of {where}:\n{command}\nshows lines it does not print:\n"
-            + "\n".join(missing) + f"\n\nit printed:\n{printed}"
+        mismatch = shown_mismatch(normalize(shown), normalize(printed), excerpts=excerpts)
+        assert mismatch is None, (
+            f"command block {number} of {where}:\n{command}\nshows another output than it prints:\n{mismatch}"
+            f"\n\nit printed:\n{printed}"
         )
     return checked
 
@@ -226,8 +257,14 @@ def test_normalization_keeps_what_matters() -> None:
     assert (_normalize("task #1 index_files: exited, exit 0, pid 11873, started 05:06:17Z, ended 05:06:18Z")
             == "task #1 index_files: exited, exit 0, pid <pid>, started <time>Z, ended <time>Z")
     assert _normalize("model: 3 replies in 1 turns, 197 tokens in, 22 out") == "model: 3 replies in 1 turns, 197 tokens in, 22 out"
-    assert _shown_lines_printed("a\n\nc\n", "a\nb\nc\n") == []
-    assert _shown_lines_printed("c\na\n", "a\nb\nc\n") == ["a"]
+    assert _normalize("  #38 v2 06:01:07.569 user_message") == "  #<seq> v2 <time> user_message"
+    assert shown_mismatch("a\n\nc\n", "a\nc\n\n") is None
+    assert shown_mismatch("a\nc\n", "a\nb\nc\n") is not None  # a line printed and not shown
+    assert shown_mismatch("a\n  ...\nc\n", "a\nb\nb\nc\n") is None and shown_mismatch("a\n...\nc", "a\nc") is None
+    assert shown_mismatch("c\n...\na\n", "a\nb\nc\n") is not None
+    assert shown_mismatch("a\nc\n", "a\nb\nc\nd\n", excerpts=True) is None
+    assert shown_mismatch("c\na\n", "a\nb\nc\n", excerpts=True) is not None
+    assert shown_mismatch("a long line that zagent cut short befo...", "a long line that zagent cut short at a point") is None
 
 
 # -- docs/cli.md names only real commands and options -----------------------------------------
@@ -239,18 +276,24 @@ def _zagent_argv() -> list[str]:
 
 
 @cache
+def _help_text(path: tuple[str, ...]) -> str:
+    """What ``zagent *path --help`` prints."""
+    proc = subprocess.run([*_zagent_argv(), *path, "--help"], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("ZAGENT_")})
+    assert proc.returncode == 0, f"zagent {' '.join(path)} --help failed:\n{proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+@cache
 def _help(path: tuple[str, ...]) -> tuple[dict[str, tuple[str, bool]], frozenset[str]]:
     """``({spelling: (option, takes a value)}, subcommands)`` of ``zagent *path --help``.
 
     An option is named by its last spelling (``-v, --verbose`` is ``--verbose``).
     """
-    proc = subprocess.run([*_zagent_argv(), *path, "--help"], capture_output=True, text=True, timeout=60,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("ZAGENT_")})
-    assert proc.returncode == 0, f"zagent {' '.join(path)} --help failed:\n{proc.stdout}{proc.stderr}"
     options: dict[str, tuple[str, bool]] = {}
     commands: set[str] = set()
     section = None
-    for line in proc.stdout.splitlines():
+    for line in _help_text(path).splitlines():
         if re.match(r"^\S.*:$", line):
             section = line[:-1]
             continue
@@ -281,7 +324,7 @@ def _cli_doc_mentions(page: str = "cli.md") -> list[str]:
                     mentions.append(line[2:])
             elif line == "zagent" or line.startswith("zagent "):
                 mentions.append(line)
-    prose = _FENCE.sub("", text)
+    prose = FENCE.sub("", text)
     for span in re.findall(r"`([^`\n]+)`", prose):
         found = re.search(r"(?:^|\s)(zagent(?: .*)?)$", span)
         if found:
@@ -365,12 +408,104 @@ def test_cli_doc_covers_every_command_and_option() -> None:
     assert not undocumented, "docs/cli.md does not mention:\n" + "\n".join(undocumented)
 
 
+def test_help_is_plain_text() -> None:
+    # click prints docstrings as they are: reStructuredText's ``x`` reaches the user as is.
+    marked = [f"{' '.join(('zagent', *path))} --help: {line.strip()}" for path in _all_commands()
+              for line in _help_text(path).splitlines() if "``" in line]
+    assert not marked, "help texts with reStructuredText markup (write `x`, or plain words):\n" + "\n".join(marked)
+
+
 def test_cli_doc_walk_catches_mistakes() -> None:
     assert _walk("zagent --home DIR tools run NAME --args '{}' --json")[2] == []
     assert _walk("zagent -vv sessions show --events")[2] == []
     assert _walk("zagent tools list --home DIR")[2]
     assert _walk("zagent tools frobnicate")[2]
     assert _walk("zagent sessions show --event")[2]
+
+
+# -- the reference pages name what zagent has ------------------------------------------------
+
+
+def _rows(page: str, title: str) -> dict[str, str]:
+    """Each table row of a section, by its first cell's code span (``| `key` | ...``)."""
+    return {m.group(1): m.group(0) for m in re.finditer(r"^\| `([^`]+)` \|.*$", sections(DOCS / page)[title], re.M)}
+
+
+def test_manifest_doc_reserves_every_built_in_name() -> None:
+    from zagent_core.builtins.registry import all_builtins
+
+    row = _rows("manifest.md", "Fields")["name"]
+    reserved = re.search(r"are reserved[^:]*:(.*?)\(", row)
+    assert reserved, row
+    assert set(re.findall(r"`(\w+)`", reserved.group(1))) == set(all_builtins())
+
+
+def _models_in(annotation: object) -> list[type[BaseModel]]:
+    """The pydantic models inside a type (``dict[str, McpServerConfig]``, ``list[NormaliseRule]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for argument in get_args(annotation) for model in _models_in(argument)]
+
+
+def _settings(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, list[type[BaseModel]]]]:
+    """Every setting of a config model, dotted (``agent.max_turns``), with the models of its entries:
+    a section (a model field) is walked into; a map or list of models is one setting."""
+    for name, field in model.model_fields.items():
+        inner = _models_in(field.annotation)
+        if inner == [field.annotation]:
+            yield from _settings(inner[0], f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", inner
+
+
+def test_the_config_reference_documents_every_setting() -> None:
+    from zagent_core.config import Config
+
+    rows = _rows("manifest.md", "config.json")
+    missing = []
+    for key, entries in _settings(Config):
+        if key not in rows:
+            missing.append(key)
+        # A map or list of entries (mcp.servers, spawn.subagents) names each field of an entry.
+        missing += [f"{key}: {field}" for entry in entries for field in entry.model_fields
+                    if not re.search(rf'[`"]{field}[`"]', rows.get(key, ""))]
+    assert not missing, "docs/manifest.md's config.json table lacks:\n" + "\n".join(missing)
+    assert len(rows) >= 50
+
+
+def test_the_config_reference_example_loads_without_a_problem(tmp_path: Path) -> None:
+    from zagent_core.config import load_config
+
+    example = next(body for language, body in fenced_blocks(DOCS / "manifest.md") if language == "json"
+                   and body.startswith('{\n  "agent"'))
+    (tmp_path / "config.json").write_text(example)
+    config, problems = load_config(tmp_path / "config.json")
+    assert problems == []
+    assert {key for key, _ in _settings(type(config))} >= {"agent.max_concurrent_tools", "spawn.subagents"}
+
+
+def _table_rows_outside_tables(text: str) -> list[str]:
+    """Lines that start with ``|`` outside code blocks and outside a table: Markdown shows
+    their pipes as text (a table ends at the first line that is not a row)."""
+    stray = []
+    in_table = in_fence = False
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("```"):
+            in_fence = not in_fence
+        is_row = not in_fence and line.startswith("|")
+        starts = is_row and number + 1 < len(lines) and re.match(r"^\|(?: *:?-+:? *\|)+$", lines[number + 1])
+        if is_row and not in_table and not starts:
+            stray.append(line)
+        in_table = is_row and (in_table or bool(starts))
+    return stray
+
+
+def test_every_table_row_is_inside_a_table() -> None:
+    assert _table_rows_outside_tables("a\n| x |\n\n| h |\n| --- |\n| y |\n") == ["| x |"]
+    for page in [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]:
+        stray = _table_rows_outside_tables(page.read_text(encoding="utf-8"))
+        assert not stray, f"{page.name}: rows outside a table (shown with their pipes):\n" + "\n".join(stray)
 
 
 # -- docs/audit.md documents the views as they are ------------------------------------------
@@ -392,6 +527,31 @@ def test_audit_doc_lists_every_column_of_every_view(tmp_path: Path) -> None:
             columns = [row[1] for row in journal.db.execute(f"PRAGMA table_info({view})").fetchall()]
             assert columns, view
             assert _documented_columns(view) == columns, f"docs/audit.md: the columns of {view}"
+
+
+_NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+
+def test_audit_doc_lists_and_counts_every_view(tmp_path: Path) -> None:
+    from zagent_store import SQLiteJournal
+
+    with SQLiteJournal(tmp_path / "journal.db") as journal:
+        views = {row[0] for row in journal.db.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    text = (DOCS / "audit.md").read_text(encoding="utf-8")
+    intro = text.split("\n## ", 1)[0]
+    assert set(re.findall(r"^\| \[`(\w+)`\]", intro, re.M)) == views
+    counted = re.findall(r"\b(" + "|".join(_NUMBERS) + r") (?:SQL \*\*)?views\b", text)
+    assert counted and all(_NUMBERS[word] == len(views) for word in counted), counted
+
+
+def test_postgres_doc_set_up_shows_what_doctor_prints(postgres_url: str, tmp_path: Path) -> None:
+    set_up = next(body for language, body in fenced_blocks(DOCS / "postgres.md") if "zagent doctor" in body)
+    url = re.search(r"^export ZAGENT_JOURNAL=(\S+)", set_up, re.M)
+    shown = re.search(r"^zagent doctor +# (.*)$", set_up, re.M)
+    assert url and shown, set_up
+    env = _clean_env(tmp_path) | {"ZAGENT_JOURNAL": postgres_url, "ZAGENT_HOME": str(tmp_path / "home")}
+    doctor = subprocess.run([*_zagent_argv(), "doctor"], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.group(1).replace(url.group(1), postgres_url) in doctor.stdout.splitlines(), doctor.stdout
 
 
 # -- docs/python-api.md ----------------------------------------------------------------------

@@ -27,4 +27,4 @@ def test_the_transcripts_are_what_zagent_prints(tmp_path: Path, section: str, sh
     assert status == 0, output
     assert len(blocks) == len(steps) + 1, output
     assert assert_shown_is_printed(f"the section {section} of docs/long-sessions.md", steps, blocks,
-                                   normalize=_any_estimate) == shown
+                                   normalize=_any_estimate, excerpts=True) == shown

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -318,6 +319,39 @@ def test_an_answer_cut_short_is_retried_and_then_a_clear_error() -> None:
         model.reply([], [])
     thread.join(10)
     listener.close()
+
+
+def test_ctrl_c_abandons_a_request_in_flight_at_once_as_models_md_says(tmp_path: Path) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    asked, let_go = threading.Event(), threading.Event()
+
+    def serve() -> None:  # reads the request and never answers
+        connection, _ = listener.accept()
+        with connection:
+            _read_request(connection)
+            asked.set()
+            let_go.wait(60)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    home = tmp_path / "home"
+    proc = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", "openai:m", "go"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{listener.getsockname()[1]}/v1"})
+    try:
+        assert asked.wait(60), "the request never came"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)  # the server would hold it for 60 s
+    finally:
+        let_go.set()
+        thread.join(10)
+        listener.close()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert "(turn stopped: interrupted)" in out and "[stopped; resume with: zagent resume " in err
+    with SQLiteJournal(home / "journal.db") as journal:
+        (summary,) = journal.sessions()
+        kinds = [e.event.type for e in journal.read(summary.session_id)]
+    assert "model_replied" not in kinds and kinds[-1] == "turn_ended"
 
 
 def _zagent_run(home: Path, base_url: str, *, max_retries: int = 3) -> subprocess.CompletedProcess[str]:

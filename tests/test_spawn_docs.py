@@ -13,4 +13,4 @@ def test_the_spawn_page_runs_as_written(tmp_path: Path) -> None:
     steps = command_steps(fenced_blocks(PAGE))
     status, blocks, output = run_steps(steps, tmp_path, _clean_env(tmp_path))
     assert status == 0, output
-    assert assert_shown_is_printed("docs/spawn.md", steps, blocks) == 3
+    assert assert_shown_is_printed("docs/spawn.md", steps, blocks, excerpts=True) == 3

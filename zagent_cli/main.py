@@ -77,7 +77,17 @@ for command in (tools, run, chat, resume, answer, approve, deny, compact, worker
     cli.add_command(command)
 
 
+#: Said, in one line, where zagent cannot run: the journal's locks need ``fcntl``, stopping a
+#: tool's whole process tree ``os.killpg``, knowing a process again ``/proc``; native Windows has none.
+NOT_ON_WINDOWS = ("zagent runs on Linux and macOS, not on Windows: it needs fcntl, os.killpg and /proc, which Windows "
+                  "lacks; run it inside WSL (https://learn.microsoft.com/windows/wsl/install)")
+
+
 def main() -> None:
+    # Before anything runs: importing this module loads no engine, so the line is said where the
+    # first command would otherwise die with a traceback about a missing module.
+    if sys.platform == "win32":
+        sys.exit(NOT_ON_WINDOWS)
     cli(prog_name="zagent")
 
 

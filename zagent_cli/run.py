@@ -143,7 +143,7 @@ def _latest_open_session(obj: Context) -> str:
 @click.pass_obj
 def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None, continue_latest: bool,
         detach: bool, quiet: bool, as_json: bool) -> None:
-    """Run the agent on PROMPT (``-``: read it from stdin), headless, printing the conversation
+    """Run the agent on PROMPT ("-": read it from stdin), headless, printing the conversation
     as it happens. Text piped in is sent with PROMPT, after a blank line.
 
     Stays up while background tasks run (agent.max_background_wait_minutes), waking the
@@ -189,7 +189,7 @@ def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt
 def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec: str | None, last: bool,
            quiet: bool, as_json: bool) -> None:
     """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
-    pending wake-ups, and continue, with PROMPT if given (``-``: read it from stdin; text
+    pending wake-ups, and continue, with PROMPT if given ("-": read it from stdin; text
     piped in joins it, or is it). With --last, the one argument given is the PROMPT."""
     output = output_of(quiet, as_json)
     if last:
@@ -217,9 +217,9 @@ def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec:
 @click.pass_obj
 def answer(obj: Context, session_id: str, text: str, call_id: str | None, literal: bool, model_spec: str | None,
            quiet: bool, as_json: bool) -> None:
-    """Answer the question SESSION_ID waits on (status ``waiting on user``) with TEXT
-    (``-``: read it from stdin), then continue the session as resume does. When the question
-    offered choices, a number picks one (``2``: the second). The answer is the ask_user
+    """Answer the question SESSION_ID waits on (status "waiting on user") with TEXT
+    ("-": read it from stdin), then continue the session as resume does. When the question
+    offered choices, a number picks one ("2": the second). The answer is the ask_user
     call's result; it is taken once: a second answer is refused."""
     text = prompt_text(text, obj.limits(), "answer", piped=False) or ""
     if not text.strip():
@@ -240,7 +240,7 @@ def answer(obj: Context, session_id: str, text: str, call_id: str | None, litera
 @click.pass_obj
 def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str | None, quiet: bool,
             as_json: bool) -> None:
-    """Approve the call SESSION_ID waits on (status ``waiting on approval``): run it here,
+    """Approve the call SESSION_ID waits on (status "waiting on approval"): run it here,
     then continue the session as resume does. Name its CALL_ID when several calls wait. A
     decision is taken once: a second approve or deny is refused."""
     from zagent_core.drive.driving import Decision, DriveRequest
@@ -260,7 +260,7 @@ def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str 
 @click.pass_obj
 def deny(obj: Context, session_id: str, call_id: str | None, reason: str, model_spec: str | None, quiet: bool,
          as_json: bool) -> None:
-    """Deny the call SESSION_ID waits on (status ``waiting on approval``): it is not run, and
+    """Deny the call SESSION_ID waits on (status "waiting on approval"): it is not run, and
     its result for the model says so, with the reason. Then continue the session as resume
     does. Name its CALL_ID when several calls wait. A decision is taken once."""
     from zagent_core.drive.driving import Decision, DriveRequest

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -96,6 +96,7 @@ class Engine:
         config: Config | None = None,
         command: str = "",
         children: ChildDriver | None = None,
+        mcp_servers: Collection[str] | None = None,
     ) -> None:
         self.home = home
         #: Drives the sub-agents of spawn calls; given by the wing that has an agent loop
@@ -113,7 +114,9 @@ class Engine:
         #: needed (:meth:`load_tools`), their servers started then and stopped by :meth:`close`.
         self.builtins, builtin_problems = registry.enabled(config)
         self.config_problems += builtin_problems
-        self.mcp = McpServers(config, self.workspace) if config.mcp.servers else None
+        #: ``mcp_servers`` names the servers of config.json this engine may start (default: all):
+        #: ``zagent tools run fs__read_file`` starts ``fs`` alone, a built-in none.
+        self.mcp = McpServers(config, self.workspace, names=mcp_servers) if config.mcp.servers else None
         if self.mcp is not None:  # at the latest when the interpreter exits: no server outlives us
             weakref.finalize(self, self.mcp.close)
         #: Sub-agents running at once, in this process (``spawn.max_concurrent``).

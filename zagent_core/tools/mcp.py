@@ -64,6 +64,8 @@ MAX_TOOL_NAME = 64
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 #: Lines of a server's stderr kept to explain why it could not start.
 _STDERR_KEPT = 20
+#: How long a server that failed to start may take to close its stderr (a child of it may hold it open).
+_STDERR_SECONDS = 2.0
 #: Pages of ``tools/list`` read at most (a server whose cursor never ends cannot hang a start).
 _LIST_PAGES = 100
 #: How long stopping the servers may take: the SDK closes stdin, waits 2 s, then SIGTERM, 2 s, SIGKILL.
@@ -87,6 +89,13 @@ def offered_name(server: str, tool: str, taken: Collection[str]) -> str | None:
     cleaned = f"{server}{SEPARATOR}{_NOT_IN_A_NAME.sub('_', tool)}"[:MAX_TOOL_NAME - len(digest) - 1]
     named = f"{cleaned}_{digest}"
     return named if named not in taken else None
+
+
+def server_named(tool: str) -> str | None:
+    """The server whose tool ``tool`` would be, by its name (``fs`` for ``fs__read_file``: a
+    server's name holds no ``__``, and each of its tools is offered as ``SERVER__...``)."""
+    server, separator, _ = tool.partition(SEPARATOR)
+    return server if separator and server else None
 
 
 def schema_hash(schema: Any) -> str:
@@ -233,6 +242,12 @@ class Listed:
     tools: list[mcp_types.Tool]
 
 
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
 @dataclass
 class _Attempt:
     """One start of a server: its client, while the connection lives."""
@@ -243,6 +258,8 @@ class _Attempt:
     #: The holder's cancel scope: cancelling it leaves the client, which stops the server.
     scope: Any = None
     holder: asyncio.Task[None] | None = None
+    #: Set when the server's stderr has been read to its end (set already: no stderr is read).
+    stderr_read: threading.Event = field(default_factory=_set_event)
 
     @property
     def ended(self) -> bool:
@@ -294,8 +311,9 @@ class Server:
         assert self.spec.command is not None  # the config has one or the other
         reading, writing = os.pipe()
         errlog = os.fdopen(writing, "w")
-        threading.Thread(target=self._log_stderr, args=(reading,), name=f"mcp-{self.name}-stderr",
-                         daemon=True).start()
+        attempt.stderr_read = threading.Event()
+        threading.Thread(target=self._log_stderr, args=(reading, attempt.stderr_read),
+                         name=f"mcp-{self.name}-stderr", daemon=True).start()
         params = StdioServerParameters(command=self.spec.command[0], args=self.spec.command[1:],
                                        env=self._environment(), cwd=self.workspace / (self.spec.cwd or "."))
         try:
@@ -305,13 +323,16 @@ class Server:
         finally:
             errlog.close()
 
-    def _log_stderr(self, fd: int) -> None:
-        with open(fd, "rb") as stream:
-            for raw in stream:
-                line = raw.decode("utf-8", "replace").rstrip()
-                if line:
-                    self.stderr_tail.append(line)
-                    log.info("mcp_server_stderr", server=self.name, line=line)
+    def _log_stderr(self, fd: int, read: threading.Event) -> None:
+        try:
+            with open(fd, "rb") as stream:
+                for raw in stream:
+                    line = raw.decode("utf-8", "replace").rstrip()
+                    if line:
+                        self.stderr_tail.append(line)
+                        log.info("mcp_server_stderr", server=self.name, line=line)
+        finally:
+            read.set()
 
     async def _hold(self, attempt: _Attempt, ready: asyncio.Future[Client]) -> None:
         """The connection's own task: it enters the SDK's client, and leaves it (stopping the
@@ -369,6 +390,8 @@ class Server:
             await self._stop(attempt)
             if not ready.cancelled():
                 ready.exception()  # retrieved: the failure is told below, not by asyncio at exit
+            # Its last words say why it failed: read them to their end before quoting them.
+            await asyncio.to_thread(attempt.stderr_read.wait, _STDERR_SECONDS)
             raise ServerDown(self._start_failure(exc, attempt)) from None
         log.info("mcp_server_started", server=self.name, version=self.listed.version, tools=len(self.listed.tools),
                  start=self.starts)
@@ -601,11 +624,17 @@ def _always(arguments: Arguments) -> bool:
 class McpServers:
     """The MCP servers of a config, for one engine: their tools as built-ins, started on first need."""
 
-    def __init__(self, config: Config, workspace: Path) -> None:
+    def __init__(self, config: Config, workspace: Path, *, names: Collection[str] | None = None,
+                 started: Callable[[str, str | None], None] | None = None) -> None:
+        """The servers of ``config`` (those of ``names`` alone, when given), each started in
+        ``workspace``; ``started(server, why_not)`` hears of each start as it ends (``why_not``
+        None: it started), in the servers' own thread."""
         # A server is a program zagent starts, like a tool: no model key may be in its environment
         # (nor in this process's initial one, which it could read), whatever command starts it.
         withhold_model_keys(config.model)
-        self.servers = {name: Server(name, spec, workspace) for name, spec in config.mcp.servers.items()}
+        self.servers = {name: Server(name, spec, workspace) for name, spec in config.mcp.servers.items()
+                        if names is None or name in names}
+        self._started = started
         #: How many tools of a server are offered, and how big their definitions may be.
         self._limits = config.limits
         self._loop = _Loop()
@@ -655,10 +684,19 @@ class McpServers:
             try:
                 await server.connected()
             except ServerDown as exc:
+                self._told(server, str(exc))
                 return exc
+            self._told(server, None)
             return None
 
         return list(await asyncio.gather(*(one(s) for s in self.servers.values())))
+
+    def _told(self, server: Server, why_not: str | None) -> None:
+        if self._started is not None:
+            try:
+                self._started(server.name, why_not)
+            except Exception:  # noqa: BLE001 - a progress line's failure must not fail the start
+                log.debug("mcp_start_not_told", server=server.name, exc_info=True)
 
     def _add_tools(self, server: Server, listed: Listed, into: dict[str, Builtin]) -> list[Problem]:
         """Offer the server's tools, the first in its order while they are within

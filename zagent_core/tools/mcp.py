@@ -49,7 +49,7 @@ from zagent_core.tools.credentials import tool_environment, withhold_model_keys
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
 from zagent_core.tools.runner import ProcessOutcome
-from zagent_core.version import zagent_version
+from zagent_core.version import install_command, zagent_version
 
 if TYPE_CHECKING:
     import mcp_types
@@ -660,7 +660,7 @@ class McpServers:
             import mcp  # noqa: F401 - an optional dependency
         except ImportError:
             return {}, [Problem(source=s.label, severity="warning", message=(
-                "not started, its tools are not offered: the MCP SDK is not installed (pip install 'zagent[mcp]')"))
+                f"not started, its tools are not offered: the MCP SDK is not installed ({install_command('mcp')})"))
                 for s in self.servers.values()]
         budget = max(s.spec.startup_timeout_seconds for s in self.servers.values()) + _STOP_SECONDS
         try:

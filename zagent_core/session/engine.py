@@ -45,7 +45,7 @@ from zagent_core.problems import Problem
 from zagent_core.session import leases
 from zagent_core.session.background import Background
 from zagent_core.session.calls import CallOutcome, CallRunner
-from zagent_core.session.host import SessionHost
+from zagent_core.session.host import CallsStop, SessionHost
 from zagent_core.session.people import NoApprovalError, NoQuestionError, People, why_no_approval, why_no_question
 from zagent_core.session.resume import Settler
 from zagent_core.session.status import session_status
@@ -292,12 +292,12 @@ class Session:
         return self._writer.owner
 
     @property
-    def interrupt_calls(self) -> threading.Event:
-        """Set, running calls stop (see :attr:`SessionHost.interrupt_calls`)."""
+    def interrupt_calls(self) -> CallsStop:
+        """Set, running calls stop (see :attr:`SessionHost.interrupt_calls`); :meth:`CallsStop.stop` says why."""
         return self._host.interrupt_calls
 
     @interrupt_calls.setter
-    def interrupt_calls(self, event: threading.Event) -> None:  # a child watches its parent's
+    def interrupt_calls(self, event: CallsStop) -> None:  # a child watches its parent's
         self._host.interrupt_calls = event
 
     @property

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, python_tool, read_terminal, running
+from conftest import PYTHON, python_tool, read_terminal, running, wait_for
 
 from zagent_store import SQLiteJournal
 
@@ -147,3 +147,19 @@ def test_ctrl_c_in_the_first_half_second_of_tools_run_is_one_line_and_exit_130(t
     if (home / "journal.db").exists():
         with SQLiteJournal(home / "journal.db") as journal:
             assert all(summary.ended for summary in journal.sessions())
+
+
+def test_ctrl_c_while_the_mcp_server_of_tools_run_starts_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    mute = "import pathlib, sys, time\npathlib.Path(sys.argv[1]).touch()\ntime.sleep(60)\n"  # never answers
+    (tmp_path / "mute.py").write_text(mute)
+    (home / "config.json").write_text(json.dumps({"mcp": {"servers": {
+        "mute": {"command": [PYTHON, str(tmp_path / "mute.py"), str(tmp_path / "started")]}}}}))
+    run = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "mute__anything"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           cwd=tmp_path)
+    wait_for(lambda: (tmp_path / "started").exists() or run.poll() is not None, "the server to start", 60)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and err == "[stopped]\n", err  # nothing logged of the start it stopped

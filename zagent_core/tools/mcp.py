@@ -385,6 +385,8 @@ class Server:
                 self.listed = await self._list(client)
         except asyncio.CancelledError:  # the caller gave up (Ctrl-C): stop what was started, and go
             await asyncio.shield(self._stop(attempt))
+            if ready.done() and not ready.cancelled():
+                ready.exception()  # retrieved: a start stopped on purpose is nothing for asyncio to report
             raise
         except BaseException as exc:
             await self._stop(attempt)

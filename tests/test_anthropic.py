@@ -446,3 +446,28 @@ def test_zagent_run_reads_anthropic_base_url_and_key_and_never_journals_the_key(
     for path in home.rglob("journal.db*"):
         assert KEY.encode() not in path.read_bytes()
     assert KEY not in done.stdout + done.stderr
+
+
+def test_zagent_run_hints_name_the_model_anthropic_settings(server: FakeServer, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("ZAGENT_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
+
+    def run_with(anthropic: dict[str, str]) -> str:
+        (home / "config.json").write_text(json.dumps({"model": {"max_retries": 0, "anthropic": anthropic}}))
+        done = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", "anthropic:m", "go"],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**env, "MY_KEY": KEY})
+        assert done.returncode == 1, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    server.reply({"type": "error", "error": {"type": "not_found_error", "message": "Not Found"}}, 404)
+    said = run_with({"base_url": server.url + "/v1", "api_key_env": "MY_KEY"})
+    assert f"try the base URL {server.url} (ANTHROPIC_BASE_URL, or model.anthropic.base_url in config.json)" in said
+    server.reply({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}, 401)
+    said = run_with({"base_url": server.url, "api_key_env": "MY_KEY"})
+    assert "set ANTHROPIC_API_KEY (or the variable model.anthropic.api_key_env in config.json names)" in said
+    server.reply({"type": "error", "error": {"type": "authentication_error", "message": "x-api-key required"}}, 401)
+    said = run_with({"base_url": server.url})
+    assert "no key was sent: set ANTHROPIC_API_KEY (or name the variable that holds it in " \
+           "model.anthropic.api_key_env in config.json)" in said

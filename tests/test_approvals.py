@@ -202,7 +202,8 @@ def test_config_pre_approves_a_tool_and_the_journal_says_so(home_dir: Path, depl
 def test_tools_run_of_a_tool_that_needs_approval_parks_and_approve_runs_it(home_dir: Path, deploy: Path) -> None:
     asked = zagent(home_dir, "tools", "run", "deploy", "--args", '{"env": "qa"}')
     session_id = only_session(home_dir)
-    assert asked.returncode == 0 and f"zagent approve {session_id}" in asked.stdout, asked.stderr
+    assert asked.returncode == 3 and f"zagent approve {session_id}" in asked.stdout, asked.stderr
+    assert "[waiting on approval: deploy " in asked.stderr and "[ok" not in asked.stderr
     assert status(home_dir) == "waiting on approval"
     resumed = zagent(home_dir, "resume", session_id)  # no model: it stays parked, it is not ended
     assert resumed.returncode == 0 and status(home_dir) == "waiting on approval", resumed.stderr

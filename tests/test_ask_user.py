@@ -243,7 +243,8 @@ def test_two_questions_in_one_reply_are_answered_one_by_one_naming_the_call(home
 def test_tools_run_of_ask_user_parks_its_session_and_the_answer_ends_it(home_dir: Path) -> None:
     asked = zagent(home_dir, "tools", "run", "ask_user", "--args", '{"question": "Deploy now?"}')
     session_id = only_session(home_dir)
-    assert asked.returncode == 0 and f"zagent answer {session_id} TEXT" in asked.stdout, asked.stderr
+    assert asked.returncode == 3 and f"zagent answer {session_id} TEXT" in asked.stdout, asked.stderr
+    assert "[waiting on user: 'Deploy now?'" in asked.stderr and "[ok" not in asked.stderr
     assert status(home_dir) == "waiting on user"
     answered = zagent(home_dir, "answer", session_id, "not before Monday")
     assert answered.returncode == 0, answered.stderr

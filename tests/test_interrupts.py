@@ -1,6 +1,7 @@
 """Ctrl-C in the middle of a note flood (issue 8, item 4): the run stops with exit 130, no
 traceback, and the session is closed, whatever append the signal fell into. Ctrl-C during
-start-up, and SIGTERM, stop ``tools run`` the same way (issue 12)."""
+start-up, and SIGTERM, stop ``tools run`` the same way (issue 12). Calls stopped for a
+client's cancel say so, not that zagent was stopped (issue 26)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import errno
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import PYTHON, python_tool, running, wait_for
 
+from zagent_core import Engine, Home
 from zagent_store import SQLiteJournal
 
 FLOOD = ("import os\nwith open(os.environ['ZAGENT_NOTIFY_FILE'], 'a') as notes:\n"
@@ -94,3 +97,30 @@ def test_sigterm_during_tools_run_stops_the_tool_and_ends_the_session_like_ctrl_
         events = [e.event for e in journal.read(summary.session_id)]
     assert [e.type for e in events[-2:]] == ["tool_call_interrupted", "session_ended"]
     assert events[-1].reason == "interrupted"
+
+
+def test_calls_stopped_by_a_cancel_say_so_and_those_beside_it_say_which_call_was_cancelled(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "nap", "import time\ntime.sleep(60)", concurrency_safe=True)
+    with SQLiteJournal(home / "journal.db") as journal, Engine(Home(home), journal, workspace=tmp_path) as engine, \
+            engine.start_session("test") as session:
+        def call(call_id: str) -> None:
+            try:
+                session.call("nap", {}, call_id=call_id)
+            except KeyboardInterrupt:  # the call was stopped: journaled interrupted
+                pass
+
+        naps = [threading.Thread(target=call, args=(call_id,)) for call_id in ("call_a", "call_b")]
+        for nap in naps:
+            nap.start()
+        wait_for(lambda: len([e for e in journal.read(session.session_id) if e.event.type == "tool_call_started"]) == 2,
+                 "both calls to start", 30)
+        session.interrupt_calls.stop("the MCP client cancelled the call", call="call_a")
+        for nap in naps:
+            nap.join(30)
+        said = {e.event.call_id: e.event.message for e in journal.read(session.session_id)
+                if e.event.type == "tool_call_interrupted"}
+    assert said == {
+        "call_a": "the MCP client cancelled the call while the tool ran; its effect may or may not have happened",
+        "call_b": "stopped with call call_a (the MCP client cancelled the call) while the tool ran; its effect may "
+                  "or may not have happened"}

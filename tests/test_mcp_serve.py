@@ -229,7 +229,11 @@ def test_a_call_cancelled_is_journaled_interrupted_and_a_disconnect_kills_the_ta
     assert time.monotonic() - started < 30  # neither the count nor the wait ran out
     ((_, events),) = sessions(home)
     assert_journaled_as_an_mcp_session(events, ["slow_report", "slow_count", "terminal"])
-    assert any(isinstance(e, ToolCallInterrupted) for e in events)
+    calls = {e.call_id: e.tool for e in events if isinstance(e, ToolCallRequested)}
+    stopped = {calls[e.call_id]: e.message for e in events if isinstance(e, ToolCallInterrupted)}
+    # A cancel, journaled as one: not "zagent was stopped", which the journal says of a Ctrl-C.
+    assert stopped["slow_count"] == ("the MCP client cancelled the call while the tool ran; its effect may or may "
+                                     "not have happened")
     assert [e.type for e in events if e.type.startswith("task_")] == ["task_started", "task_killed"]
 
 
@@ -262,6 +266,31 @@ def test_stdout_carries_only_protocol_messages(home: Path) -> None:
     (answer,) = [r for r in replies if r.get("id") == 2]
     assert sorted(answer["result"]["content"][0]["text"].splitlines()) == ["to stderr", "to stdout"]
     assert b"tools/broken" in errors and b"session_started" in errors  # the warning and -vv logs: stderr
+
+
+def test_a_call_cut_off_by_the_client_leaving_is_journaled_so(home: Path) -> None:
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "slow_count", "arguments": {"n": 20, "delay": 2}, "_meta": {"progressToken": "p"}}},
+    ]
+    server = subprocess.Popen(serve_argv(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+    server.stdin.flush()
+    while True:  # until the count runs: its first note was sent
+        message = json.loads(server.stdout.readline())
+        assert message.get("id") != 2, message  # answered before it ran (refused)
+        if message.get("method") in ("notifications/progress", "notifications/message"):
+            break
+    server.stdin.close()  # the client goes away mid-call, without cancelling it
+    assert server.wait(timeout=30) == 0
+    ((_, events),) = sessions(home)
+    (stopped,) = [e for e in events if isinstance(e, ToolCallInterrupted)]
+    assert stopped.message == "the MCP client went away while the tool ran; its effect may or may not have happened"
 
 
 # -- over HTTP -----------------------------------------------------------------------------

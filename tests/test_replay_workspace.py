@@ -173,3 +173,88 @@ def test_a_replay_report_names_at_most_ten_things_left_out(tmp_path: Path) -> No
     (note,) = rerun(home, session_id, tmp_path).notes
     assert "pipe09" in note and "pipe10" not in note and note.endswith(" and 2 more")
     assert json.dumps(note)  # plain text, for --json too
+
+
+def test_a_git_repository_is_copied_with_the_workspace_and_a_repository_outside_it_is_not(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / ".git").mkdir(parents=True)
+    (workspace / ".git" / "HEAD").write_text("ref: main")
+    (workspace / "module").mkdir()
+    (workspace / "module" / ".git").write_text("gitdir: ../.git/modules/module\n")  # a submodule's: inside
+    (workspace / "checkout").mkdir()
+    (workspace / "checkout" / ".git").write_text(f"gitdir: {tmp_path / 'main' / '.git' / 'worktrees' / 'x'}\n")
+    home, session_id = record(tmp_path, workspace)
+    report = rerun(home, session_id, tmp_path / "1")
+    seen = report.actual[0].output.splitlines()
+    assert ".git/HEAD file ref: main" in seen and "module/.git file gitdir: ../.git/modules/module" in seen
+    assert not [line for line in seen if line.startswith("checkout/.git")], seen
+    (note,) = report.notes  # the rerun's git would write to another repository through it
+    assert f"checkout/.git (names the repository {tmp_path / 'main' / '.git' / 'worktrees' / 'x'}, outside " in note
+
+
+def test_a_repository_that_would_take_the_copy_past_its_bound_is_left_out_and_the_rest_copied(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / ".git" / "objects").mkdir(parents=True)
+    with open(workspace / ".git" / "objects" / "pack", "wb") as handle:  # sparse: no disk used
+        handle.truncate(MAX_WORKSPACE_BYTES)
+    (workspace / "small.txt").write_text("ok")
+    home, session_id = record(tmp_path, workspace)
+    report = rerun(home, session_id, tmp_path / "r")
+    seen = report.actual[0].output.splitlines()
+    assert "small.txt file ok" in seen and not [line for line in seen if line.startswith(".git")], seen
+    assert report.notes == [f"left out of the copy of the workspace {workspace}: .git (the repository would take "
+                            f"the copy past {MAX_WORKSPACE_BYTES} bytes: a rerun's git sees none)"]
+
+
+#: An MCP server that serves only in a git repository, as mcp-server-git --repository . does.
+GIT_SERVER = """\
+import pathlib, sys
+if not pathlib.Path(".git").is_dir():
+    sys.exit("fatal: not a git repository (or any of the parent directories): .git")
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("git")
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def head() -> str:
+    "What HEAD names."
+    return pathlib.Path(".git/HEAD").read_text()
+
+server.run()
+"""
+
+
+def test_an_mcp_server_of_the_workspaces_repository_runs_in_a_replay_and_one_that_cannot_start_is_named(
+        tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install -e '.[test]'")
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    (workspace / ".git").mkdir(parents=True)
+    (workspace / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / "git_server.py").write_text(GIT_SERVER)
+    (home / "tools").mkdir(parents=True)
+    (home / "config.json").write_text(json.dumps({"mcp": {"servers": {
+        "git": {"command": [PYTHON, str(tmp_path / "git_server.py")]}}}}))
+    (tmp_path / "script.json").write_text(json.dumps([{"tool_calls": [{"name": "git__head", "arguments": {}}]},
+                                                      {"text": "on main"}]))
+
+    def zagent(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
+                              text=True, cwd=workspace, stdin=subprocess.DEVNULL, timeout=120)
+
+    ran = zagent("run", "--model", f"scripted:{tmp_path / 'script.json'}", "which branch?")
+    assert ran.returncode == 0 and "ref: refs/heads/main" in ran.stdout, ran.stdout + ran.stderr
+    with SQLiteJournal(home / "journal.db") as journal:
+        (summary,) = journal.sessions()
+    for tools in ("rerun", "recorded"):  # the server starts in the copy of the workspace, which has .git
+        replayed = zagent("replay", summary.session_id, "--tools", tools)
+        assert replayed.returncode == 0 and "matches" in replayed.stdout, replayed.stdout + replayed.stderr
+    (workspace / ".git" / "HEAD").unlink()
+    (workspace / ".git").rmdir()
+    failed = zagent("replay", summary.session_id, "--tools", "rerun")
+    assert failed.returncode == 1 and "DIVERGES" in failed.stdout, failed.stdout + failed.stderr
+    assert ('note: MCP server "git" did not start in the replay, so its tools were not offered: it exited (or '
+            "closed its stdout) before it answered; its stderr ended with: fatal: not a git repository") \
+        in failed.stdout, failed.stdout

@@ -1,3 +1,3 @@
-from zagent_cli.main import main
+from zagent_cli.entry import main
 
 main()

@@ -14,6 +14,8 @@ import click
 from zagent_cli.output import terminal_safe
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from zagent_core import Engine, Home
     from zagent_core.config import LimitsConfig
     from zagent_core.journal.protocol import AdminJournal
@@ -102,8 +104,9 @@ class Context:
         except (JournalError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
 
-    def engine(self, journal: AdminJournal) -> Engine:
-        """The engine, with its logs set up (only commands that run tools pay for them)."""
+    def engine(self, journal: AdminJournal, *, mcp_servers: Collection[str] | None = None) -> Engine:
+        """The engine, with its logs set up (only commands that run tools pay for them);
+        ``mcp_servers``: the MCP servers it may start (default: all of config.json's)."""
         from zagent_core.drive.engine import open_engine
         from zagent_core.drive.errors import WorkspaceError
         from zagent_core.logs import configure
@@ -112,7 +115,8 @@ class Context:
         _engine_logs_shown(self.verbosity)
         command = click.get_current_context().command_path.partition(" ")[2]
         try:
-            engine = open_engine(self.home, journal, workspace=self.workspace, command=command)
+            engine = open_engine(self.home, journal, workspace=self.workspace, command=command,
+                                 mcp_servers=mcp_servers)
         except WorkspaceError as exc:
             raise click.UsageError(str(exc)) from None
         click.get_current_context().call_on_close(engine.close)  # the MCP servers it started stop with the command

@@ -4,7 +4,8 @@ This module holds the group and its global options; each command group is a modu
 its own (``tools.py``, ``run.py``, ``sessions.py``...), added to the group here. Imports
 of the engine happen inside commands, so ``zagent --help`` and ``zagent tools list`` do
 not pay for what they do not use. Exit codes: 0 success, 1 the thing asked
-for failed (a tool's result is an error, doctor found problems), 2 a usage error.
+for failed (a tool's result is an error, doctor found problems), 2 a usage error, 3 a
+``tools run`` call that waits on a person, 130 stopped by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from zagent_cli.context import Context
 from zagent_cli.doctor import doctor
 from zagent_cli.journal_cmd import journal_group
 from zagent_cli.mcp import mcp_group
-from zagent_cli.output import say, terminal_safe
+from zagent_cli.output import terminal_safe
 from zagent_cli.replay import replay
 from zagent_cli.run import answer, approve, deny, resume, run
 from zagent_cli.sessions import sessions
+from zagent_cli.stop import exit_stopped
 from zagent_cli.tools import tools
 from zagent_cli.worker import worker
 
@@ -32,14 +34,20 @@ from zagent_cli.worker import worker
 class ZagentGroup(click.Group):
     """The top-level group: errors that reach the user are one clean line, shown safely."""
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt:  # reading the options: click would say "Aborted!" and exit 1
+            exit_stopped("[stopped]")
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             # Ctrl-C before a command got to anything it journals (those say what they stopped):
             # the shell's convention, exit 130, rather than click's "Aborted!" and 1.
-            say("\n[stopped]", err=True)
-            sys.exit(130)
+            exit_stopped("[stopped]")
         except click.ClickException as exc:
             # Messages quote tool names, session ids, export files: nothing may drive the terminal.
             # (click declares the attribute Final; the exception is ours to amend before it is shown.)

@@ -28,7 +28,12 @@ def mcp_serve(obj: Context, http: str | None, allow_remote: bool) -> None:
     try:
         from zagent_cli.mcp_serve import serve
     except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        raise click.ClickException("zagent mcp serve needs the MCP SDK: pip install 'zagent[mcp]'") from None
+        missing = exc.name or "?"
+        if missing.partition(".")[0] in ("zagent_cli", "zagent_core", "zagent_store"):
+            raise  # ours: a bug, not a missing extra
+        from zagent_core.version import install_command
+
+        # Any module the SDK brings (mcp, mcp_types, anyio, starlette...) missing: the extra is.
+        raise click.ClickException(f"zagent mcp serve needs the MCP SDK, which the mcp extra installs ({missing} "
+                                   f"is missing): {install_command('mcp')}") from None
     serve(obj, http, allow_remote)

@@ -225,22 +225,27 @@ class Bridge:
                 yield {}
             finally:
                 with anyio.CancelScope(shield=True):
-                    await self.close_all()
+                    # Over stdio the server ends when the client closes its stdin; over HTTP, when it is stopped.
+                    await self.close_all(left=not self.http)
                 group.cancel_scope.cancel()
 
-    async def close_all(self, reason: str = "completed") -> None:
+    async def close_all(self, reason: str = "completed", *, left: bool = False) -> None:
         for key in list(self._links):
-            await self.close(key, reason)
+            await self.close(key, reason, left=left)
 
-    async def close(self, key: str | None, reason: str = "completed") -> None:
-        """The connection is gone: stop its calls (journaled interrupted) and tasks, then end its
-        session with ``reason`` (one parked on a question or an approval is only let go)."""
+    async def close(self, key: str | None, reason: str = "completed", *, left: bool = True) -> None:
+        """The connection is gone: stop its calls (journaled interrupted: ``left``, the client
+        went away; else zagent is stopping) and tasks, then end its session with ``reason``
+        (one parked on a question or an approval is only let go)."""
         link = self._links.get(key)
         if link is None or link.closing:
             return
         link.closing = True
         session = link.session
-        session.interrupt_calls.set()  # foreground tools stop, their calls journaled interrupted
+        if left:  # foreground tools stop, their calls journaled interrupted, saying why
+            session.interrupt_calls.stop("the MCP client went away")
+        else:
+            session.interrupt_calls.set()
         try:
             await anyio.to_thread.run_sync(_stop_tasks, session)  # a `terminal wait` ends with them
             async with link.turns.hold(shared=False):  # every call in flight has its result
@@ -387,7 +392,7 @@ class Bridge:
                     # Cancelled, or the connection closed: the tool is stopped (and journaled so).
                     call.scope.cancel()
                     if call.started and not call.done.is_set():
-                        link.session.interrupt_calls.set()
+                        link.session.interrupt_calls.stop("the MCP client cancelled the call", call=call_id)
                     raise
                 finally:
                     link.routes.pop(call_id, None)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
 
-from zagent_cli.output import head, say
+from zagent_cli.output import head
+from zagent_cli.stop import exit_stopped
 
 if TYPE_CHECKING:
     from zagent_core import SessionState
@@ -38,10 +38,8 @@ def refusals_said() -> Iterator[None]:
         raise click.UsageError(str(exc)) from None
     except Stopped as stop:
         if stop.resumable:
-            say(f"\n[stopped; resume with: zagent resume {stop.session_id}]", err=True)
-        else:
-            say(f"\n[stopped; the call is journaled in session {stop.session_id}]", err=True)
-        sys.exit(130)
+            exit_stopped(f"[stopped; resume with: zagent resume {stop.session_id}]")
+        exit_stopped(f"[stopped; the call is journaled in session {stop.session_id}]")
 
 
 def waiting_lines(state: SessionState) -> list[str]:

@@ -10,12 +10,16 @@ import click
 from zagent_cli.asking import ask_here
 from zagent_cli.context import Context
 from zagent_cli.inputs import arguments_object
-from zagent_cli.output import ERROR, OK, emit_json, head, say, say_problems, terminal_safe
+from zagent_cli.output import ERROR, OK, WARNING, emit_json, head, say, say_problems, terminal_safe
 from zagent_cli.params import TEXT, complete_tools
-from zagent_cli.refusals import refusals_said
+from zagent_cli.refusals import refusals_said, waiting_lines
 
 if TYPE_CHECKING:
     from zagent_core import StoredEvent
+    from zagent_core.drive.calling import ToolRun
+
+#: The exit code of a ``tools run`` whose call waits on a person: neither done (0) nor failed (1).
+WAITING = 3
 
 
 @click.group()
@@ -33,7 +37,8 @@ def tools_list(obj: Context, as_json: bool) -> None:
 
     home = obj.home
     config, config_problems = load_config(home.config_path)
-    mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace)
+    with _StartLine(sorted(config.mcp.servers)) as line:
+        mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace, started=line.started)
     toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
     problems = config_problems + builtin_problems + mcp_problems + toolset.problems
     if as_json:
@@ -71,6 +76,36 @@ def tools_list(obj: Context, as_json: bool) -> None:
         say_problems(problems)
 
 
+class _StartLine:
+    """On a terminal, one line that says which MCP servers are still starting, rewritten as
+    each start ends and erased at the end; piped, nothing (the problems say what failed)."""
+
+    def __init__(self, servers: list[str]) -> None:
+        self.waiting = servers
+        self.count = len(servers)
+        self.shown = bool(servers) and sys.stdout.isatty() and sys.stderr.isatty()
+
+    def __enter__(self) -> _StartLine:
+        self._show()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.shown:
+            click.echo("\r\x1b[K", nl=False, err=True)
+
+    def started(self, server: str, why_not: str | None) -> None:
+        """A server's start ended (the MCP servers' thread calls this)."""
+        self.waiting = [name for name in self.waiting if name != server]
+        self._show()
+
+    def _show(self) -> None:
+        if self.shown:
+            done = self.count - len(self.waiting)
+            waiting = f"; waiting for {', '.join(self.waiting)}" if self.waiting else ""
+            line = f"[starting MCP servers: {done} of {self.count} done{waiting}]"
+            click.echo(f"\r\x1b[K{terminal_safe(line)}", nl=False, err=True)
+
+
 def _say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str]) -> None:
     """One line per tool: name, summary and where it comes from, in columns padded to their
     widest cell (after terminal_safe, which may lengthen a name)."""
@@ -92,7 +127,7 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
     """Run tool NAME exactly as an agent would, journaled as a session.
 
     Prints what the model receives. Exit 0 when the call succeeded, 1 when its result
-    is an error, 2 for a usage error.
+    is an error, 2 for a usage error, 3 when the call waits for an answer or an approval.
     """
     import signal
     from dataclasses import replace
@@ -102,7 +137,7 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
     arguments = arguments_object(args_text)
     notes: list[str] = []
 
-    from zagent_core.drive.calling import run_tool
+    from zagent_core.drive.calling import needed_servers, run_tool
     from zagent_core.drive.display import Display
     from zagent_core.journal.events import NoteReceived
 
@@ -118,14 +153,23 @@ def tools_run(obj: Context, name: str, args_text: str | None, as_json: bool) -> 
     if not as_json:
         display = replace(display, output=say, wake=lambda text: say(f"[info: {text}]"))
     with obj.journal() as journal, refusals_said():
-        ran = run_tool(obj.engine(journal), name, arguments, display)
-    result = ran.result
+        ran = run_tool(obj.engine(journal, mcp_servers=needed_servers(name)), name, arguments, display)
+    sys.exit(_said(ran, notes, as_json))
+
+
+def _said(ran: ToolRun, notes: list[str], as_json: bool) -> int:
+    """Print how the call went (one JSON object, or a status line on stderr); the exit code."""
+    result, parked = ran.result, ran.parked
+    waiting = None if parked is None else "user" if ran.call_id in parked.questions else "approval"
     if as_json:
         emit_json({"output": result.output, "is_error": result.is_error,
                    "media": [m.model_dump() for m in result.media], "files": [f.model_dump() for f in result.files],
-                   "session_id": ran.session_id, "call_id": ran.call_id, "notes": notes})
+                   "session_id": ran.session_id, "call_id": ran.call_id, "notes": notes, "waiting": waiting})
+    elif parked is not None:
+        for line in waiting_lines(parked):
+            say(line, err=True, colour=WARNING)
     else:
         status = "error" if result.is_error else "ok"
         say(f"[{status} in {result.duration_ms} ms; journaled as session {ran.session_id}, call {ran.call_id}]",
             err=True, colour=ERROR if result.is_error else OK)
-    sys.exit(1 if result.is_error else 0)
+    return WAITING if parked is not None else 1 if result.is_error else 0

@@ -239,8 +239,10 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
         try:
             import psycopg
         except ImportError:
+            from zagent_core.version import install_command
+
             raise JournalError("the journal is on PostgreSQL and psycopg is not installed: "
-                               "pip install 'zagent[postgres]'") from None
+                               f"{install_command('postgres')}") from None
         try:
             conn: psycopg.Connection[Any] = psycopg.connect(
                 url, autocommit=True, connect_timeout=max(1, int(connect_timeout)),

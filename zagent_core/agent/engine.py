@@ -13,6 +13,7 @@ from zagent_core.agent.children import drive_child
 from zagent_core.session import engine
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
     from pathlib import Path
 
     from zagent_core.config import Config
@@ -25,5 +26,6 @@ class Engine(engine.Engine):
 
     def __init__(self, home: Home, journal: Journal, *, workspace: str | Path | None = None,
                  config: Config | None = None, command: str = "",
-                 children: engine.ChildDriver = drive_child) -> None:
-        super().__init__(home, journal, workspace=workspace, config=config, command=command, children=children)
+                 children: engine.ChildDriver = drive_child, mcp_servers: Collection[str] | None = None) -> None:
+        super().__init__(home, journal, workspace=workspace, config=config, command=command, children=children,
+                         mcp_servers=mcp_servers)

@@ -4,7 +4,7 @@ built-ins config turns on and the MCP servers' tools, each with what is wrong wi
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,16 +28,18 @@ def home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> tu
     return load_tools(home, config, reserved=registry.names() | set(reserved)), builtins, problems
 
 
-def mcp_tools(config: Config, workspace: str | Path | None) -> tuple[dict[str, Builtin], list[Problem],
-                                                                     dict[str, str]]:
-    """The tools of config.json's MCP servers (each started in ``workspace``, default the
-    current folder, listed and stopped), what went wrong with them, and each tool's server:
-    what a session offers besides the home's own."""
+def mcp_tools(config: Config, workspace: str | Path | None,
+              started: Callable[[str, str | None], None] | None = None) -> tuple[dict[str, Builtin], list[Problem],
+                                                                                dict[str, str]]:
+    """The tools of config.json's MCP servers (all started at once, each in ``workspace``,
+    default the current folder, listed and stopped), what went wrong with them, and each
+    tool's server: what a session offers besides the home's own. ``started(server, why_not)``
+    hears of each start as it ends (``why_not`` None: it started)."""
     if not config.mcp.servers:
         return {}, [], {}
     from zagent_core.tools.mcp import McpServers
 
-    servers = McpServers(config, Path(workspace or Path.cwd()).resolve())
+    servers = McpServers(config, Path(workspace or Path.cwd()).resolve(), started=started)
     try:
         tools, problems = servers.tools()
     finally:

@@ -298,7 +298,10 @@ def _replay(source: Journal, recorded: list[StoredEvent], home: Home, into: Jour
     workspace_then = started.workspace if isinstance(started, SessionStarted) else None
     scratch_home = _scratch_home(home, workdir)
     source_workspace = options.workspace or (Path(workspace_then) if workspace_then else None)
-    workspace, copy_note = copy_workspace(source_workspace if options.tools == "rerun" else None,
+    # Tools that rerun need the workspace; so do MCP servers, which start in it even when their
+    # results are served (a git server's --repository . needs the repository).
+    copied = options.tools == "rerun" or any(s.command for s in options.config.mcp.servers.values())
+    workspace, copy_note = copy_workspace(source_workspace if copied else None,
                                           "given" if options.workspace else "recorded", workdir, home)
     normalise = Normaliser(options.normalisers, workspaces=workspace_names(workspace_then, options.workspace,
                                                                            workspace))
@@ -307,7 +310,16 @@ def _replay(source: Journal, recorded: list[StoredEvent], home: Home, into: Jour
         # A sub-agent replayed alone keeps what it was given (its depth, its tools): its parent is not replayed.
         root = _SessionReplay(tree, recorded, parent=started.parent if isinstance(started, SessionStarted) else None,
                               notes=[copy_note] if copy_note else [])
+        root.notes += _servers_down(engine)
         return root.finish()
+
+
+def _servers_down(engine: Engine) -> list[str]:
+    """A note for each MCP server that did not start in the replay: its tools were not offered,
+    so its calls cannot be checked or run, and why (which ends with its stderr)."""
+    servers = engine.mcp.servers.values() if engine.mcp is not None else ()
+    return [f"{server.label} did not start in the replay, so its tools were not offered: {server.down}"
+            for server in servers if server.down is not None]
 
 
 def _scratch_home(home: Home, workdir: Path) -> Home:

@@ -60,7 +60,13 @@ def moved(path: str, then: str, now: Path) -> str:
 
 #: A workspace larger than this is not copied for a rerun (the replay says so).
 MAX_WORKSPACE_BYTES = 200 * 1024 * 1024
-_SKIP = {".git", ".venv", "venv", "node_modules", "__pycache__"}
+#: Folders a rerun can do without: environments and caches that are made again.
+_SKIP = {".venv", "venv", "node_modules", "__pycache__"}
+#: A git repository's own folder. Copied, so a rerun's tools see the repository they saw (a
+#: git server's --repository ., git diff in a shell call), but after the rest of the workspace
+#: and only while it fits in what the rest leaves of the bound: a big history must not cost
+#: the copy of the files the tools work on.
+_REPOSITORY = ".git"
 #: How many of the things a copy left out the report names.
 _NAMED_SKIPS = 10
 
@@ -84,11 +90,25 @@ class _WorkspaceCopy:
         self.files: list[Path] = []
         self.links: list[tuple[Path, str]] = []
         self.left_out: list[str] = []
+        self.size = 0
 
     def plan(self) -> None:
-        """Walk the workspace, never following a link; raises _TooLarge."""
-        size = 0
-        pending = [Path()]
+        """Walk the workspace, never following a link, then its repositories while they fit; raises _TooLarge."""
+        for repository in self._walk(Path()):
+            kept = len(self.folders), len(self.files), len(self.links), len(self.left_out), self.size
+            self.folders.append(repository)
+            try:
+                self._walk(repository)
+            except _TooLarge:
+                del self.folders[kept[0]:], self.files[kept[1]:], self.links[kept[2]:], self.left_out[kept[3]:]
+                self.size = kept[4]
+                self.left_out.append(f"{repository} (the repository would take the copy past {MAX_WORKSPACE_BYTES} "
+                                     "bytes: a rerun's git sees none)")
+
+    def _walk(self, start: Path) -> list[Path]:
+        """Plan the folder ``start`` and what it holds; the repositories met, left for later. Raises _TooLarge."""
+        repositories = []
+        pending = [start]
         while pending:
             folder = pending.pop()
             try:
@@ -101,17 +121,41 @@ class _WorkspaceCopy:
                 if entry.is_symlink():
                     self._plan_link(relative)
                 elif entry.is_dir(follow_symlinks=False):
-                    if entry.name not in _SKIP and self.source / relative not in self.excluded:
+                    if entry.name == _REPOSITORY and start == Path():
+                        repositories.append(relative)
+                    elif entry.name not in _SKIP and self.source / relative not in self.excluded:
                         self.folders.append(relative)
                         pending.append(relative)
                 elif entry.is_file(follow_symlinks=False):
-                    with contextlib.suppress(OSError):
-                        size += entry.stat(follow_symlinks=False).st_size
-                    if size > MAX_WORKSPACE_BYTES:
-                        raise _TooLarge
-                    self.files.append(relative)
+                    self._plan_file(relative, entry)
                 else:
                     self.left_out.append(f"{relative} (not a file, folder or link: a FIFO, socket or device)")
+        return repositories
+
+    def _plan_file(self, relative: Path, entry: os.DirEntry[str]) -> None:
+        if entry.name == _REPOSITORY and (elsewhere := self._repository_elsewhere(relative)) is not None:
+            # A worktree's or a submodule's ".git" file names its repository: one outside the
+            # workspace would be written to by the rerun's git.
+            self.left_out.append(f"{relative} (names the repository {elsewhere}, outside the workspace)")
+            return
+        with contextlib.suppress(OSError):
+            self.size += entry.stat(follow_symlinks=False).st_size
+        if self.size > MAX_WORKSPACE_BYTES:
+            raise _TooLarge
+        self.files.append(relative)
+
+    def _repository_elsewhere(self, relative: Path) -> str | None:
+        """The repository a ``.git`` file names (``gitdir: PATH``), when it is outside the workspace."""
+        try:
+            with open(self.source / relative, "rb") as handle:
+                first = handle.read(4096).split(b"\n", 1)[0].decode("utf-8", "replace")
+        except OSError:
+            return None
+        named = first.removeprefix("gitdir:").strip()
+        if not first.startswith("gitdir:") or not named:
+            return None
+        where = Path(os.path.realpath((self.source / relative).parent / named))
+        return None if where.is_relative_to(self.source) else str(where)
 
     def _plan_link(self, relative: Path) -> None:
         link = self.source / relative

@@ -311,8 +311,8 @@ class CallRunner:
         return result
 
     def _stopped(self, call_id: str) -> None:
-        """Ctrl-C or SystemExit while a call ran: the tool was stopped with us; say so."""
+        """Ctrl-C or SystemExit while a call ran (or its calls were stopped: a client's cancel):
+        the tool was stopped with us; say so, and why."""
         with contextlib.suppress(Exception):
-            self._writer.append([ToolCallInterrupted(
-                call_id=call_id, message="zagent was stopped while the tool ran; its effect may or may not "
-                "have happened")])
+            self._writer.append([ToolCallInterrupted(call_id=call_id,
+                                                     message=self._host.interrupt_calls.message(call_id))])

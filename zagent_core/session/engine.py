@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -45,7 +45,7 @@ from zagent_core.problems import Problem
 from zagent_core.session import leases
 from zagent_core.session.background import Background
 from zagent_core.session.calls import CallOutcome, CallRunner
-from zagent_core.session.host import SessionHost
+from zagent_core.session.host import CallsStop, SessionHost
 from zagent_core.session.people import (
     NoApprovalError,
     NoQuestionError,
@@ -105,6 +105,7 @@ class Engine:
         config: Config | None = None,
         command: str = "",
         children: ChildDriver | None = None,
+        mcp_servers: Collection[str] | None = None,
     ) -> None:
         self.home = home
         #: Drives the sub-agents of spawn calls; given by the wing that has an agent loop
@@ -122,7 +123,9 @@ class Engine:
         #: needed (:meth:`load_tools`), their servers started then and stopped by :meth:`close`.
         self.builtins, builtin_problems = registry.enabled(config)
         self.config_problems += builtin_problems
-        self.mcp = McpServers(config, self.workspace) if config.mcp.servers else None
+        #: ``mcp_servers`` names the servers of config.json this engine may start (default: all):
+        #: ``zagent tools run fs__read_file`` starts ``fs`` alone, a built-in none.
+        self.mcp = McpServers(config, self.workspace, names=mcp_servers) if config.mcp.servers else None
         if self.mcp is not None:  # at the latest when the interpreter exits: no server outlives us
             weakref.finalize(self, self.mcp.close)
         #: Sub-agents running at once, in this process (``spawn.max_concurrent``).
@@ -299,12 +302,12 @@ class Session:
         return self._writer.owner
 
     @property
-    def interrupt_calls(self) -> threading.Event:
-        """Set, running calls stop (see :attr:`SessionHost.interrupt_calls`)."""
+    def interrupt_calls(self) -> CallsStop:
+        """Set, running calls stop (see :attr:`SessionHost.interrupt_calls`); :meth:`CallsStop.stop` says why."""
         return self._host.interrupt_calls
 
     @interrupt_calls.setter
-    def interrupt_calls(self, event: threading.Event) -> None:  # a child watches its parent's
+    def interrupt_calls(self, event: CallsStop) -> None:  # a child watches its parent's
         self._host.interrupt_calls = event
 
     @property

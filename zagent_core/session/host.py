@@ -27,6 +27,34 @@ from zagent_core.tools.processes import ProcessIdentity, write_json
 from zagent_core.tools.results import FULL_OUTPUT_NAME, ToolResult
 from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
 
+
+class CallsStop(threading.Event):
+    """Set, a session's running foreground calls stop and are journaled interrupted; it also
+    says why, for each call's ``tool_call_interrupted``: zagent was stopped (Ctrl-C,
+    SIGTERM), unless :meth:`stop` said otherwise (an MCP client cancelled a call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._why: tuple[str, str | None] | None = None
+
+    def stop(self, why: str, *, call: str | None = None) -> None:
+        """Stop the running calls, because of ``why`` (``the MCP client cancelled the call``);
+        ``call`` is the one call it was said of, when one was: those beside it stop with it."""
+        self._why = (why, call)
+        self.set()
+
+    def clear(self) -> None:
+        self._why = None
+        super().clear()
+
+    def message(self, call_id: str) -> str:
+        """What the ``tool_call_interrupted`` of ``call_id``, stopped, says."""
+        why, call = self._why or ("zagent was stopped", None)
+        if call is not None and call != call_id:
+            why = f"stopped with call {call} ({why})"
+        return f"{why} while the tool ran; its effect may or may not have happened"
+
+
 #: Starts (or goes on with) the sub-agent of a spawn call; its outcome is the call's result.
 Spawner = Callable[[BuiltinContext, Arguments], ToolResult]
 
@@ -44,7 +72,7 @@ class SessionHost:
         self._spawner = spawner
         #: Set, running foreground calls stop their process trees and are journaled interrupted
         #: (Ctrl-C reaches the main thread only: the agent sets this for calls running beside each other).
-        self.interrupt_calls = threading.Event()
+        self.interrupt_calls = CallsStop()
 
     def calls_stopped(self) -> bool:
         return self.interrupt_calls.is_set()

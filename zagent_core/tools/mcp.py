@@ -51,7 +51,7 @@ from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.patterns import unreadable
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
 from zagent_core.tools.runner import ProcessOutcome
-from zagent_core.version import zagent_version
+from zagent_core.version import install_command, zagent_version
 
 if TYPE_CHECKING:
     import mcp_types
@@ -66,6 +66,8 @@ MAX_TOOL_NAME = 64
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 #: Lines of a server's stderr kept to explain why it could not start.
 _STDERR_KEPT = 20
+#: How long a server that failed to start may take to close its stderr (a child of it may hold it open).
+_STDERR_SECONDS = 2.0
 #: Pages of ``tools/list`` read at most (a server whose cursor never ends cannot hang a start).
 _LIST_PAGES = 100
 #: How long stopping the servers may take: the SDK closes stdin, waits 2 s, then SIGTERM, 2 s, SIGKILL.
@@ -89,6 +91,13 @@ def offered_name(server: str, tool: str, taken: Collection[str]) -> str | None:
     cleaned = f"{server}{SEPARATOR}{_NOT_IN_A_NAME.sub('_', tool)}"[:MAX_TOOL_NAME - len(digest) - 1]
     named = f"{cleaned}_{digest}"
     return named if named not in taken else None
+
+
+def server_named(tool: str) -> str | None:
+    """The server whose tool ``tool`` would be, by its name (``fs`` for ``fs__read_file``: a
+    server's name holds no ``__``, and each of its tools is offered as ``SERVER__...``)."""
+    server, separator, _ = tool.partition(SEPARATOR)
+    return server if separator and server else None
 
 
 def schema_hash(schema: Any) -> str:
@@ -235,6 +244,12 @@ class Listed:
     tools: list[mcp_types.Tool]
 
 
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
 @dataclass
 class _Attempt:
     """One start of a server: its client, while the connection lives."""
@@ -245,6 +260,8 @@ class _Attempt:
     #: The holder's cancel scope: cancelling it leaves the client, which stops the server.
     scope: Any = None
     holder: asyncio.Task[None] | None = None
+    #: Set when the server's stderr has been read to its end (set already: no stderr is read).
+    stderr_read: threading.Event = field(default_factory=_set_event)
 
     @property
     def ended(self) -> bool:
@@ -296,8 +313,9 @@ class Server:
         assert self.spec.command is not None  # the config has one or the other
         reading, writing = os.pipe()
         errlog = os.fdopen(writing, "w")
-        threading.Thread(target=self._log_stderr, args=(reading,), name=f"mcp-{self.name}-stderr",
-                         daemon=True).start()
+        attempt.stderr_read = threading.Event()
+        threading.Thread(target=self._log_stderr, args=(reading, attempt.stderr_read),
+                         name=f"mcp-{self.name}-stderr", daemon=True).start()
         params = StdioServerParameters(command=self.spec.command[0], args=self.spec.command[1:],
                                        env=self._environment(), cwd=self.workspace / (self.spec.cwd or "."))
         mcp_log.one_line()
@@ -309,13 +327,16 @@ class Server:
         finally:
             errlog.close()
 
-    def _log_stderr(self, fd: int) -> None:
-        with open(fd, "rb") as stream:
-            for raw in stream:
-                line = raw.decode("utf-8", "replace").rstrip()
-                if line:
-                    self.stderr_tail.append(line)
-                    log.info("mcp_server_stderr", server=self.name, line=line)
+    def _log_stderr(self, fd: int, read: threading.Event) -> None:
+        try:
+            with open(fd, "rb") as stream:
+                for raw in stream:
+                    line = raw.decode("utf-8", "replace").rstrip()
+                    if line:
+                        self.stderr_tail.append(line)
+                        log.info("mcp_server_stderr", server=self.name, line=line)
+        finally:
+            read.set()
 
     async def _hold(self, attempt: _Attempt, ready: asyncio.Future[Client]) -> None:
         """The connection's own task: it enters the SDK's client, and leaves it (stopping the
@@ -368,11 +389,15 @@ class Server:
                 self.listed = await self._list(client)
         except asyncio.CancelledError:  # the caller gave up (Ctrl-C): stop what was started, and go
             await asyncio.shield(self._stop(attempt))
+            if ready.done() and not ready.cancelled():
+                ready.exception()  # retrieved: a start stopped on purpose is nothing for asyncio to report
             raise
         except BaseException as exc:
             await self._stop(attempt)
             if not ready.cancelled():
                 ready.exception()  # retrieved: the failure is told below, not by asyncio at exit
+            # Its last words say why it failed: read them to their end before quoting them.
+            await asyncio.to_thread(attempt.stderr_read.wait, _STDERR_SECONDS)
             raise ServerDown(self._start_failure(exc, attempt)) from None
         log.info("mcp_server_started", server=self.name, version=self.listed.version, tools=len(self.listed.tools),
                  start=self.starts)
@@ -605,11 +630,17 @@ def _always(arguments: Arguments) -> bool:
 class McpServers:
     """The MCP servers of a config, for one engine: their tools as built-ins, started on first need."""
 
-    def __init__(self, config: Config, workspace: Path) -> None:
+    def __init__(self, config: Config, workspace: Path, *, names: Collection[str] | None = None,
+                 started: Callable[[str, str | None], None] | None = None) -> None:
+        """The servers of ``config`` (those of ``names`` alone, when given), each started in
+        ``workspace``; ``started(server, why_not)`` hears of each start as it ends (``why_not``
+        None: it started), in the servers' own thread."""
         # A server is a program zagent starts, like a tool: no model key may be in its environment
         # (nor in this process's initial one, which it could read), whatever command starts it.
         withhold_model_keys(config.model)
-        self.servers = {name: Server(name, spec, workspace) for name, spec in config.mcp.servers.items()}
+        self.servers = {name: Server(name, spec, workspace) for name, spec in config.mcp.servers.items()
+                        if names is None or name in names}
+        self._started = started
         #: How many tools of a server are offered, and how big their definitions may be.
         self._limits = config.limits
         self._loop = _Loop()
@@ -635,7 +666,7 @@ class McpServers:
             import mcp  # noqa: F401 - an optional dependency
         except ImportError:
             return {}, [Problem(source=s.label, severity="warning", message=(
-                "not started, its tools are not offered: the MCP SDK is not installed (pip install 'zagent[mcp]')"))
+                f"not started, its tools are not offered: the MCP SDK is not installed ({install_command('mcp')})"))
                 for s in self.servers.values()]
         budget = max(s.spec.startup_timeout_seconds for s in self.servers.values()) + _STOP_SECONDS
         try:
@@ -659,10 +690,19 @@ class McpServers:
             try:
                 await server.connected()
             except ServerDown as exc:
+                self._told(server, str(exc))
                 return exc
+            self._told(server, None)
             return None
 
         return list(await asyncio.gather(*(one(s) for s in self.servers.values())))
+
+    def _told(self, server: Server, why_not: str | None) -> None:
+        if self._started is not None:
+            try:
+                self._started(server.name, why_not)
+            except Exception:  # noqa: BLE001 - a progress line's failure must not fail the start
+                log.debug("mcp_start_not_told", server=server.name, exc_info=True)
 
     def _add_tools(self, server: Server, listed: Listed, into: dict[str, Builtin]) -> list[Problem]:
         """Offer the server's tools, the first in its order while they are within

@@ -213,6 +213,10 @@ class _StreamError(Exception):
     """The stream reported an error that asking again will not get past."""
 
 
+#: Where config.json keeps anthropic:'s own settings (its base URL, the variable of its key).
+_SETTINGS = "model.anthropic"
+
+
 class AnthropicModel(HTTPModel):
     """``anthropic:MODEL``: base URL and key from the arguments, else ``model.anthropic.base_url`` /
     ``ANTHROPIC_BASE_URL`` (without ``/v1``, as Anthropic's SDKs take it) and the first of
@@ -234,14 +238,17 @@ class AnthropicModel(HTTPModel):
         return headers
 
     def _hint(self, status: int) -> str:
+        """What to change, naming the settings anthropic: reads (``model.anthropic.*``, not ``openai:``'s ``model.*``)."""
         if status == 401:
-            return ("; the key was refused: set ANTHROPIC_API_KEY (or the variable model.api_key_env in "
-                    "config.json names)" if self.api_key else "; no key was sent: set ANTHROPIC_API_KEY")
+            return (f"; the key was refused: set ANTHROPIC_API_KEY (or the variable {_SETTINGS}.api_key_env in "
+                    "config.json names)" if self.api_key else
+                    f"; no key was sent: set ANTHROPIC_API_KEY (or name the variable that holds it in "
+                    f"{_SETTINGS}.api_key_env in config.json)")
         if status != 404:
             return ""
         if urlsplit(self.endpoint.base).path.rstrip("/").endswith("/v1"):
             return (f"; requests go to the base URL + /v1/messages: try the base URL {self.endpoint.base[:-3]} "
-                    "(ANTHROPIC_BASE_URL, or model.base_url in config.json)")
+                    f"(ANTHROPIC_BASE_URL, or {_SETTINGS}.base_url in config.json)")
         return f'; check the model name ("{self.model}" in anthropic:MODEL)'
 
     def request(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> dict[str, Any]:

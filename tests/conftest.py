@@ -56,10 +56,42 @@ def _import_every_module(packages: tuple[str, ...] = ("zagent_core", "zagent_sto
 _import_every_module()
 
 
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (zombies, which only wait to be reaped, are not)."""
+#: How a tool's shell command writes down a pid the test can find (``echo "$NAMESPACED$!"``): a
+#: call's processes run in a PID namespace of their own (the sandbox), where pids are not the test's.
+NAMESPACED = "$(readlink /proc/self/ns/pid):"
+#: The same in a Python tool: ``NAMESPACED_PID(pid)`` (``os`` imported).
+NAMESPACED_PID = "lambda pid: f\"{os.readlink('/proc/self/ns/pid')}:{pid}\""
+
+
+def host_pid(recorded: int | str) -> int | None:
+    """The pid, as this process sees it, of a pid a tool wrote down (as :data:`NAMESPACED` says),
+    or None when no such process runs."""
+    if isinstance(recorded, int) or ":" not in recorded:
+        return int(recorded)
+    namespace, _, inner = recorded.strip().rpartition(":")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry.name}/ns/pid") != namespace:
+                continue
+            with open(f"/proc/{entry.name}/status") as handle:
+                nspid = next(line for line in handle if line.startswith("NSpid:")).split()
+        except (OSError, StopIteration):
+            continue
+        if nspid[-1] == inner:
+            return int(entry.name)
+    return None
+
+
+def running(pid: int | str) -> bool:
+    """Whether ``pid`` (or a pid a tool wrote down, see :func:`host_pid`) is a live process
+    (zombies, which only wait to be reaped, are not)."""
+    found = host_pid(pid)
+    if found is None:
+        return False
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
+        with open(f"/proc/{found}/stat", "rb") as handle:
             state = handle.read().rsplit(b")", 1)[1].split()[0]
     except OSError:
         return False

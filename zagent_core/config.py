@@ -324,6 +324,62 @@ class McpConfig(BaseModel):
     servers: dict[Annotated[str, AfterValidator(_server_name)], McpServerConfig] = {}
 
 
+#: How much of the file system a sandboxed process may change: the workspace (and its call's
+#: own folders), or only its call's own folders; ``off``: no file-system or network sandbox.
+SandboxMode = Literal["workspace-write", "read-only", "off"]
+
+
+def _paths_given(value: list[str]) -> list[str]:
+    if any(not path or "\0" in path for path in value):
+        raise ValueError("a path is empty or holds a NUL character; give absolute paths, ~/... or paths relative "
+                         "to the workspace")
+    return value
+
+
+class SandboxGrant(BaseModel):
+    """What a tool's manifest (or an MCP server's entry) asks of the sandbox it runs in:
+    ``"sandbox": "workspace-write"``, or an object with these fields."""
+
+    model_config = _STRICT
+
+    mode: Literal["workspace-write", "read-only"]
+    #: Reach the network (otherwise only a loopback of its own).
+    network: bool = False
+    #: Paths writable besides the workspace and the call's own folders.
+    writable: Annotated[list[str], AfterValidator(_paths_given)] = []
+    #: Paths readable though the sandbox would hide them (inside the home).
+    readable: Annotated[list[str], AfterValidator(_paths_given)] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_alone(cls, value: Any) -> Any:
+        # "sandbox": "read-only" is short for {"mode": "read-only"}.
+        return {"mode": value} if isinstance(value, str) else value
+
+
+class SandboxConfig(BaseModel):
+    """Where processes run (bubblewrap, on Linux): see docs/security-sandbox.md."""
+
+    model_config = _STRICT
+
+    #: The sandbox of what a model composes (``shell`` commands), and of every tool with
+    #: ``tools: "all"``. Where bubblewrap cannot run, processes run as they would with ``off``,
+    #: and each session says so in its warnings.
+    mode: SandboxMode = "workspace-write"
+    network: bool = False
+    #: Paths writable besides the workspace and the call's own folders (absolute, ``~/...``,
+    #: or relative to the workspace).
+    writable: Annotated[list[str], AfterValidator(_paths_given)] = []
+    #: Paths readable though they would be hidden (the home is, but for its tools and the call's folders).
+    readable: Annotated[list[str], AfterValidator(_paths_given)] = []
+    #: Give each call a /tmp (and $TMPDIR) of its own, gone when it ends.
+    private_tmp: bool = False
+    #: ``model``: only what a model composes runs sandboxed by default, a folder tool or an MCP
+    #: server when its own ``sandbox`` asks; ``all``: every tool and server, under this section's
+    #: grant (one asking for more is refused).
+    tools: Literal["model", "all"] = "model"
+
+
 class Config(BaseModel):
     model_config = _STRICT
 
@@ -338,6 +394,7 @@ class Config(BaseModel):
     capabilities: CapabilitiesConfig = CapabilitiesConfig()
     journal: JournalConfig = JournalConfig()
     mcp: McpConfig = McpConfig()
+    sandbox: SandboxConfig = SandboxConfig()
 
 
 def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:

@@ -64,6 +64,7 @@ def main(task_dir: Path, request: dict[str, Any]) -> int:
         stdout_file=task_dir / OUTPUT_FILE,
         stderr_path=None if merge else task_dir / STDERR_FILE,
         tag=request.get("tag"),
+        wrapper=tuple(request.get("wrapper") or ()),
     )
     began = time.time()
     outcome = run_process(spec, on_tick=lambda: stop["requested"], on_start=started)

@@ -48,6 +48,7 @@ def launch(task_dir: Path, invocation: ProcessSpec, *, merge_stderr: bool, kill_
         "timeout": invocation.timeout,
         "kill_grace": kill_grace,
         "tag": tag,
+        "wrapper": list(invocation.wrapper),
     }
     # The supervisor's own environment is the engine's, less its credentials; the
     # tool's environment travels in the request, on a pipe, never in a file.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -159,6 +161,48 @@ def python_tool(home: Path, name: str, code: str, **manifest: Any) -> Path:
     }
     fields.update(manifest)
     return write_tool(home, name, fields, {"main.py": code})
+
+
+#: Starts a session, runs ``argv[3]`` (JSON arguments of a shell call), prints ``CALLED`` once
+#: the call returned, then waits to be killed, as an engine a crash stops.
+SHELL_DRIVER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from zagent_core import Engine, Home
+    from zagent_core.config import Config, LimitsConfig
+    from zagent_store import SQLiteJournal
+    home, workspace = Path(sys.argv[1]), Path(sys.argv[2])
+    engine = Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace,
+                    config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
+    session = engine.start_session("crash")
+    print("SESSION", session.session_id, flush=True)
+    session.call("shell", json.loads(sys.argv[3]))
+    print("CALLED", flush=True)
+    time.sleep(300)
+""")
+
+
+def crashed_shell_session(tmp_path: Path, arguments: dict[str, Any],
+                     ready: Callable[[], Any] | None = None) -> tuple[Engine, str]:
+    """Run the driver until ``ready()`` holds (or its call returned), SIGKILL it, and open its journal again."""
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    (home / "tools").mkdir(parents=True)
+    workspace.mkdir(exist_ok=True)
+    driver = subprocess.Popen([PYTHON, "-c", SHELL_DRIVER, str(home), str(workspace), json.dumps(arguments)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None
+        session_id = driver.stdout.readline().split()[1]
+        if ready is None:
+            assert driver.stdout.readline() == "CALLED\n"
+        else:
+            wait_for(ready, "the driver to get there", seconds=20)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    engine = Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace,
+                    config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
+    return engine, session_id
 
 
 @pytest.fixture

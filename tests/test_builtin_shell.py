@@ -9,15 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
-import textwrap
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NAMESPACED, PYTHON, running, wait_for
+from conftest import NAMESPACED, PYTHON, crashed_shell_session, running, wait_for
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +26,7 @@ from zagent_core.agent.loop import Agent
 from zagent_core.builtins.shell import shown_output
 from zagent_core.builtins.shell_parse import explores, is_read_only
 from zagent_core.builtins.wait_task import TIMED_OUT
-from zagent_core.config import Config, LimitsConfig
+from zagent_core.config import Config
 from zagent_core.journal.events import ArtifactRecorded, ToolCallFinished, ToolCallInterrupted, ToolCallStarted
 from zagent_core.agent.models import ModelReply, ToolCallRequest
 from zagent_core.agent.models.scripted import ScriptedModel
@@ -357,55 +354,13 @@ def test_the_cli_keeps_zagents_variables_and_the_model_key_from_the_command(tmp_
 
 # -- a crash mid-shell -------------------------------------------------------------------------
 
-#: Starts a session, runs ``argv[3]`` (JSON arguments of a shell call), prints ``CALLED`` once
-#: the call returned, then waits to be killed, as an engine a crash stops.
-DRIVER = textwrap.dedent("""
-    import json, sys, time
-    from pathlib import Path
-    from zagent_core import Engine, Home
-    from zagent_core.config import Config, LimitsConfig
-    from zagent_store import SQLiteJournal
-    home, workspace = Path(sys.argv[1]), Path(sys.argv[2])
-    engine = Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace,
-                    config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
-    session = engine.start_session("crash")
-    print("SESSION", session.session_id, flush=True)
-    session.call("shell", json.loads(sys.argv[3]))
-    print("CALLED", flush=True)
-    time.sleep(300)
-""")
-
-
-def _crashed_session(tmp_path: Path, arguments: dict[str, Any],
-                     ready: Callable[[], Any] | None = None) -> tuple[Engine, str]:
-    """Run the driver until ``ready()`` holds (or its call returned), SIGKILL it, and open its journal again."""
-    home, workspace = tmp_path / "home", tmp_path / "ws"
-    (home / "tools").mkdir(parents=True)
-    workspace.mkdir(exist_ok=True)
-    driver = subprocess.Popen([PYTHON, "-c", DRIVER, str(home), str(workspace), json.dumps(arguments)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert driver.stdout is not None
-        session_id = driver.stdout.readline().split()[1]
-        if ready is None:
-            assert driver.stdout.readline() == "CALLED\n"
-        else:
-            wait_for(ready, "the driver to get there", seconds=20)
-    finally:
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
-    engine = Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace,
-                    config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
-    return engine, session_id
-
-
 def test_a_sigkill_mid_shell_then_resume_kills_the_orphan_and_reports_the_call_interrupted(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     command = f'echo "{NAMESPACED}$$" > sh.pid; sleep 300 & echo "{NAMESPACED}$!" > child.pid; wait'
     # Killed once the engine recorded who the command is (until then a crash cannot know it).
     recorded = lambda: any((tmp_path / "home" / "sessions").glob(f"*/calls/*/{tasks.TOOL_FILE}"))  # noqa: E731
-    engine, session_id = _crashed_session(tmp_path, {"command": command}, lambda: recorded() and (
+    engine, session_id = crashed_shell_session(tmp_path, {"command": command}, lambda: recorded() and (
         workspace / "child.pid").is_file() and (workspace / "child.pid").read_text())
     orphans = [read_pid(workspace / "sh.pid"), read_pid(workspace / "child.pid")]
     if sandbox.unavailable() is None:  # a call's processes die with the engine that runs them
@@ -427,7 +382,7 @@ def test_a_background_shell_survives_a_sigkill_and_is_finished_after_resume(tmp_
     workspace = tmp_path / "ws"
     workspace.mkdir()
     command = "echo waiting; while [ ! -f go ]; do sleep 0.05; done; echo finished"
-    engine, session_id = _crashed_session(tmp_path, {"command": command, "run_in_background": True})
+    engine, session_id = crashed_shell_session(tmp_path, {"command": command, "run_in_background": True})
     if ends_while_down:
         (workspace / "go").touch()
         task_dir = Path(engine.session_state(session_id).tasks["1"].task_dir)

@@ -161,7 +161,9 @@ def servers_running(mark: str) -> dict[int, str]:
 
 
 def server_pid(mark: str, package: str) -> int:
-    pids = [pid for pid, command in servers_running(mark).items() if package in command]
+    """The server's own process (not the sandbox's bubblewrap around it, which names it too)."""
+    pids = [pid for pid, command in servers_running(mark).items()
+            if package in command and Path(command.split()[0]).name != "bwrap"]
     assert len(pids) == 1, servers_running(mark)
     return pids[0]
 

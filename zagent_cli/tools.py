@@ -33,7 +33,7 @@ def tools_list(obj: Context, as_json: bool) -> None:
 
     home = obj.home
     config, config_problems = load_config(home.config_path)
-    mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace)
+    mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace, home)
     toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
     problems = config_problems + builtin_problems + mcp_problems + toolset.problems
     if as_json:

@@ -260,70 +260,6 @@ class ReplayConfig(BaseModel):
     normalize: list[NormaliseRule] = []
 
 
-#: What an MCP server may be called in config.json: its tools are offered as ``NAME__TOOL``.
-MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*")
-MCP_SERVER_NAME_MAX = 32
-
-
-class McpServerConfig(BaseModel):
-    """One MCP server whose tools zagent offers: a program it starts (``command``, spoken to
-    on stdin/stdout) or a server already running (``url``, Streamable HTTP)."""
-
-    model_config = _STRICT
-
-    #: The program and its arguments, run with no shell (``["npx", "-y", "@scope/server", "."]``).
-    command: list[str] | None = Field(default=None, min_length=1)
-    #: Added to zagent's tool environment (which never holds the model's key).
-    env: dict[str, str] = {}
-    #: Where the program runs, relative to the workspace (default: the workspace).
-    cwd: str | None = None
-    #: The endpoint of a Streamable HTTP server (``http://127.0.0.1:3001/mcp``).
-    url: str | None = None
-    #: Sent with every HTTP request (``{"Authorization": "Bearer ..."}``).
-    headers: dict[str, str] = {}
-    #: How long one call may take (default: ``limits.default_timeout_seconds``).
-    timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    #: How long starting the server and listing its tools may take.
-    startup_timeout_seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _command_is_a_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            raise ValueError('"command" is a list: the program and its arguments, run with no shell, e.g. '
-                             '["node", "server.js", "--flag"]')
-        return value
-
-    @model_validator(mode="after")
-    def _one_way_to_reach_it(self) -> McpServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError('an MCP server needs "command" (a program zagent starts) or "url" (a server already '
-                             'running), and only one of them')
-        if self.url is not None:
-            if not self.url.startswith(("http://", "https://")):
-                raise ValueError('"url" must be an http:// or https:// URL (a Streamable HTTP endpoint)')
-            if self.env or self.cwd is not None:
-                raise ValueError('"env" and "cwd" are for a server zagent starts ("command"); a "url" server '
-                                 'takes "headers"')
-        elif self.headers:
-            raise ValueError('"headers" are for a "url" server; a "command" server takes "env"')
-        return self
-
-
-def _server_name(name: str) -> str:
-    if len(name) > MCP_SERVER_NAME_MAX or not MCP_SERVER_NAME.fullmatch(name):
-        raise ValueError(f"the name must be 1-{MCP_SERVER_NAME_MAX} letters, digits, - and single _ (its tools are "
-                         "offered as NAME__TOOL, and model APIs take no other characters in a tool name)")
-    return name
-
-
-class McpConfig(BaseModel):
-    model_config = _STRICT
-
-    #: The MCP servers whose tools are offered, by name (letters, digits, ``-`` and single ``_``).
-    servers: dict[Annotated[str, AfterValidator(_server_name)], McpServerConfig] = {}
-
-
 #: How much of the file system a sandboxed process may change: the workspace (and its call's
 #: own folders), or only its call's own folders; ``off``: no file-system or network sandbox.
 SandboxMode = Literal["workspace-write", "read-only", "off"]
@@ -378,6 +314,73 @@ class SandboxConfig(BaseModel):
     #: server when its own ``sandbox`` asks; ``all``: every tool and server, under this section's
     #: grant (one asking for more is refused).
     tools: Literal["model", "all"] = "model"
+
+
+#: What an MCP server may be called in config.json: its tools are offered as ``NAME__TOOL``.
+MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*")
+MCP_SERVER_NAME_MAX = 32
+
+
+class McpServerConfig(BaseModel):
+    """One MCP server whose tools zagent offers: a program it starts (``command``, spoken to
+    on stdin/stdout) or a server already running (``url``, Streamable HTTP)."""
+
+    model_config = _STRICT
+
+    #: The program and its arguments, run with no shell (``["npx", "-y", "@scope/server", "."]``).
+    command: list[str] | None = Field(default=None, min_length=1)
+    #: Added to zagent's tool environment (which never holds the model's key).
+    env: dict[str, str] = {}
+    #: Where the program runs, relative to the workspace (default: the workspace).
+    cwd: str | None = None
+    #: The endpoint of a Streamable HTTP server (``http://127.0.0.1:3001/mcp``).
+    url: str | None = None
+    #: Sent with every HTTP request (``{"Authorization": "Bearer ..."}``).
+    headers: dict[str, str] = {}
+    #: How long one call may take (default: ``limits.default_timeout_seconds``).
+    timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    #: How long starting the server and listing its tools may take.
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    #: Run the program in the sandbox (``"workspace-write"``, ``"read-only"`` or an object, as a
+    #: tool's manifest says it); without it, only with ``sandbox.tools: "all"``.
+    sandbox: SandboxGrant | None = None
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command_is_a_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError('"command" is a list: the program and its arguments, run with no shell, e.g. '
+                             '["node", "server.js", "--flag"]')
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_reach_it(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('an MCP server needs "command" (a program zagent starts) or "url" (a server already '
+                             'running), and only one of them')
+        if self.url is not None:
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError('"url" must be an http:// or https:// URL (a Streamable HTTP endpoint)')
+            if self.env or self.cwd is not None or self.sandbox is not None:
+                raise ValueError('"env", "cwd" and "sandbox" are for a server zagent starts ("command"); a "url" '
+                                 'server takes "headers"')
+        elif self.headers:
+            raise ValueError('"headers" are for a "url" server; a "command" server takes "env"')
+        return self
+
+
+def _server_name(name: str) -> str:
+    if len(name) > MCP_SERVER_NAME_MAX or not MCP_SERVER_NAME.fullmatch(name):
+        raise ValueError(f"the name must be 1-{MCP_SERVER_NAME_MAX} letters, digits, - and single _ (its tools are "
+                         "offered as NAME__TOOL, and model APIs take no other characters in a tool name)")
+    return name
+
+
+class McpConfig(BaseModel):
+    model_config = _STRICT
+
+    #: The MCP servers whose tools are offered, by name (letters, digits, ``-`` and single ``_``).
+    servers: dict[Annotated[str, AfterValidator(_server_name)], McpServerConfig] = {}
 
 
 class Config(BaseModel):

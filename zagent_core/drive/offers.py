@@ -28,16 +28,16 @@ def home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> tu
     return load_tools(home, config, reserved=registry.names() | set(reserved)), builtins, problems
 
 
-def mcp_tools(config: Config, workspace: str | Path | None) -> tuple[dict[str, Builtin], list[Problem],
-                                                                     dict[str, str]]:
+def mcp_tools(config: Config, workspace: str | Path | None, home: Home) -> tuple[dict[str, Builtin], list[Problem],
+                                                                                 dict[str, str]]:
     """The tools of config.json's MCP servers (each started in ``workspace``, default the
-    current folder, listed and stopped), what went wrong with them, and each tool's server:
-    what a session offers besides the home's own."""
+    current folder, in the sandbox of ``home``'s sessions, listed and stopped), what went wrong
+    with them, and each tool's server: what a session offers besides the home's own."""
     if not config.mcp.servers:
         return {}, [], {}
     from zagent_core.tools.mcp import McpServers
 
-    servers = McpServers(config, Path(workspace or Path.cwd()).resolve())
+    servers = McpServers(config, Path(workspace or Path.cwd()).resolve(), home)
     try:
         tools, problems = servers.tools()
     finally:

@@ -114,7 +114,7 @@ class Engine:
         #: needed (:meth:`load_tools`), their servers started then and stopped by :meth:`close`.
         self.builtins, builtin_problems = registry.enabled(config)
         self.config_problems += builtin_problems
-        self.mcp = McpServers(config, self.workspace) if config.mcp.servers else None
+        self.mcp = McpServers(config, self.workspace, home) if config.mcp.servers else None
         if self.mcp is not None:  # at the latest when the interpreter exits: no server outlives us
             weakref.finalize(self, self.mcp.close)
         #: Sub-agents running at once, in this process (``spawn.max_concurrent``).

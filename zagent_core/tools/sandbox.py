@@ -11,7 +11,7 @@ A process that runs under a :class:`~zagent_core.config.SandboxGrant` is confine
 that: the file system read-only, the workspace (``workspace-write``) and the call's own
 folders writable, the home hidden but for its tools and the call's folders (so the journal,
 ``config.json`` and other sessions' folders cannot be read), ``/tmp`` and ``$TMPDIR``
-writable (a private, empty one with ``private_tmp``, and always in ``read-only``), and no
+writable in ``workspace-write`` (read-only in ``read-only``; private and empty with ``private_tmp``), and no
 network but a loopback of its own unless granted. Which processes run under which grant is
 :func:`grant_for`'s answer, from ``config.json``'s ``sandbox`` and the tool's own ``sandbox``.
 
@@ -86,8 +86,8 @@ def problems() -> list[Problem]:
     if why is None:
         return []
     return [Problem(source="sandbox", severity="warning", message=(
-        f"no sandbox: {why}. Commands and tools run unconfined, with the user's rights, and a call's processes that "
-        "leave its process group are found by their environment only"))]
+        f"not active: {why}. Shell commands and tools run unconfined, with the user's rights, and what a call "
+        "leaves running outside its process group is found by its environment only"))]
 
 
 def _configured(config: SandboxConfig) -> SandboxGrant | None:
@@ -165,7 +165,9 @@ class Confinement:
     readable: tuple[Path, ...] = ()
     #: Folders hidden (an empty read-only folder in their place) and files hidden (unreadable).
     hidden: tuple[Path, ...] = ()
+    #: /tmp and $TMPDIR: a private, empty tmpfs each; else writable, unless ``read_only_tmp``.
     private_tmp: bool = False
+    read_only_tmp: bool = False
 
     @classmethod
     def of(cls, grant: SandboxGrant | None, *, config: SandboxConfig, workspace: Path, home: Home,
@@ -179,16 +181,20 @@ class Confinement:
         # The home (its journal, config.json, other sessions' folders), and a journal config.json or
         # $ZAGENT_JOURNAL puts elsewhere, with its WAL: a tool reads no session but through what it is given.
         hidden = [home.root, *(path for path in _journal_files(home) if not _inside(path, [home.root]))]
-        return cls(grant=grant, writable=tuple(writable),
-                   readable=(home.tools_dir, *resolved(grant.readable, workspace)), hidden=tuple(hidden),
-                   private_tmp=config.private_tmp or grant.mode == "read-only")
+        readable = [home.tools_dir, *([workspace] if grant.mode == "read-only" else []),
+                    *resolved(grant.readable, workspace)]
+        return cls(grant=grant, writable=tuple(writable), readable=tuple(readable), hidden=tuple(hidden),
+                   private_tmp=config.private_tmp, read_only_tmp=grant.mode == "read-only")
 
     def _mounts(self) -> list[tuple[Path, list[str]]]:
         """The mounts over the read-only root, each with the path it mounts on."""
         mounts: list[tuple[Path, list[str]]] = []
         temporary = {Path("/tmp"), *([Path(os.environ["TMPDIR"]).resolve()] if os.environ.get("TMPDIR") else [])}
         for folder in sorted(temporary):
-            mounts.append((folder, ["--tmpfs", str(folder)] if self.private_tmp else ["--bind-try", str(folder), str(folder)]))
+            if self.private_tmp:
+                mounts.append((folder, ["--tmpfs", str(folder)]))
+            elif not self.read_only_tmp:
+                mounts.append((folder, ["--bind-try", str(folder), str(folder)]))
         for path in self.hidden:
             if path.is_dir():
                 mounts.append((path, ["--tmpfs", str(path)]))

@@ -50,7 +50,7 @@ from zagent_core.problems import Problem
 from zagent_core.tools.credentials import tool_environment, withhold_model_keys
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
-from zagent_core.tools.runner import ProcessOutcome
+from zagent_core.tools.runner import ProcessOutcome, unstartable
 from zagent_core.tools.sandbox import Confinement, SandboxRefused, grant_for
 from zagent_core.version import zagent_version
 
@@ -305,9 +305,12 @@ class Server:
         errlog = os.fdopen(writing, "w")
         threading.Thread(target=self._log_stderr, args=(reading,), name=f"mcp-{self.name}-stderr",
                          daemon=True).start()
+        environment = self._environment()
+        failure = unstartable(self.spec.command[0], self.cwd, environment) if self.wrapper else None
+        if failure is not None:
+            raise failure  # as the SDK would have, had it started the program itself
         command = [*self.wrapper, *self.spec.command]
-        params = StdioServerParameters(command=command[0], args=command[1:], env=self._environment(),
-                                       cwd=self.cwd)
+        params = StdioServerParameters(command=command[0], args=command[1:], env=environment, cwd=self.cwd)
         try:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 errlog.close()  # the server has its own copy: its stderr ends when it does
@@ -617,7 +620,7 @@ def _confined(server: Server, config: SandboxConfig, home: Home) -> Server:
     try:
         grant = grant_for(config, server.spec.sandbox, composed=False, workspace=server.workspace, who=server.label)
     except SandboxRefused as exc:
-        return dataclasses.replace(server, down=f"not started: {exc}")
+        return dataclasses.replace(server, down=str(exc))
     confinement = Confinement.of(grant, config=config, workspace=server.workspace, home=home, own=[])
     return dataclasses.replace(server, wrapper=confinement.wrapper(server.cwd))
 

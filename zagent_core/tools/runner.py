@@ -433,16 +433,16 @@ def _start_error(spec: ProcessSpec, exc: OSError) -> str:
     return f"could not start {spec.argv[0]}: {exc.strerror or exc}"
 
 
-def _unstartable(spec: ProcessSpec) -> OSError | None:
-    """What starting ``spec.argv`` would fail with, looked for as ``execvp`` would: inside a
-    wrapper, the wrapper starts and only then finds that the program cannot."""
-    if not spec.cwd.is_dir():
-        return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(spec.cwd))
-    program = spec.argv[0]
+def unstartable(program: str, cwd: Path, env: dict[str, str]) -> OSError | None:
+    """What starting ``program`` in ``cwd`` would fail with, looked for as ``execvp`` would:
+    inside a wrapper (the sandbox), the wrapper starts, and only then finds that the program
+    cannot; this says it as starting the program itself would have."""
+    if not cwd.is_dir():
+        return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(cwd))
     if os.sep not in program:
-        return None if shutil.which(program, path=spec.env.get("PATH", os.defpath)) else FileNotFoundError(
+        return None if shutil.which(program, path=env.get("PATH", os.defpath)) else FileNotFoundError(
             errno.ENOENT, os.strerror(errno.ENOENT), program)
-    path = spec.cwd / program
+    path = cwd / program
     if not path.is_file():
         return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
     return None if os.access(path, os.X_OK) else PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
@@ -466,9 +466,9 @@ def run_process(spec: ProcessSpec, on_tick: Callable[[], bool] | None = None,
             if not spec.merge_stderr and spec.stderr_path is not None:
                 stderr = files.enter_context(spec.stderr_path.open("ab"))
         try:
-            unstartable = _unstartable(spec) if spec.wrapper else None
-            if unstartable is not None:
-                raise unstartable
+            failure = unstartable(spec.argv[0], spec.cwd, spec.env) if spec.wrapper else None
+            if failure is not None:
+                raise failure
             proc = subprocess.Popen(
                 [*spec.wrapper, *spec.argv],
                 cwd=spec.cwd,

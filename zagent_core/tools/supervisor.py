@@ -5,7 +5,8 @@ it is (``supervisor.json``) before it sends what to run on stdin (a JSON object:
 tool's environment travels this way, never through a file): a supervisor whose engine
 died before that gets no request and runs nothing, so a task that runs is always one
 resume can find. It runs the tool with its output going straight to files in the task
-folder, and enforces the timeout. Its last act is to write ``exit.json`` atomically, with
+folder, and enforces the timeout. The tool's sandbox (bubblewrap, ``--die-with-parent``)
+hangs off the supervisor: the task outlives the engine, and all it started dies with it. Its last act is to write ``exit.json`` atomically, with
 the time the tool ended, so an exit that happens while the engine is down is still known
 when the engine comes back. SIGTERM, SIGINT or SIGHUP make it stop the tool's whole tree
 and record that it was stopped; it starts with them blocked, so one sent while it is

@@ -317,7 +317,8 @@ class _Run:
         if self._pipes_open() and now < self.exited_at + DRAIN_SECONDS and not self.stopping:
             return False  # the last output may still be in flight
         if not self._alive():
-            holders = self._pipes_open() or self.spec.stdout_file is not None
+            # In a sandbox, nothing of the call outlives it: there is no one to look for.
+            holders = not self.spec.wrapper and (self._pipes_open() or self.spec.stdout_file is not None)
             if holders and self.spec.tag and not self.searched:
                 # Someone outside the group holds the pipes (or, writing to files, may be
                 # anywhere): a process that left it with setsid. It still carries the

@@ -101,7 +101,7 @@ def _inside(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def resolved(paths: Iterable[str], workspace: Path) -> list[Path]:
+def _resolved(paths: Iterable[str], workspace: Path) -> list[Path]:
     """``paths`` as config.json and manifests give them (absolute, ``~/...``, or relative to the
     workspace), absolute with their links resolved: bubblewrap mounts what they are."""
     return [(workspace / Path(path).expanduser()).resolve() for path in paths]
@@ -114,10 +114,10 @@ def _beyond(asked: SandboxGrant, allowed: SandboxGrant, workspace: Path) -> list
         beyond.append("writing to the workspace (sandbox.mode is read-only)")
     if asked.network and not allowed.network:
         beyond.append("the network")
-    can_write = resolved(allowed.writable, workspace) + ([workspace] if allowed.mode == "workspace-write" else [])
-    beyond += [f"writing to {path}" for path in resolved(asked.writable, workspace) if not _inside(path, can_write)]
-    can_read = resolved(allowed.readable, workspace)
-    beyond += [f"reading {path}" for path in resolved(asked.readable, workspace) if not _inside(path, can_read)]
+    can_write = _resolved(allowed.writable, workspace) + ([workspace] if allowed.mode == "workspace-write" else [])
+    beyond += [f"writing to {path}" for path in _resolved(asked.writable, workspace) if not _inside(path, can_write)]
+    can_read = _resolved(allowed.readable, workspace)
+    beyond += [f"reading {path}" for path in _resolved(asked.readable, workspace) if not _inside(path, can_read)]
     return beyond
 
 
@@ -176,13 +176,13 @@ class Confinement:
         own folders (``own``: the call's folder, the session's scratch) stay writable."""
         if grant is None:
             return cls(grant=None)
-        writable = [*([workspace] if grant.mode == "workspace-write" else []), *resolved(grant.writable, workspace),
+        writable = [*([workspace] if grant.mode == "workspace-write" else []), *_resolved(grant.writable, workspace),
                     *(folder.resolve() for folder in own)]
         # The home (its journal, config.json, other sessions' folders), and a journal config.json or
         # $ZAGENT_JOURNAL puts elsewhere, with its WAL: a tool reads no session but through what it is given.
         hidden = [home.root, *(path for path in _journal_files(home) if not _inside(path, [home.root]))]
         readable = [home.tools_dir, *([workspace] if grant.mode == "read-only" else []),
-                    *resolved(grant.readable, workspace)]
+                    *_resolved(grant.readable, workspace)]
         return cls(grant=grant, writable=tuple(writable), readable=tuple(readable), hidden=tuple(hidden),
                    private_tmp=config.private_tmp, read_only_tmp=grant.mode == "read-only")
 
@@ -209,7 +209,7 @@ class Confinement:
         """bubblewrap's arguments (without the program and the command) for a process run in ``cwd``."""
         arguments = ["--die-with-parent", "--unshare-pid"]
         if self.grant is None:
-            return [*arguments, "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+            return [*arguments, "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--chdir", str(cwd)]
         arguments += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         if not self.grant.network:
             arguments.append("--unshare-net")

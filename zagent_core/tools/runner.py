@@ -140,7 +140,7 @@ class _Capture:
             self._spill.close()
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """Whether any process of the group is still running (zombies do not count)."""
     try:
         os.killpg(pgid, 0)
@@ -309,15 +309,16 @@ class _Run:
             self.killed_at = now
 
     def _alive(self) -> bool:
-        return _group_alive(self.pgid) or any(_running(pid) for pid in self.escaped)
+        return group_alive(self.pgid) or any(_running(pid) for pid in self.escaped)
 
     def _finished(self, now: float) -> bool:
         """Decide, once the tool has exited, whether anything is still worth waiting for."""
         assert self.exited_at is not None
         if self._pipes_open() and now < self.exited_at + DRAIN_SECONDS and not self.stopping:
             return False  # the last output may still be in flight
-        if not self._alive():
-            # In a sandbox, nothing of the call outlives it: there is no one to look for.
+        # A sandbox ends with its program: what is left in it (bubblewrap's init, what the tool
+        # left running) is being killed by the kernel, and nothing of it can be anywhere else.
+        if self.spec.wrapper or not self._alive():
             holders = not self.spec.wrapper and (self._pipes_open() or self.spec.stdout_file is not None)
             if holders and self.spec.tag and not self.searched:
                 # Someone outside the group holds the pipes (or, writing to files, may be

@@ -58,6 +58,21 @@ def _import_every_module(packages: tuple[str, ...] = ("zagent_core", "zagent_sto
 _import_every_module()
 
 
+def _stdin_not_handed_on() -> None:
+    """Commands read a stdin that is a pipe or a file (``cat f | zagent run PROMPT``), and wait a
+    few seconds for a pipe that sends nothing: a runner whose own stdin is such a pipe (an
+    agent's harness, ``docker run -i``) must not hand it to every command a test starts. A
+    terminal is kept: zagent never reads one, and a debugger does. (pytest-xdist's workers
+    already have /dev/null there: execnet moved its channel off descriptor 0.)"""
+    if not os.isatty(0):
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+
+
+_stdin_not_handed_on()
+
+
 #: How a tool's shell command writes down a pid the test can find (``echo "$NAMESPACED$!"``): a
 #: call's processes run in a PID namespace of their own (the sandbox), where pids are not the test's.
 NAMESPACED = "$(readlink /proc/self/ns/pid):"

@@ -118,6 +118,26 @@ def test_a_second_answer_is_refused_and_changes_nothing(home_dir: Path, script: 
     asked_once_answered_once(home_dir, session_id, "red")
 
 
+def test_an_answer_that_is_a_number_picks_that_choice_and_literal_sends_it_as_written(
+        home_dir: Path, script: Path, tmp_path: Path) -> None:
+    session_id = run_until_parked(home_dir, script)
+    before = len(events(home_dir, session_id))
+    past = zagent(home_dir, "answer", session_id, "3")
+    assert past.returncode == 2 and "Traceback" not in past.stderr
+    assert ("3 is not one of the question's choices (1. red, 2. blue); nothing was answered; answer with a "
+            "choice's number, or give --literal to answer with the number as written") in " ".join(past.stderr.split())
+    assert len(events(home_dir, session_id)) == before  # refused before the session was even resumed
+    picked = zagent(home_dir, "answer", session_id, "2")
+    assert picked.returncode == 0, picked.stderr
+    asked_once_answered_once(home_dir, session_id, "blue")
+
+    other = tmp_path / "other" / "home"
+    other.mkdir(parents=True)
+    literal = zagent(other, "answer", run_until_parked(other, script), "2", "--literal")
+    assert literal.returncode == 0, literal.stderr
+    asked_once_answered_once(other, only_session(other), "2")
+
+
 def test_an_answer_to_a_session_that_asked_nothing_is_refused(home_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "plain.json").write_text(json.dumps([{"text": "hello"}]))
     assert zagent(home_dir, "run", "--model", f"scripted:{tmp_path / 'plain.json'}", "hi").returncode == 0
@@ -179,8 +199,10 @@ def test_an_answer_killed_after_it_is_journaled_is_kept_and_resume_goes_on(home_
 def test_on_a_terminal_the_run_asks_there_and_a_choice_is_taken_by_its_number(
         home_dir: Path, script: Path) -> None:
     shown = run_on_terminal([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
-                             f"scripted:{script}", "make a button"], home_dir.parent, b"2\n")
+                             f"scripted:{script}", "make a button"], home_dir.parent, b"3\n2\n")
     assert b"2. blue" in shown and b"assistant: Going with your colour." in shown
+    assert b"3 is not one of the question's choices (1. red, 2. blue); nothing was answered; give a choice's " \
+           b"number, or your own words." in shown  # and it asks again
     session_id = only_session(home_dir)
     asked_once_answered_once(home_dir, session_id, "blue")
     (answer,) = [e.event for e in events(home_dir, session_id) if isinstance(e.event, InputAnswered)]

@@ -60,7 +60,9 @@ def test_zagent_audit_filters(home_dir: Path, engine: Engine) -> None:
     assert {c["tool"] for c in audit("--tool", "slow")} == {"slow"}
     assert [c["tool"] for c in audit("--errors")] == ["fast", "broken"]
     assert [c["tool"] for c in audit("--slowest", "2")] == ["slow", "slow"]
-    assert audit("--session", "nope") == []
+    unknown = CliRunner().invoke(cli, ["--home", str(home_dir), "audit", "--session", "nope"])
+    assert unknown.exit_code == 2 and 'no session "nope" in the journal' in unknown.output
+    assert len(audit("--session", session_id.rsplit("-", 1)[1])) == 6  # the random end of its id names it
     assert len(audit("--session", session_id, "--since", "1h")) == 6
     assert audit("--since", "2999-01-01") == []
     assert len(audit("--limit", "2")) == 2

@@ -101,7 +101,7 @@ def test_a_20_mb_answer_is_refused_and_the_question_still_waits_for_one(home_dir
     answer = tmp_path / "answer.txt"
     answer.write_bytes(b"blue " * (4 * 1024 * 1024))  # 20 MiB, as a file piped in
     refused(zagent_reading(home_dir, answer, "answer", session_id, "-"),
-            "the answer is 20,971,519 bytes, over limits.answer_bytes (65,536 bytes); it was not journaled. Put "
+            "the answer is 20,971,520 bytes, over limits.answer_bytes (65,536 bytes); it was not journaled. Put "
             "the text in a file in the workspace and answer with its path (the agent can read it), or raise "
             "limits.answer_bytes in config.json")
     assert events(home_dir, session_id) == before and status(home_dir) == "waiting on user"

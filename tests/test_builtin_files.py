@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from test_calls import tiny_png
 
 from zagent_core import Engine, Home
-from zagent_core.builtins import files, registry
+from zagent_core.builtins import beneath, files, registry
 from zagent_core.config import BuiltinsConfig, CapabilitiesConfig, Config, LimitsConfig
 from zagent_core.session.engine import Session
 from zagent_store import SQLiteJournal
@@ -417,6 +417,69 @@ def test_parent_paths_outside_the_workspace(home_dir: Path, journal: SQLiteJourn
     assert outside.read_text() == "in\n"
 
 
+#: Swaps, as fast as it can, a folder of the workspace with a link to a folder outside it, and a file with a
+#: link to a file outside: renameat2(RENAME_EXCHANGE), so each name is always one or the other, never absent.
+_RACER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+def swap(a, b):
+    if libc.renameat2(AT_FDCWD, a.encode(), AT_FDCWD, b.encode(), RENAME_EXCHANGE) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), a)
+os.chdir(sys.argv[1])
+swap("d", "d.other"); swap("d", "d.other")
+print("racing", flush=True)
+while True:
+    swap("d", "d.other")
+    swap("f.txt", "f.other")
+"""
+
+
+def test_a_process_swapping_folders_and_links_never_gets_a_file_tool_outside_a_confined_workspace(
+        home_dir: Path, journal: SQLiteJournal, tmp_path: Path) -> None:
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    (workspace / "d").mkdir(parents=True)
+    outside.mkdir()
+    for name in ("secret.txt", "f.txt", "only-outside.txt"):
+        (outside / name).write_text("SECRET inside\n")  # what an edit or a read that got out would touch
+    (workspace / "d" / "secret.txt").write_text("inside\n")
+    (workspace / "f.txt").write_text("inside\n")
+    (workspace / "d.other").symlink_to(outside)
+    (workspace / "f.other").symlink_to(outside / "f.txt")
+    racer = subprocess.Popen([sys.executable, "-c", _RACER, str(workspace)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert racer.stdout is not None
+    if racer.stdout.readline() != "racing\n":
+        racer.wait()
+        pytest.skip(f"renameat2(RENAME_EXCHANGE) is not available here: {racer.stderr.read()}")
+    outcomes: dict[str, int] = {}
+    try:
+        with make_session(home_dir, journal, workspace, confine_to_workspace=True,
+                          require_read_before_edit=False) as confined:
+            for n in range(40):
+                for tool, arguments in [
+                        ("write_file", {"path": "d/new.txt", "content": f"write {n}\n"}),
+                        ("write_file", {"path": "f.txt", "content": f"inside {n}\n"}),
+                        ("edit", {"path": "d/secret.txt", "old_string": "inside", "new_string": "within"}),
+                        ("edit", {"path": "d/secret.txt", "old_string": "within", "new_string": "inside"}),
+                        ("read_file", {"path": "d/secret.txt"}), ("read_file", {"path": "f.txt"}),
+                        ("grep", {"pattern": "SECRET", "path": "d"}), ("grep", {"pattern": "SECRET"}),
+                        ("glob", {"pattern": "d/*", "metadata": False}), ("list_files", {"path": "d"})]:
+                    result = confined.call(tool, arguments)
+                    assert "SECRET" not in result.output and "only-outside" not in result.output, (
+                        tool, arguments, result.output)
+                    kind = "refused" if "outside the workspace" in result.output else (
+                        "error" if result.is_error else "done")
+                    outcomes[f"{tool} {kind}"] = outcomes.get(f"{tool} {kind}", 0) + 1
+    finally:
+        racer.kill()
+        racer.wait()
+    assert sorted(os.listdir(outside)) == ["f.txt", "only-outside.txt", "secret.txt"], outcomes  # none written
+    assert {(outside / name).read_text() for name in os.listdir(outside)} == {"SECRET inside\n"}, outcomes
+    # The race was run: some calls met the links (and were refused), some the folder and the file.
+    assert outcomes.get("write_file refused") and outcomes.get("write_file done"), outcomes
+
+
 def test_the_gate_can_be_turned_off(home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
     (workspace / "a.txt").write_text("a\n")
     with make_session(home_dir, journal, workspace, require_read_before_edit=False) as loose:
@@ -449,10 +512,16 @@ def test_what_the_model_saw_is_journaled_with_the_result(session: Session, engin
     assert len(entry.hash) == 16
 
 
+def place_of(path: Path) -> beneath.Place:
+    """Where ``path`` is, as the file built-ins reach it (from /: no confinement)."""
+    folder, name = beneath.locate("/", False, str(path))
+    return beneath.Place(path, folder, name)
+
+
 def test_atomic_write_leaves_no_temporary_file_on_failure(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()  # the rename over a folder fails after the temporary file is written
-    with pytest.raises(IsADirectoryError):
-        files.write_atomic(tmp_path / "dir", b"new")
+    with pytest.raises(IsADirectoryError), place_of(tmp_path / "dir") as where:
+        files.write_atomic(where, b"new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
 
 
@@ -466,7 +535,8 @@ def test_a_write_removes_what_a_killed_write_left_and_nothing_else(tmp_path: Pat
     longer = tmp_path / f".f.txt.{dead}.{os.getpid()}.abc_1234{files._TEMPORARY}"
     for path in (orphan, ours, other, longer):
         path.write_text("half")
-    files.write_atomic(tmp_path / "f.txt", b"whole")
+    with place_of(tmp_path / "f.txt") as where:
+        files.write_atomic(where, b"whole")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f.txt", ours.name, other.name, longer.name])
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -66,14 +67,20 @@ def make(root: Path, tree: dict[str, object]) -> list[Path]:
     return folders
 
 
-def both(query: Query) -> tuple[list[object], list[object]]:
+def both(root: str | Path, **fields: Any) -> tuple[list[object], list[object]]:
+    """What ripgrep and the Python search find of the query ``fields`` ask for, in folder ``root``."""
     def collect(search: object) -> list[object]:
         try:
             return list(search)  # type: ignore[call-overload]
         except SearchError as exc:
             return [f"error: {type(exc).__name__}"]
 
-    return collect(search(query, str(RG), 60)), collect(search(query, None, 60))
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)  # the Python search reads from it, as grep opens it
+    try:
+        query = Query(root=str(root), root_is_file=False, folder=folder, **fields)
+        return collect(search(query, str(RG), 60)), collect(search(query, None, 60))
+    finally:
+        os.close(folder)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -88,9 +95,8 @@ def test_ripgrep_and_the_python_search_give_the_same_results(tree: dict[str, obj
         root = data.draw(st.sampled_from([top, top, *folders]), label="root")
         mode = data.draw(st.sampled_from(["files_with_matches", "content", "count"]), label="mode")
         context = data.draw(st.integers(0, 2), label="context") if mode == "content" else 0
-        query = Query(
-            pattern=data.draw(st.sampled_from(PATTERNS), label="pattern"),
-            root=str(root), root_is_file=False, mode=mode,  # type: ignore[arg-type]
+        query = dict(
+            pattern=data.draw(st.sampled_from(PATTERNS), label="pattern"), mode=mode,
             filters=Filters(globs=tuple(data.draw(st.lists(st.sampled_from(GLOBS), max_size=1), label="glob")),
                             file_type=data.draw(st.sampled_from([None, None, "py", "txt", "md"]), label="type")),
             ignore_case=data.draw(st.booleans(), label="-i"),
@@ -99,7 +105,7 @@ def test_ripgrep_and_the_python_search_give_the_same_results(tree: dict[str, obj
         with pytest.MonkeyPatch.context() as patch:
             if data.draw(st.booleans(), label="content read again in order"):
                 patch.setattr(grep, "CONTENT_BUFFER", 0)
-            from_rg, from_python = both(query)
+            from_rg, from_python = both(root, **query)
         event(f"{len(from_rg) and 'some' or 'no'} results{', with .gitignore' if '.gitignore' in tree else ''}")
         assert from_rg == from_python, sorted(os.path.relpath(p, top) for p, _, _ in os.walk(top))
 
@@ -114,7 +120,7 @@ def test_gitignore_lines_are_read_as_ripgrep_reads_them(gitignore: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         top = Path(tmp) / "ws"
         make(top, {".git": {}, ".gitignore": gitignore, "a": "foo\n", "b.py": "foo\n", "caf\udce9.txt": "foo\n"})
-        from_rg, from_python = both(Query(pattern="foo", root=str(top), root_is_file=False))
+        from_rg, from_python = both(top, pattern="foo")
         assert from_rg == from_python
 
 
@@ -125,8 +131,6 @@ def test_gitignore_lines_are_read_as_ripgrep_reads_them(gitignore: str) -> None:
 def test_multiline_searches_agree(lines: list[str], pattern: str, mode: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "f.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        query = Query(pattern=pattern, root=tmp, root_is_file=False, mode=mode,  # type: ignore[arg-type]
-                      multiline=True)
-        from_rg, from_python = both(query)
+        from_rg, from_python = both(tmp, pattern=pattern, mode=mode, multiline=True)
         event(f"{len(from_rg) and 'some' or 'no'} results")
         assert from_rg == from_python

@@ -147,8 +147,8 @@ def test_output_under_the_cap_is_whole_and_keeps_no_file(engine: Engine) -> None
 # -- the read-only reading -------------------------------------------------------------------
 
 READ_ONLY = [
-    "ls -la", "cat a.txt | grep -n x", "git log --oneline -5", "git grep -n --heading x", "sort -u --reverse a",
-    "tree -L 2 -a", "file -b a.txt", "rg --pre-glob '*.gz' x", "git --no-pager diff HEAD~1", "git status",
+    "ls -la", "cat a.txt | grep -n x", "git rev-parse --short HEAD", "git ls-tree -r HEAD", "sort -u --reverse a",
+    "tree -L 2 -a", "file -b a.txt", "rg --pre-glob '*.gz' x", "git --no-pager cat-file -p HEAD", "git show-ref",
     "sed -n 1,20p f.py", "sed -n '/start/,/end/p' f", "head -n 5 a; tail -n 5 b", "ls 2>/dev/null",
     "grep -rn TODO src >/dev/null 2>&1", "find . -name '*.py' -type f", "cd src && rg -n 'def main'",
     "grep -rn TODO --include=*.py .", "wc -l < a.txt", "cat 'a b.txt' \"c d.txt\"", "echo '$HOME `x`'",
@@ -175,17 +175,52 @@ WRITES = [
 ]
 
 
+#: git readers a repository's config can make run a program (core.fsmonitor, diff.external, a textconv or
+#: filter driver, gpg.program): they run alone.
+GIT_RUNS_CONFIGURED = [
+    "git status", "git diff", "git --no-pager diff HEAD~1", "git log --oneline -5", "git show HEAD",
+    "git grep -n --heading x", "git blame a.txt", "git ls-files -m", "git -C sub status --short",
+    "git rev-list --format=%G? HEAD", "git rev-list --pre=x HEAD", "git describe --dirty",
+    "git cat-file --textconv HEAD:a.txt", "git cat-file --filters HEAD:a.txt", "ls && git status",
+]
+
+
 @pytest.mark.parametrize("command", READ_ONLY)
 def test_commands_that_only_read_may_run_beside_others(command: str) -> None:
     assert is_read_only(command)
 
 
-@pytest.mark.parametrize("command", WRITES)
+@pytest.mark.parametrize("command", WRITES + GIT_RUNS_CONFIGURED)
 def test_every_form_that_may_write_or_run_anything_is_a_barrier(command: str) -> None:
     assert not is_read_only(command)
 
 
-_SAFE_WORDS = st.sampled_from(["ls", "cat a", "grep -n x f", "git log", "head -5 f", "wc -l f"])
+def test_git_status_and_diff_run_what_the_repositorys_config_names_so_they_run_alone(engine: Engine,
+                                                                                    workspace: Path) -> None:
+    # Any process of the workspace may write .git/config: these hooks are its to choose.
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / "a.txt").write_text("one\n")
+    subprocess.run(["git", "-C", str(workspace), "add", "a.txt"], check=True)
+    (workspace / "a.txt").write_text("two\n")
+    hooks = {"core.fsmonitor": workspace / "fsmonitor-ran", "diff.external": workspace / "external-diff-ran"}
+    for key, marker in hooks.items():
+        script = workspace / f"{key}.sh"
+        script.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+        script.chmod(0o755)
+        subprocess.run(["git", "-C", str(workspace), "config", key, str(script)], check=True)
+    session = engine.start_session("test")
+    shell = engine.builtins["shell"]
+    for command, marker in (("git status", hooks["core.fsmonitor"]), ("git diff", hooks["diff.external"])):
+        assert not shell.is_concurrency_safe({"command": command})
+        assert not session.concurrency_safe("shell", {"command": command})
+        session.call("shell", {"command": command})
+        assert marker.exists(), f"{command} ran no program: the test proves nothing"
+        marker.unlink()
+    assert shell.is_concurrency_safe({"command": "git rev-parse --show-toplevel"})
+    assert explores("git diff") and explores("git log -p")
+
+
+_SAFE_WORDS = st.sampled_from(["ls", "cat a", "grep -n x f", "git rev-parse HEAD", "head -5 f", "wc -l f"])
 _JOINS = st.sampled_from([" | ", " && ", " || ", "; ", "\n"])
 
 

@@ -99,3 +99,88 @@ def test_a_file_redirected_to_stdin_is_read_and_a_terminal_is_not_waited_on(tmp_
         os.close(follower)
         os.close(leader)
     assert on_terminal.returncode == 0 and on_terminal.stdout.splitlines()[0] == "{}"
+
+
+def script_of(tmp_path: Path, *replies: str) -> str:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": reply} for reply in replies]))
+    return f"scripted:{script}"
+
+
+def user_messages(home: Path) -> list[str]:
+    with SQLiteJournal(home / "journal.db") as journal:
+        return [e.event.text for s in reversed(journal.sessions()) for e in journal.read(s.session_id)
+                if e.event.type == "user_message"]
+
+
+def test_text_piped_into_run_with_a_prompt_is_sent_with_it_as_one_message(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    model = script_of(tmp_path, "a summary")
+    done = zagent(home, "run", "--model", model, "summarize this", text_in="line one\nline two\n")
+    assert done.returncode == 0, done.stderr
+    assert "user: summarize this\n\nline one\nline two\nassistant: a summary" in done.stdout
+    session_id = done.stderr.rsplit("session ", 1)[1].split("]")[0]
+    # resume takes it too; with no PROMPT, what is piped is the prompt
+    again = zagent(home, "resume", session_id, "--model", script_of(tmp_path, "x", "y", "z"), text_in="more text")
+    assert again.returncode == 0, again.stderr
+    third = zagent(home, "resume", session_id, "and", "--model", script_of(tmp_path, "x", "y", "z"), text_in="\n")
+    assert third.returncode == 0, third.stderr  # nothing but blank lines piped: the prompt alone
+    assert user_messages(home) == ["summarize this\n\nline one\nline two", "more text", "and"]
+
+
+def test_a_file_redirected_into_run_joins_the_prompt_and_a_terminal_or_dev_null_is_not_read(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    home = tmp_path / "home"
+    model = script_of(tmp_path, "ok")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the notes\n")
+    with notes.open() as handle:  # zagent run "read this" < notes.txt
+        assert zagent(home, "run", "--model", model, "read this", stdin=handle).returncode == 0
+    assert zagent(home, "run", "--model", model, "no stdin").returncode == 0  # /dev/null: a device, not read
+    leader, follower = pty.openpty()
+    try:
+        assert zagent(home, "run", "--model", model, "a terminal", stdin=follower).returncode == 0
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert user_messages(home) == ["read this\n\nthe notes", "no stdin", "a terminal"]
+
+
+def test_a_pipe_nobody_writes_to_is_waited_on_briefly_then_the_prompt_goes_alone(tmp_path: Path) -> None:
+    import os
+    import time
+
+    home = tmp_path / "home"
+    started = time.monotonic()
+    read_end, write_end = os.pipe()  # held open by this test, never written to, as a harness may leave it
+    try:
+        with (tmp_path / "err").open("w") as err_file:
+            run = subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "run", "--model",
+                                  script_of(tmp_path, "ok"), "hello"], stdin=read_end,
+                                 stdout=subprocess.DEVNULL, stderr=err_file, timeout=60)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    err = (tmp_path / "err").read_text()
+    assert run.returncode == 0, err
+    assert "[stdin is a pipe that sent nothing in 3 s: going on with 'hello' alone; give stdin from /dev/null" in err
+    assert time.monotonic() - started < 30
+    assert user_messages(home) == ["hello"]
+
+
+def test_a_flood_piped_into_run_is_refused_once_it_is_over_the_cap_not_read_to_its_end(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    # an endless producer: a command that read all of stdin before refusing would never end
+    flood = subprocess.Popen([sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
+                             stdout=subprocess.PIPE)
+    try:
+        refused = zagent(home, "run", "--model", script_of(tmp_path, "ok"), "summarize", stdin=flood.stdout)
+    finally:
+        flood.kill()
+        flood.wait()
+    assert refused.returncode == 2
+    assert "the message is more than 262,144 bytes, over limits.user_message_bytes (262,144 bytes); it was not " \
+           "journaled" in refused.stderr
+    assert not (home / "journal.db").exists()

@@ -257,7 +257,7 @@ def session_of(result: subprocess.CompletedProcess[str]) -> str:
     return result.stderr.rsplit("session ", 1)[1].split("]")[0]
 
 
-def _script(path: Path, replies: list[dict[str, Any]]) -> str:
+def _script(path: Path, replies: Any) -> str:
     path.write_text(json.dumps(replies))
     return f"scripted:{path}"
 
@@ -423,3 +423,22 @@ def test_a_fork_and_an_import_of_a_compacted_session_show_the_model_the_summary(
             start = Engine(Home(journal_home), journal).session_state(sid).context_from
             shown = Conversation("sys", journal.read(sid, after_version=start)).messages()
         assert start > 0 and shown[1].content == SUMMARY_INTRO + "SUMMARY: one big output"
+
+
+def test_a_sub_agent_compacts_its_own_conversation(home: Path, tmp_path: Path) -> None:
+    task = "make a big output"
+    script = _script(tmp_path / "s.json", {
+        "replies": [{"tool_calls": [{"name": "spawn", "arguments": {"task": task}}]}, {"text": "the child is done"}],
+        "children": {task: [{"tool_calls": [{"name": "big", "arguments": {"size": 3000}}]},
+                            {"text": "SUMMARY: the child made one big output"}, {"text": "made it"}]},
+    })
+    (home / "config.json").write_text(json.dumps({"model": {"context_window": 1024}, "agent": {"compact_at": 0.5},
+                                                  "builtins": {"enabled": ["spawn"]}}))
+    run = zagent(home, "run", "--model", script, "delegate it", cwd=tmp_path)
+    assert run.returncode == 0 and "the child is done" in run.stdout, run.stderr
+    with SQLiteJournal(home / "journal.db") as journal:
+        parent = session_of(run)
+        child = next(iter(Engine(Home(home), journal).session_state(parent).children.values()))
+        compacted = journaled(journal, child.session_id, ContextCompacted)
+    assert child.text == "made it"
+    assert [c.summary for c in compacted] == ["SUMMARY: the child made one big output"]

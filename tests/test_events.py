@@ -39,6 +39,7 @@ SAMPLES = [
     events.SessionForked(parent_session_id="p", parent_seq=4),
     events.TurnEnded(reason="idle"),
     events.UserMessage(text="count the words"),
+    events.UserMessage(text="for a worker", model="openai:gpt-4o"),  # run --detach --model
     events.ModelReplied(model="scripted", text="on it", stop_reason="tool_use", input_tokens=3,
                         tool_calls=[events.RepliedCall(id="c1", call_id="c1", name="t", arguments={"a": 1})]),
     events.ToolCallInterrupted(call_id="c1", message="cut off"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import tempfile
 from datetime import datetime, timezone
@@ -12,12 +13,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import PYTHON, python_tool
+from test_ask_user import zagent
+from test_spawn_crash import setup_home, top_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zagent_cli.main import cli
 from zagent_core import Engine, Home
 from zagent_core.journal.events import (
+    ChildEnded,
+    ChildSpawned,
     ModelReplied,
     NoteReceived,
     RepliedCall,
@@ -337,3 +342,91 @@ def test_resuming_a_fork_leaves_the_parents_running_foreground_tool_alone(tmp_pa
     finally:
         tool.kill()
         tool.wait()
+
+
+# -- an import refers to no session outside its own tree ------------------------------------------
+
+
+def recorded_open_spawn(tmp_path: Path) -> tuple[str, str, str]:
+    """The export of a session a crash cut off right after its spawn call journaled ``child_spawned``
+    (resumed, it goes on with the child that names), its id and its child's."""
+    script = {"replies": [{"tool_calls": [{"name": "spawn", "arguments": {"task": "t"}}]}, {"text": "ok"}],
+              "children": {"*": [{"text": "child done"}]}}
+    home, model = setup_home(tmp_path / "recorded", script, {})
+    crashed = zagent(home, "run", "go", "--model", model, crash_at="after_child_spawned")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    parent_id = top_session(home)
+    with SQLiteJournal(home / "journal.db") as journal:
+        (spawned,) = [e.event for e in journal.read(parent_id) if isinstance(e.event, ChildSpawned)]
+    return zagent(home, "sessions", "export", parent_id).stdout, parent_id, spawned.child_session_id
+
+
+def test_an_import_whose_spawn_names_a_session_of_the_journal_outside_its_tree_is_refused(tmp_path: Path) -> None:
+    exported, parent_id, child_id = recorded_open_spawn(tmp_path)
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    with SQLiteJournal(home / "journal.db") as journal:
+        victim = Engine(Home(home), journal, workspace=tmp_path).start_session("run")
+        victim.release()  # open, driven by nobody: what a crafted spawn call would go on with
+        before = journal.head(victim.session_id)
+    crafted = tmp_path / "crafted.jsonl"
+    crafted.write_text(exported.replace(child_id, victim.session_id))
+    refused = zagent(home, "sessions", "import", str(crafted))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert (f"event 7 (child_spawned): its sub-agent child-1 is session {victim.session_id}, which in this journal "
+            "is no sub-agent; an import may only refer to sessions inside it, or to the sessions of its own tree"
+            ) in refused.stderr
+    # The export as recorded imports: its child is not in this journal, and starts when it is resumed.
+    original = tmp_path / "original.jsonl"
+    original.write_text(exported)
+    assert zagent(home, "sessions", "import", str(original)).stdout.strip() == parent_id
+    # Under another id, the parent of that child (the journal has it now) is no longer its parent.
+    assert zagent(home, "resume", parent_id).returncode == 0
+    renamed = zagent(home, "sessions", "import", str(original), "--as", "renamed")
+    assert renamed.returncode == 2
+    assert f"its sub-agent child-1 is session {child_id}, which in this journal is child-1 of session {parent_id}" \
+        in renamed.stderr
+    with SQLiteJournal(home / "journal.db") as journal:
+        assert journal.head(victim.session_id) == before
+        assert journal.head("renamed") == 0
+        child = next(iter(journal.read(child_id))).event
+        assert isinstance(child, SessionStarted) and child.parent is not None and child.parent.session_id == parent_id
+
+
+def test_a_child_whose_parent_in_the_journal_has_another_child_of_that_name_is_refused(tmp_path: Path) -> None:
+    exported, parent_id, child_id = recorded_open_spawn(tmp_path)
+    home = tmp_path / "recorded" / "home"
+    assert zagent(home, "resume", parent_id).returncode == 0  # its child runs, and ends its spawn call
+    child_export = zagent(home, "sessions", "export", child_id).stdout
+    other = tmp_path / "other"
+    (other / "tools").mkdir(parents=True)
+    with SQLiteJournal(other / "journal.db") as journal:
+        import_session(journal, parse_export(exported.splitlines()), home=Home(other))
+        with pytest.raises(ExportError, match=(
+                f"event 1 \\(session_started\\): it is child-1 of session {parent_id}, whose child-1 in this journal "
+                f"is session {child_id}")):
+            import_session(journal, parse_export(child_export.splitlines()), home=Home(other), as_id="impostor")
+        assert import_session(journal, parse_export(child_export.splitlines()), home=Home(other)) == child_id
+
+
+def test_a_journal_whose_spawn_names_a_session_outside_its_tree_never_drives_that_session(tmp_path: Path) -> None:
+    """However a link to another session came in (an edited journal, an older zagent's import), the
+    spawn call that would go on with it is answered, and the session it names left alone."""
+    exported, parent_id, child_id = recorded_open_spawn(tmp_path)
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    (home / "config.json").write_text((tmp_path / "recorded" / "home" / "config.json").read_text())
+    with SQLiteJournal(home / "journal.db") as journal:
+        victim = Engine(Home(home), journal, workspace=tmp_path).start_session("run")
+        victim.release()
+        before = journal.head(victim.session_id)
+        imported = parse_export(exported.replace(child_id, victim.session_id).splitlines())
+        journal.append(parent_id, relocate(imported, Home(home), parent_id), 0, at=imported.times)  # no check_links
+    resumed = zagent(home, "resume", parent_id)
+    assert resumed.returncode == 0, resumed.stderr
+    with SQLiteJournal(home / "journal.db") as journal:
+        assert journal.head(victim.session_id) == before
+        (ended,) = [e.event for e in journal.read(parent_id) if isinstance(e.event, ChildEnded)]
+    assert ended.status == "error" and ended.text == (
+        f"the sub-agent's session could not be driven: session {victim.session_id} is no sub-agent, not child-1 of "
+        "this session: it is left alone")

@@ -97,6 +97,17 @@ def test_sessions_name_a_sub_agents_parent_and_top_level_leaves_only_sub_agents_
     assert [s.session_id for s in journal.sessions(2, top_level=True)] == ["alone", "fork"]
 
 
+def test_find_sessions_gives_the_ids_that_are_start_or_end_with_a_part_the_exact_one_first(journal: Journal) -> None:
+    for sid in ("20261130-0446-3fa2c1", "20261130-0446", "20261130-0447-aa3fa2", "20261201-0900-3fa2c1", "x%_"):
+        journal.append(sid, [started()], 0)
+    assert journal.find_sessions("20261130-0446", 10) == ["20261130-0446", "20261130-0446-3fa2c1"]
+    assert journal.find_sessions("3fa2c1", 10) == ["20261130-0446-3fa2c1", "20261201-0900-3fa2c1"]
+    assert journal.find_sessions("2026", 2) == ["20261130-0446", "20261130-0446-3fa2c1"]
+    assert journal.find_sessions("3FA2C1", 10) == []  # ids are compared as they are: no case folding
+    assert journal.find_sessions("%", 10) == [] and journal.find_sessions("_", 10) == ["x%_"]  # no wildcards
+    assert journal.find_sessions("0446-3f", 10) == []  # the middle of an id names nothing
+
+
 def test_a_lease_has_one_holder_and_a_dead_one_is_replaced_only_by_name(journal: Journal) -> None:
     me, other = {"pid": 1, "host": "h"}, {"pid": 2, "host": "h"}
     first = journal.acquire_lease("s", me)
@@ -160,6 +171,23 @@ def test_claims_take_the_sessions_that_want_a_driver_and_name_the_expired_holder
     assert [c.session_id for c in journal.claim_sessions(THEM, ttl=60, limit=1)] == ["excluded"]  # the rest are held
     journal.append("idle", [UserMessage(text="more")], 1)  # something after the snapshot: work again
     assert [c.session_id for c in journal.claim_sessions(THEM, ttl=60, limit=10)] == ["idle"]
+
+
+def test_leased_work_lists_the_expiring_leases_on_sessions_that_want_a_driver(journal: Journal) -> None:
+    link = ParentLink(session_id="held", call_id="call_1", label="child-1", depth=1)
+    for sid in ("idle", "ended", "held", "forever", "stale", "free"):
+        journal.append(sid, [started()], 0)
+    journal.append("child", [SessionStarted(origin="spawn", workspace="/w", zagent_version="0", parent=link)], 0)
+    journal.save_snapshot("idle", 1, "p", "{}", "idle")  # stopped cleanly with nothing to do
+    journal.append("ended", [SessionEnded(reason="completed")], 1)
+    for sid in ("idle", "ended", "held", "child", "stale"):
+        journal.acquire_lease(sid, THEM, ttl=0.01 if sid == "stale" else 60)
+    journal.acquire_lease("forever", THEM)  # no expiry: nothing to wait out
+    wait_for(lambda: journal.lease("stale").expired, "the lease to expire")
+    listed = {lease.session_id: lease for lease in journal.leased_work()}
+    assert sorted(listed) == ["held", "stale"]
+    assert listed["stale"].expired and not listed["held"].expired and listed["held"].owner == THEM
+    assert listed["held"].expires_at == journal.lease("held").expires_at
 
 
 def test_a_claim_spares_the_expired_leases_of_owners_that_still_run(journal: Journal) -> None:

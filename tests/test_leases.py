@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -124,6 +125,55 @@ def test_a_stopped_driver_keeps_its_session_past_its_leases_expiry_and_loses_it_
     (resume,) = [e.event for e in journal.read(session_id) if e.event.type == "session_resumed"]
     assert resume.taken_over_from is not None and resume.taken_over_from["pid"] == driver.pid
     resumed.end()
+
+
+def in_another_pid_namespace() -> list[str]:
+    """The command prefix that runs a program in a PID namespace of its own, with its own ``/proc``
+    (where the holder's pid is not to be seen); the test is skipped where the host gives none."""
+    for prefix in (["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"],
+                   ["bwrap", "--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc"]):
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            probe = subprocess.run([*prefix, "readlink", "/proc/self/ns/pid"], capture_output=True, text=True,
+                                   timeout=30)
+            if probe.returncode == 0 and probe.stdout.strip() != os.readlink("/proc/self/ns/pid"):
+                return prefix
+    pytest.skip("no PID namespace can be made here (unshare and bwrap both refused): user namespaces are off")
+
+
+def test_a_resume_from_another_pid_namespace_leaves_a_live_drivers_session_alone_until_its_lease_expires(
+        home_dir: Path, workspace: Path, engine: Engine) -> None:
+    """From another PID namespace (a container, ``unshare --pid``: same host, same boot) the holder's
+    pid is nowhere to be seen, which is no sign that it died: it keeps its session while it renews
+    its lease, and a dead one loses it only once the lease expired."""
+    namespaced = in_another_pid_namespace()
+    python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
+    # Long enough that the lease outlives the first resume after the kill even on a loaded machine.
+    (home_dir / "config.json").write_text('{"journal": {"lease_seconds": 10}}')
+    driver = subprocess.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    journal = engine.journal
+    try:
+        wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
+        session_id = journal.sessions()[0].session_id
+        resume = [*namespaced, *zagent(home_dir, workspace, "resume", session_id)]
+        refused = subprocess.run(resume, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 2, refused.stderr
+        assert (f"is being driven by pid {driver.pid} on {socket.gethostname()} (zagent tools run) in another PID "
+                "namespace since") in refused.stderr
+        assert engine.status(session_id) == "running"
+        assert not [e for e in journal.read(session_id) if e.event.type == "session_resumed"]
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=10)
+    # This namespace sees the driver is dead; the other cannot, and waits for the lease to expire.
+    assert engine.status(session_id) == "interrupted"
+    assert "another PID namespace" in subprocess.run(resume, capture_output=True, text=True, timeout=60).stderr
+    wait_for(lambda: journal.lease(session_id).expired, "the dead driver's lease to expire", 30)
+    taken = subprocess.run(resume, capture_output=True, text=True, timeout=60)
+    (resumed,) = [e.event for e in journal.read(session_id) if e.event.type == "session_resumed"]
+    assert resumed.taken_over_from is not None and resumed.taken_over_from["pid"] == driver.pid, taken.stderr
+    assert taken.returncode == 0, taken.stderr
+    assert resumed.taken_over_from["pid_ns"] == os.stat("/proc/self/ns/pid").st_ino
 
 
 @contextlib.contextmanager

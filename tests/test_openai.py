@@ -46,12 +46,13 @@ class Queued:
 
 
 class FakeServer:
-    """Answers POST /v1/chat/completions from a queue of answers; records requests."""
+    """Answers POST /v1/chat/completions from a queue of answers; records requests, headers and paths."""
 
     def __init__(self) -> None:
         self.responses: list[Queued] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,6 +63,7 @@ class FakeServer:
                 length = int(self.headers["Content-Length"])
                 server.requests.append(json.loads(self.rfile.read(length)))
                 server.headers.append(dict(self.headers))
+                server.paths.append(self.path)
                 queued = server.responses.pop(0)
                 if queued.events is not None:
                     self._stream(queued)

@@ -83,8 +83,8 @@ def test_ended_sessions_go_with_their_sub_agents_and_the_rest_stay_saying_why(
     assert "pruned old: 3 events, last at 2026-01-10T12:00:00.000Z" in lines
     assert "pruned old-child (sub-agent of old): 2 events, last at 2026-01-10T12:00:00.000Z" in lines
     assert "pruned orphan (sub-agent of gone): 3 events, last at 2026-01-10T12:00:00.000Z" in lines
-    # What sessions list says of them: cut off after their message, for resume (or a worker) to go on.
-    assert "skipped idle: not ended (interrupted)" in lines and "skipped waits: not ended (interrupted)" in lines
+    # What sessions list says of them: a message no turn took up yet, for a worker (or resume) to answer.
+    assert "skipped idle: not ended (queued)" in lines and "skipped waits: not ended (queued)" in lines
     assert "skipped parent-waiting: its sub-agent asks is waiting on a user (zagent answer)" in lines
     assert lines[-1] == "pruned 3 sessions (8 events) that ended before 2026-02-01T00:00:00.000Z"
     assert journal.stats()["events"] == before - 8

@@ -6,12 +6,16 @@ back) and the real ``zagent`` command runs on them in a subprocess.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import python_tool, wait_for
 
 from zagent_core.journal.events import SessionEnded, SessionStarted, ToolCallRequested
 from zagent_store import SQLiteJournal
@@ -109,6 +113,26 @@ def test_a_body_that_is_not_json_is_named_by_doctor_and_commands_and_recover_kee
     assert zagent("--home", home, "sessions", "list").returncode == 0  # the list needs no bodies
 
 
+@pytest.mark.parametrize(("definition", "junk", "said"), [
+    (b'CREATE TABLE "events"', b"CREATE TABLX", "malformed database schema (events)"),
+    (b"CREATE TABLE heads", b"CREATE \xff\xfe\xc3\x28", "a definition that is not UTF-8 text"),
+    (b"CREATE TRIGGER events_no_update", b"CREATE TRIGGEX", "malformed database schema (events_no_update)"),
+], ids=["events", "heads", "trigger"])
+def test_recover_reads_past_a_damaged_list_of_tables(home: Path, tmp_path: Path, definition: bytes, junk: bytes,
+                                                     said: str) -> None:
+    path = home / "journal.db"
+    overwrite(path, path.read_bytes().index(definition), junk)  # the text SQLite keeps of a table's definition
+    target = tmp_path / "recovered.db"
+    result = zagent("journal", "recover", path, target)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("skipped: the list of tables")]
+    assert f"is damaged ({said}" in line and line.endswith("): read past it with PRAGMA writable_schema"), line
+    assert "recovered 168 events of 4 sessions" in result.stdout  # all of them: their pages are whole
+    with SQLiteJournal(target) as recovered:
+        assert recovered.check() == []
+        assert [e.version for e in recovered.read("s2")] == list(range(1, 43))
+
+
 def test_recover_keeps_ids_versions_and_times(tmp_path: Path) -> None:
     source = tmp_path / "journal.db"
     build(source, sessions=2, calls=3)
@@ -137,3 +161,62 @@ def test_recover_refuses_what_is_not_a_journal_and_an_existing_target(tmp_path: 
     assert text.read_text() == "keep me"
     with pytest.raises(RecoverError, match="already exists"):
         recover_journal(tmp_path / "journal.db", text)
+
+
+def test_resume_refuses_a_session_with_a_hole_in_its_versions_and_appends_nothing(tmp_path: Path) -> None:
+    """A finished call's result deleted behind the triggers' back, in a session a crash left
+    mid-turn: resume would report the call as not run. It refuses, and names the way out."""
+    home = tmp_path / "home"
+    python_tool(home, "count", "print('counted')")
+    python_tool(home, "crash", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [{"id": "c1", "name": "count", "arguments": {}}]},
+                                  {"tool_calls": [{"id": "c2", "name": "crash", "arguments": {}}]},
+                                  {"text": "done"}]))
+    ran = zagent("--home", home, "run", "--model", f"scripted:{script}", "count, then crash")
+    assert ran.returncode == -signal.SIGKILL, ran.stderr
+    path = home / "journal.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TRIGGER events_no_delete")
+        (session_id, version), = raw.execute("SELECT session_id, version FROM events WHERE type = "
+                                             "'tool_call_finished' AND data ->> 'call_id' = 'c1'").fetchall()
+        raw.execute("DELETE FROM events WHERE session_id = ? AND version = ?", (session_id, version))
+        before = raw.execute("SELECT count(*), (SELECT owner FROM leases) FROM events").fetchone()
+    assert_clean_error(zagent("--home", home, "doctor"), f"session {session_id} has a gap in its versions")
+    resumed = zagent("--home", home, "resume", session_id)
+    assert_clean_error(resumed, f"session {session_id} is damaged: its version {version + 1} follows version "
+                                f"{version - 1}", "zagent journal recover")
+    with sqlite3.connect(path) as raw:
+        # Nothing appended (no "not run" for c1), and the crashed driver's lease not taken over.
+        assert raw.execute("SELECT count(*), (SELECT owner FROM leases) FROM events").fetchone() == before
+
+
+HOLD = """\
+import os, time
+open(os.environ["READY"], "w").close()
+while not os.path.exists(os.environ["GO"]):  # held until the test lets go
+    time.sleep(0.02)
+print("held")
+"""
+
+
+def test_doctor_says_the_write_ahead_log_vanished_under_a_running_driver_and_after_it(tmp_path: Path) -> None:
+    home, ready = tmp_path / "home", tmp_path / "ready"
+    python_tool(home, "hold", HOLD)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [{"id": "c1", "name": "hold", "arguments": {}}]}, {"text": "done"}]))
+    driver = subprocess.Popen([*ZAGENT, "--home", str(home), "run", "--model", f"scripted:{script}", "hold"],
+                              env={**os.environ, "READY": str(ready), "GO": str(tmp_path / "go")},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(ready.exists, "the driver's tool to start", 60)
+        (home / "journal.db-wal").unlink()  # under the driver, which has committed the call's start into it
+        assert_clean_error(zagent("--home", home, "doctor"), "journal.db: its write-ahead log journal.db-wal was "
+                                                             f"deleted while process {driver.pid} had it open")
+        assert not (home / "journal.db-wal").exists()  # doctor did not open the journal: the signs are kept
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    # Killed, the driver took its log with it: the session's events are gone, and doctor says so.
+    assert_clean_error(zagent("--home", home, "doctor"), "journal.db-shm is there without journal.db-wal: the "
+                                                         "write-ahead log was deleted while the journal was open")

@@ -151,6 +151,49 @@ def test_a_killed_workers_sessions_are_taken_over_when_its_leases_expire(
     assert err.count(f"whose lease expired]") == len(ids) and "4 taken over" in err
 
 
+def test_until_idle_waits_out_a_killed_workers_leases_and_takes_its_sessions_over(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    script = prepare(home_dir, tmp_path, nap_seconds=1.0)
+    ids = submit(home_dir, journal, workspace, 2)
+    first = worker(home_dir, workspace, script, "--concurrency", "2")
+    try:
+        wait_for(lambda: all(any(e.event.type == "task_started" for e in journal.read(sid)) for sid in ids),
+                 "the first worker to start every session's task", 60)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    # Its leases live on for up to LEASE_SECONDS: a batch worker waits them out, not exits at once.
+    second = worker(home_dir, workspace, script, "--until-idle", "--concurrency", "2")
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert "2 sessions claimed, 2 taken over, 2 driven to a stop, 0 left for a person" in err
+    assert err.count(f"held by pid {first.pid} on ") == 2 and "waiting for its lease to expire" in err
+    assert all(finished(journal, sid) for sid in ids)
+    check(journal, ids)
+
+
+def test_until_idle_does_not_wait_for_a_lease_its_holder_renews(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    from zagent_core.session.leases import this_process
+
+    script = prepare(home_dir, tmp_path)
+    (session_id,) = submit(home_dir, journal, workspace, 1)
+    elsewhere = {**this_process("zagent worker"), "host": "host-b", "boot_id": "another-boot", "pid": 4242}
+    journal.acquire_lease(session_id, elsewhere, ttl=60)
+    pool = worker(home_dir, workspace, script, "--until-idle")
+    assert pool.stderr is not None
+    line = ""
+    while "waiting for its lease to expire" not in line:
+        line = pool.stderr.readline()
+        assert line, "the worker stopped before it saw the lease"
+    journal.renew_leases(elsewhere, [session_id], 60)  # host-b's worker lives: the session is its own to finish
+    out, err = pool.communicate(timeout=60)
+    assert pool.returncode == 0, err
+    assert "0 sessions claimed" in err
+    held = journal.lease(session_id)
+    assert held is not None and held.owner == elsewhere
+
+
 @pytest.mark.long
 def test_four_workers_and_random_sigkills_answer_every_wake_up_once(
         home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ def _within_cap(text: str, kind: Kind, limits: LimitsConfig) -> bool:
 def _ask_on_terminal(limits: LimitsConfig, question: str, choices: list[str] | None) -> str:
     """Ask on the terminal ``zagent run`` runs in (the question and its numbered choices are
     printed with the conversation); a choice may be answered by its number."""
+    from zagent_cli.output import ERROR, say
+    from zagent_core.session.engine import NoSuchChoiceError, chosen
     from zagent_core.tools.inprocess import Parked
 
     while True:
@@ -36,8 +39,11 @@ def _ask_on_terminal(limits: LimitsConfig, question: str, choices: list[str] | N
             answer = input("answer> ").strip()
         except EOFError:  # the terminal went away: the question waits for `zagent answer`
             raise Parked("waiting for the user's answer (the terminal closed)") from None
-        if answer.isdigit() and choices and 1 <= int(answer) <= len(choices):
-            return choices[int(answer) - 1]
+        try:
+            answer = chosen(answer, choices)
+        except NoSuchChoiceError as exc:
+            say(f"{exc}; give a choice's number, or your own words.", err=True, colour=ERROR)
+            continue
         if answer and _within_cap(answer, "answer", limits):
             return answer
 
@@ -69,9 +75,13 @@ def _reason(limits: LimitsConfig) -> str:
             return reason
 
 
+def terminal_askers(limits: LimitsConfig) -> tuple[Callable[[str, list[str] | None], str],
+                                                    Callable[[ApprovalView], tuple[bool, str]]]:
+    """How a question is answered, and an approval decided, on this terminal."""
+    return functools.partial(_ask_on_terminal, limits), functools.partial(_approve_on_terminal, limits)
+
+
 def ask_here(session: Session) -> None:
     """On a terminal, questions and approvals are asked there; elsewhere they park the session."""
     if sys.stdin.isatty() and sys.stdout.isatty():
-        limits = session.engine.config.limits
-        session.ask_terminal = functools.partial(_ask_on_terminal, limits)
-        session.approve_terminal = functools.partial(_approve_on_terminal, limits)
+        session.ask_terminal, session.approve_terminal = terminal_askers(session.engine.config.limits)

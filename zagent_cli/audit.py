@@ -6,11 +6,11 @@ import click
 
 from zagent_cli.context import Context
 from zagent_cli.output import emit_json, utc_ms
-from zagent_cli.params import TEXT, complete_sessions, complete_tools, moment
+from zagent_cli.params import SESSION, TEXT, complete_sessions, complete_tools, moment
 
 
 @click.command()
-@click.option("--session", "session_id", type=TEXT, metavar="ID", shell_complete=complete_sessions,
+@click.option("--session", "session_id", type=SESSION, metavar="ID", shell_complete=complete_sessions,
               help="Only this session's calls.")
 @click.option("--tool", type=TEXT, metavar="NAME", shell_complete=complete_tools, help="Only calls of this tool.")
 @click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")

@@ -6,12 +6,12 @@ import click
 
 from zagent_cli.context import Context
 from zagent_cli.output import OK, say
-from zagent_cli.params import TEXT, complete_sessions
+from zagent_cli.params import SESSION, TEXT, complete_sessions
 from zagent_cli.refusals import refusals_said
 
 
 @click.command()
-@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("session_id", type=SESSION, shell_complete=complete_sessions)
 @click.option("--model", "model_spec", metavar="SPEC",
               help="The model that writes the summary (default: the session's own).")
 @click.option("--instructions", type=TEXT, metavar="TEXT",

@@ -15,6 +15,7 @@ from zagent_cli.output import terminal_safe
 
 if TYPE_CHECKING:
     from zagent_core import Engine, Home
+    from zagent_core.config import LimitsConfig
     from zagent_core.journal.protocol import AdminJournal
 
 
@@ -79,6 +80,12 @@ class Context:
             raise click.UsageError(f"no journal at {describe(self.journal_location)} (no session has run in this "
                                    "home yet; check --home or $ZAGENT_HOME, --journal or $ZAGENT_JOURNAL)")
         return self.journal(read_only=read_only)
+
+    def limits(self) -> LimitsConfig:
+        """config.json's ``limits``: what a prompt is bounded by while it is read, before any session opens."""
+        from zagent_core.config import load_config
+
+        return load_config(self.home.config_path)[0].limits
 
     def journal(self, *, read_only: bool = False) -> AdminJournal:
         from zagent_core.journal.protocol import JournalError

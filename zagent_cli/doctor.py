@@ -16,9 +16,16 @@ if TYPE_CHECKING:
 
 def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
     """Doctor's look at the journal: where it is, whether it exists, its problems and counts."""
-    from zagent_store.opening import describe
+    from zagent_store.opening import describe, is_postgres, sqlite_path
+    from zagent_store.wal import vanished_wal
 
     report: dict[str, Any] = {"path": describe(obj.journal_location), "exists": obj.journal_exists(), "problems": []}
+    if report["exists"] and not is_postgres(obj.journal_location):
+        # Not opened then: an open makes a new, empty write-ahead log, and the signs of the old one are gone.
+        vanished = vanished_wal(sqlite_path(obj.journal_location))
+        if vanished:
+            report["problems"] = [vanished]
+            return report
     if report["exists"]:
         try:
             # Where it may, doctor opens the journal as every command does (upgrading its schema).

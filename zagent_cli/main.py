@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from zagent_cli.audit import audit
+from zagent_cli.chat import chat
 from zagent_cli.compact import compact
 from zagent_cli.context import Context
 from zagent_cli.doctor import doctor
@@ -71,7 +72,7 @@ def cli(ctx: click.Context, home: str | None, journal_url: str | None, workspace
 
 
 # Each command group is a module of its own; none imports the engine before its command runs.
-for command in (tools, run, resume, answer, approve, deny, compact, worker, doctor, replay, audit, mcp_group,
+for command in (tools, run, chat, resume, answer, approve, deny, compact, worker, doctor, replay, audit, mcp_group,
                 journal_group, sessions):
     cli.add_command(command)
 

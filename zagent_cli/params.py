@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from zagent_cli.context import home_problem
+from zagent_cli.context import Context, home_problem
 from zagent_cli.output import head, plural
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
     from zagent_core import Home
+    from zagent_core.journal.protocol import SessionIndex
 
 
 class StorableText(click.ParamType):
@@ -32,6 +33,44 @@ class StorableText(click.ParamType):
 
 
 TEXT = StorableText()
+
+
+class SessionName(StorableText):
+    """A session id as a person gives it: the whole id, or its start or its end when no other
+    session's id has it (see :mod:`zagent_core.journal.naming`), resolved in the journal of
+    the global options; one that names no session, or several, is a usage error."""
+
+    name = "session"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = super().convert(value, param, ctx)
+        obj = ctx.find_object(Context) if ctx is not None else None
+        if obj is None or ctx is None or ctx.resilient_parsing:  # completing a command line: no journal is read
+            return text
+        return session_named(obj, text)
+
+
+SESSION = SessionName()
+
+
+def session_named(obj: Context, given: str) -> str:
+    """The id of the session ``given`` names in the journal (:class:`SessionName`); ``given`` as
+    it is when there is no journal yet, for the command to say so."""
+    if not obj.journal_exists():
+        return given
+    with obj.existing_journal() as journal:
+        return named_in(journal, given)
+
+
+def named_in(journal: SessionIndex, given: str) -> str:
+    """The id of the session ``given`` names in ``journal``; none or several: a usage error."""
+    from zagent_core.journal.naming import SessionNameError, resolve_session
+
+    try:
+        return resolve_session(journal, given)
+    except SessionNameError as exc:
+        raise click.UsageError(str(exc)) from None
+
 
 _SPANS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 

@@ -19,14 +19,19 @@ if TYPE_CHECKING:
 @contextmanager
 def refusals_said() -> Iterator[None]:
     """A refused decision is a failure (exit 1), anything else drive/ refuses was asked wrongly
-    (a usage error, exit 2), as is a text over its cap in ``limits``; a drive a person stopped exits 130, saying how to go on."""
+    (a usage error, exit 2), as are a text over its cap in ``limits`` and an answer's number no choice has; a
+    drive a person stopped exits 130, saying how to go on."""
     from zagent_core.drive.errors import DecisionRefusedError, DriveError, Stopped, WaitsForPersonError
+    from zagent_core.session.engine import NoSuchChoiceError
     from zagent_core.session.typed import InputTooLargeError
 
     try:
         yield
     except DecisionRefusedError as exc:
         raise click.ClickException(str(exc)) from None
+    except NoSuchChoiceError as exc:
+        raise click.UsageError(f"{exc}; answer with a choice's number, or give --literal to answer with the "
+                               "number as written") from None
     except WaitsForPersonError as exc:
         raise click.UsageError(f"{exc}: " + " ".join(waiting_lines(exc.state))) from None
     except (DriveError, InputTooLargeError) as exc:

@@ -10,7 +10,7 @@ import click
 
 from zagent_cli.context import Context
 from zagent_cli.output import emit_json, say
-from zagent_cli.params import TEXT, complete_sessions
+from zagent_cli.params import TEXT, complete_sessions, named_in
 
 if TYPE_CHECKING:
     from zagent_core.history.replay_report import ReplayReport
@@ -133,5 +133,13 @@ def _recorded(obj: Context, tmp: Path, session_id: str | None, export_file: str 
     if journal_path:
         if not _is_journal(Path(journal_path)):
             raise click.UsageError(f"{journal_path} is not a zagent journal (no events table)")
-        return SQLiteJournal(journal_path), session_id
-    return obj.existing_journal(), session_id
+        source = SQLiteJournal(journal_path)
+    else:
+        source = obj.existing_journal()
+    if session_id is None:
+        return source, None
+    try:  # named in the journal replayed from, which need not be the home's
+        return source, named_in(source, session_id)
+    except click.UsageError:
+        source.close()
+        raise

@@ -10,7 +10,7 @@ import click
 
 from zagent_cli.context import Context
 from zagent_cli.output import JSON_ESCAPES, OK, WARNING, emit_json, plural, say, utc_ms
-from zagent_cli.params import TEXT, complete_sessions, moment
+from zagent_cli.params import SESSION, TEXT, complete_sessions, moment
 
 if TYPE_CHECKING:
     from zagent_core.history.retention import PruneReport
@@ -57,7 +57,7 @@ def sessions_list(obj: Context, limit: int, show_all: bool, as_json: bool) -> No
 
 
 @sessions.command("export")
-@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("session_id", type=SESSION, shell_complete=complete_sessions)
 @click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True,
               help="One event per line.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write here, not to stdout.")
@@ -105,7 +105,7 @@ def sessions_import(obj: Context, file: str, as_id: str | None) -> None:
 
 
 @sessions.command("fork")
-@click.argument("session_id", type=TEXT, shell_complete=complete_sessions)
+@click.argument("session_id", type=SESSION, shell_complete=complete_sessions)
 @click.option("--at", "at_seq", type=int, required=True, metavar="SEQ",
               help="Copy the events up to this global position (the #N of sessions show --events).")
 @click.pass_obj
@@ -172,7 +172,7 @@ def _print_prune(report: PruneReport) -> None:
 
 
 @sessions.command("show")
-@click.argument("session_id", type=TEXT, required=False, shell_complete=complete_sessions)
+@click.argument("session_id", type=SESSION, required=False, shell_complete=complete_sessions)
 @click.option("--json", "as_json", is_flag=True, help="Print the session state as one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
 @click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,

@@ -16,7 +16,7 @@ caught it by before (``except RuntimeError`` still catches a ``JournalError``). 
      ├ ConcurrencyError (RuntimeError) .... zagent_core.journal.protocol: another writer appended first
      ├ EventSchemaError (ValueError) ...... zagent_core.journal.events: an event this zagent cannot read
      │  └ NewerEventError ................. an event type or schema version a newer zagent wrote
-     ├ InconsistentJournalError (ValueError) zagent_core.journal.fold: an event names an unknown call or task
+     ├ InconsistentJournalError (ValueError) zagent_core.journal.fold: an unknown call or task, a hole in versions
      ├ ExportError (ValueError) ........... zagent_core.history.exports: a file that is not a zagent export
      ├ ModelError (RuntimeError) .......... zagent_core.agent.models: the model could not be asked
      ├ OrphanedCallError (RuntimeError) ... zagent_core.agent.conversation: a tool call without a result

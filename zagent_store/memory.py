@@ -106,6 +106,11 @@ class MemoryJournal(Journal):
                 summaries = [s for s in summaries if s.parent_session_id not in self._sessions]
         return summaries[:limit]
 
+    def find_sessions(self, part: str, limit: int) -> list[str]:
+        with self._lock:
+            found = sorted(sid for sid in self._sessions if sid.startswith(part) or sid.endswith(part))
+        return sorted(found, key=lambda sid: sid != part)[:limit]
+
     def _summary(self, stream: list[StoredEvent], snapshot: Snapshot | None) -> SessionSummary:
         parent, call, label, depth = self._parents[stream[0].session_id]
         return SessionSummary(
@@ -157,20 +162,33 @@ class MemoryJournal(Journal):
             for stream in sorted(self._sessions.values(), key=lambda s: s[-1].seq):
                 sid = stream[0].session_id
                 held = self._leases.get(sid)
-                if (len(claims) >= limit or sid in exclude or self._parents[sid][0] is not None
-                        or any(e.event.type == "session_ended" for e in stream)):
-                    continue  # full, excluded, a sub-agent (its parent drives it) or ended
+                if len(claims) >= limit or sid in exclude or not self._wants_driver(stream):
+                    continue
                 if held is not None and (not self._as_read(held, now).expired
                                          or (running is not None and running(held.owner))):
-                    continue
-                newest = max((snap for (s, _), snap in self._snapshots.items() if s == sid),
-                             key=lambda snap: snap.version, default=None)
-                if newest is not None and newest.version == len(stream) and newest.status in _NEEDS_NOTHING:
                     continue
                 claims.append(Claim(sid, None if held is None else self._as_read(held, now)))
                 self._leases[sid] = Lease(sid, dict(owner), now, expires_at=now + timedelta(seconds=ttl))
             self._work.clear()
             return claims
+
+    def _wants_driver(self, stream: list[StoredEvent]) -> bool:
+        """No sub-agent (its parent drives it), not ended, and not left by a driver that stopped
+        cleanly with nothing to do (its newest snapshot is of its last event and says so)."""
+        sid = stream[0].session_id
+        if self._parents[sid][0] is not None or any(e.event.type == "session_ended" for e in stream):
+            return False
+        newest = max((snap for (s, _), snap in self._snapshots.items() if s == sid),
+                     key=lambda snap: snap.version, default=None)
+        return newest is None or newest.version != len(stream) or newest.status not in _NEEDS_NOTHING
+
+    def leased_work(self) -> list[Lease]:
+        with self._lock:
+            now = clock.now()
+            return [self._as_read(self._leases[stream[0].session_id], now)
+                    for stream in sorted(self._sessions.values(), key=lambda s: s[-1].seq)
+                    if (held := self._leases.get(stream[0].session_id)) is not None and held.expires_at is not None
+                    and self._wants_driver(stream)]
 
     def wait_for_work(self, timeout: float) -> bool:
         return self._work.wait(timeout)

@@ -361,6 +361,14 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
             ).fetchall()
         return [session_summary(row) for row in rows]
 
+    def find_sessions(self, part: str, limit: int) -> list[str]:
+        with self._reported("read") as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM heads WHERE left(session_id, %(n)s) = %(part)s OR right(session_id, %(n)s) = %(part)s"
+                " ORDER BY session_id <> %(part)s, session_id LIMIT %(limit)s",
+                {"n": len(part), "part": part, "limit": limit}).fetchall()
+        return [row[0] for row in rows]
+
     # -- snapshots ------------------------------------------------------------------
 
     def save_snapshot(self, session_id: str, version: int, projection: str, data: str,

@@ -99,6 +99,15 @@ class PostgresLeases(PostgresBase, Leases):
                     claims.append(Claim(sid, previous))
         return claims
 
+    def leased_work(self) -> list[Lease]:
+        with self._reported("read") as conn:
+            rows = conn.execute(
+                f"""SELECT l.session_id, l.owner, l.since, {_EXPIRY.replace("expires_at", "l.expires_at")}
+                    FROM leases l JOIN heads h ON h.session_id = l.session_id
+                    WHERE l.expires_at IS NOT NULL AND NOT h.ended AND {dialect(WANTS_DRIVER)}
+                    ORDER BY h.last_seq""").fetchall()
+        return [_lease_of(row[0], row[1:]) for row in rows]
+
     def wait_for_work(self, timeout: float) -> bool:
         """``LISTEN`` on a connection of its own: a release or a wake-up anywhere wakes the worker at once."""
         try:

@@ -6,6 +6,11 @@ page SQLite cannot read. Every event that reads and loads is kept with its sessi
 version and time; a session keeps the run of versions 1, 2, 3... up to its first
 missing or unreadable event (an event after a hole could not be folded into a state).
 Snapshots and leases are not copied: both are rebuilt or retaken as needed.
+
+A list of tables whose text is damaged (a definition that does not parse, or is not
+UTF-8) makes SQLite refuse the whole file; it is read past with ``PRAGMA writable_schema``,
+which skips such a definition, and when the skipped one is the ``events`` table's own, it
+is written again in the copy, as every journal has it: its rows are on pages of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ from pathlib import Path
 from zagent_core.journal.events import Event, EventSchemaError, load_event_json
 from zagent_core.journal.protocol import JournalError
 
+#: The ``events`` table as every schema has had it (``sqlite.py``'s ``_create_events``): the
+#: definition a damaged one is replaced with, in the copy, so that its rows can be read.
+_EVENTS_TABLE = ('CREATE TABLE "events" ("seq" INTEGER PRIMARY KEY, "session_id" TEXT NOT NULL, '
+                 '"version" INTEGER NOT NULL, "type" TEXT NOT NULL, "at" TEXT NOT NULL, "call_id" TEXT, '
+                 '"task_id" TEXT, "data" TEXT NOT NULL)')
 #: Events appended per transaction when writing the new journal.
 _CHUNK = 1000
 #: Rows probed one by one past a damaged page before giving up on the rest of the table.
@@ -67,7 +77,7 @@ def recover_journal(source: Path, target: Path) -> RecoverReport:
         wal = source.with_name(source.name + "-wal")
         if wal.exists():
             shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        with contextlib.closing(_open(copy, source)) as conn:
+        with contextlib.closing(_open(copy, source, skipped)) as conn:
             sessions, unreadable = _read_sessions(conn, skipped)
     kept, after_gaps = 0, 0
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -90,19 +100,58 @@ def recover_journal(source: Path, target: Path) -> RecoverReport:
                          unreadable=unreadable, after_gaps=after_gaps, skipped=skipped)
 
 
-def _open(copy: Path, source: Path) -> sqlite3.Connection:
+def _connect(copy: Path, *, past_damage: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(copy, isolation_level=None)
     conn.text_factory = bytes  # damaged text must not stop the reading: each row is decoded on its own
+    if past_damage:
+        # SQLite then skips a definition that does not parse (or decode) instead of refusing the
+        # whole file: the tables whose own definition reads can still be read.
+        conn.execute("PRAGMA writable_schema = ON")
+    return conn
+
+
+def _open(copy: Path, source: Path, skipped: list[str]) -> sqlite3.Connection:
+    conn = _connect(copy)
     try:
         found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the error names the undecodable definition
         conn.close()
-        raise RecoverError(f"{source} cannot be read as a SQLite database ({exc}): it is not a journal, "
-                           "or its first page (the list of tables) is destroyed; nothing can be recovered") from None
+        skipped.append(f"the list of tables is damaged ({_said(exc)}): read past it with PRAGMA writable_schema")
+        return _open_past_damage(copy, source, skipped)
     if found is None:
         conn.close()
         raise RecoverError(f"{source} is a SQLite database but not a zagent journal (it has no events table)")
     return conn
+
+
+def _open_past_damage(copy: Path, source: Path, skipped: list[str]) -> sqlite3.Connection:
+    """The copy opened with its damaged definitions skipped; if the damaged one is the events
+    table's own, it is written again (in the copy) as every journal has it, where its rows are."""
+    conn = _connect(copy, past_damage=True)
+    try:
+        try:
+            conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
+            return conn
+        except sqlite3.OperationalError:  # "no such table": the definition skipped was events'
+            pass
+        rewritten = conn.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'events' "
+                                 "AND rootpage > 0", (_EVENTS_TABLE,)).rowcount
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        conn.close()
+        raise RecoverError(f"{source} cannot be read as a SQLite database ({_said(exc)}): it is not a journal, "
+                           "or its first page (the list of tables) is destroyed; nothing can be recovered") from None
+    conn.close()
+    if not rewritten:
+        raise RecoverError(f"{source}: its list of tables is damaged and names no events table; "
+                           "nothing can be recovered")
+    skipped.append("the events table's definition is unreadable: its rows are read as every zagent journal "
+                   "lays them out")
+    return _connect(copy, past_damage=True)
+
+
+def _said(exc: BaseException) -> str:
+    """An error of SQLite's in words (one about text that does not decode says only that)."""
+    return "a definition that is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
 
 
 def _read_sessions(conn: sqlite3.Connection, skipped: list[str]) -> tuple[dict[str, _Session], int]:

@@ -381,6 +381,14 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
             summaries.setdefault(row[0], session_summary(row))
         return list(summaries.values())
 
+    def find_sessions(self, part: str, limit: int) -> list[str]:
+        # A scan of the head rows (one per session, never the events); substr counts characters, as len() does.
+        with self._lock, reported(self.path, "read"):
+            rows = self._conn.execute(
+                "SELECT session_id FROM heads WHERE substr(session_id, 1, ?1) = ?2 OR substr(session_id, -?1) = ?2"
+                " ORDER BY session_id <> ?2, session_id LIMIT ?3", (len(part), part, limit)).fetchall()
+        return [row[0] for row in rows]
+
     # -- snapshots ------------------------------------------------------------------
 
     def save_snapshot(self, session_id: str, version: int, projection: str, data: str,

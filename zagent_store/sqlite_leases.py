@@ -83,6 +83,15 @@ class SQLiteLeases(SQLiteBase, Leases):
         return [Claim(sid, None if held is None else lease_of(sid, (held, since, until), stamp))
                 for sid, held, since, until in rows]
 
+    def leased_work(self) -> list[Lease]:
+        with self._lock, reported(self.path, "read"):
+            now = format_time(clock.now())
+            rows = self._conn.execute(
+                f"""SELECT l.session_id, l.owner, l.since, l.expires_at FROM leases l
+                    JOIN heads h ON h.session_id = l.session_id
+                    WHERE l.expires_at IS NOT NULL AND NOT h.ended AND {WANTS_DRIVER} ORDER BY h.last_seq""").fetchall()
+        return [lease_of(sid, (owner, since, expires), now) for sid, owner, since, expires in rows]
+
     def wait_for_work(self, timeout: float) -> bool:
         time.sleep(timeout)  # one file on one host: nobody to be told by; the worker polls
         return False

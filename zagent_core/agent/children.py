@@ -71,6 +71,10 @@ class _Refused(Exception):  # noqa: N818 - a refusal for the model, not a failur
     """The spawn cannot run as asked; the message says why and what to do."""
 
 
+class _NotItsChild(Exception):  # noqa: N818 - a refusal, told as the spawn call's outcome
+    """The session a spawn names is no sub-agent of the session that spawned it (an edited journal)."""
+
+
 def drive_child(parent: Session, context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Run (or go on with) the child of the spawn call ``context.call_id``; its outcome is the result."""
     going_on = next((child for child in parent.state.running_children if child.call_id == context.call_id), None)
@@ -254,7 +258,7 @@ def _drive(parent: Session, context: BuiltinContext, plan: _Plan) -> ToolResult:
     config = engine.config.spawn
     try:
         child = _open(parent, context, plan)
-    except (SessionBusyError, SessionEndedError) as exc:
+    except (SessionBusyError, SessionEndedError, _NotItsChild) as exc:
         return _ended(parent, context, plan, "error", f"the sub-agent's session could not be driven: {exc}")
     # Ctrl-C stops the whole tree: a child's calls and its agent loop watch the parent's signal.
     child.interrupt_calls = parent.interrupt_calls
@@ -287,14 +291,20 @@ def _drive(parent: Session, context: BuiltinContext, plan: _Plan) -> ToolResult:
 
 
 def _open(parent: Session, context: BuiltinContext, plan: _Plan) -> Session:
-    """The child's session: started with the id its parent journaled, or resumed."""
+    """The child's session: started with the id its parent journaled, or resumed, if it names this
+    parent back (a journal edited or imported from elsewhere could name any session)."""
     engine = parent.engine
-    if engine.session_state(plan.session_id).version == 0:  # new, or the crash came before it started
+    state = engine.session_state(plan.session_id)
+    if state.version == 0:  # new, or the crash came before it started
         session = engine.start_session("spawn", session_id=plan.session_id, parent=ParentLink(
             session_id=parent.session_id, call_id=context.call_id, label=plan.label, depth=parent.depth + 1,
             tools=plan.tools, subagent_type=plan.subagent_type))
         crash_point("after_child_started")
         return session
+    link = state.parent
+    if link is None or (link.session_id, link.label) != (parent.session_id, plan.label):
+        what = "no sub-agent" if link is None else f"{link.label} of session {link.session_id}"
+        raise _NotItsChild(f"session {plan.session_id} is {what}, not {plan.label} of this session: it is left alone")
     return engine.resume(plan.session_id)
 
 

@@ -187,7 +187,7 @@ class Agent:
             session.record_user_message(prompt)
         session.deliver(turn="user" if prompt is not None else "resume" if resumed else "wake",
                         system_prompt=self.config.system_prompt, model=self.spec,
-                        model_base_url=getattr(self.model, "base_url", None) if self.spec else None)
+                        model_base_url=getattr(self.model, "shown_url", None) if self.spec else None)
         calls_this_turn = 0
         specs = self.tool_specs()
         while True:

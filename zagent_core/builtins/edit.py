@@ -31,10 +31,11 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     shown = arguments["path"]
     try:
         files.check_strings(arguments["old_string"], arguments["new_string"])
-        path, text = files.load_for_edit(context, shown)
-        changed, count = files.replace(text, arguments["old_string"], arguments["new_string"],
-                                       bool(arguments.get("replace_all", False)), shown)
-        files.write_text_checked(context, path, shown, changed.encode("utf-8"))
+        with files.located(context, shown, "edited") as where:
+            text = files.load_for_edit(context, where, shown)
+            changed, count = files.replace(text, arguments["old_string"], arguments["new_string"],
+                                           bool(arguments.get("replace_all", False)), shown)
+            files.write_text_checked(context, where, shown, changed.encode("utf-8"))
     except files.FileProblem as exc:
         return files.error(str(exc))
     return ToolResult(output=f"Edited {shown}: {count} replacement{'s' if count != 1 else ''}", is_error=False)

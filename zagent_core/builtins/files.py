@@ -1,6 +1,9 @@
 """What the file built-ins share: the content hash, the read-before-edit gate, atomic
 writes, binary detection and the numbered-lines rendering.
 
+Every file is reached through a :class:`~zagent_core.builtins.beneath.Place` (the folder
+holding it, open, and its name there), never by its path: see ``beneath.py``.
+
 The hash is the first 64 bits (16 hex digits) of SHA-256 over the file's bytes: wide
 enough that the gate is not betting on a 32-bit birthday bound, the same on every machine
 (a journal moves between them), and computed by the standard library in C: with the SHA
@@ -15,17 +18,18 @@ import hashlib
 import itertools
 import os
 import re
+import secrets
 import shlex
 import stat
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from zagent_core.builtins.beneath import Place, place
 from zagent_core.journal.events import ReadEntry
-from zagent_core.tools.inprocess import BuiltinContext, PathRefused
+from zagent_core.tools.inprocess import BuiltinContext, PathRefused, unusable_path
 from zagent_core.tools.results import ToolResult
 
 #: Lines a read shows at most, unless the call asks for another ``limit``.
@@ -82,27 +86,31 @@ def error(message: str) -> ToolResult:
     return ToolResult(output=message, is_error=True)
 
 
-def target(context: BuiltinContext, path: str) -> Path:
-    """``path`` made absolute (the read-state key); a refusal of confinement is a :class:`FileProblem`."""
+def located(context: BuiltinContext, shown: str, doing: str, *, make_folders: bool = False) -> Place:
+    """Where the model's path ``shown`` leads (see :func:`~zagent_core.builtins.beneath.place`); a refusal
+    of confinement, or a folder on the way that is missing or wrong, is a :class:`FileProblem`."""
     try:
-        return context.resolve(path)
+        return place(context, shown, make_folders=make_folders)
     except PathRefused as exc:
         raise FileProblem(str(exc)) from None
+    except OSError as exc:
+        raise _problem(exc, None, shown, doing) from None
 
 
 @contextlib.contextmanager
-def open_regular(path: Path, shown: str, doing: str) -> Iterator[tuple[int, int]]:
-    """A descriptor of ``path`` open for reading and its size; a :class:`FileProblem` when it is not a
-    regular file (a FIFO would block the read forever, a device never ends)."""
+def open_regular(where: Place, shown: str, doing: str) -> Iterator[tuple[int, int]]:
+    """A descriptor of the file at ``where`` open for reading and its size; a :class:`FileProblem` when it is
+    not a regular file (a FIFO would block the read forever, a device never ends)."""
     try:
-        # O_NONBLOCK: opening a FIFO without a writer must not wait for one.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO without a writer must not wait for one. O_NOFOLLOW: its links
+        # were followed by hand; one swapped in since is refused (ELOOP), not followed.
+        fd = os.open(where.name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=where.folder)
     except OSError as exc:
-        raise _problem(exc, path, shown, doing) from None
+        raise _problem(exc, where, shown, doing) from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise _problem(IsADirectoryError(), path, shown, doing)
+            raise _problem(IsADirectoryError(), where, shown, doing)
         if not stat.S_ISREG(info.st_mode):
             raise FileProblem(f"{shown} is {_kind(info.st_mode)}, not a regular file; the file tools only work on "
                               "regular files (look at it with shell if you must, e.g. head -c 1000)")
@@ -117,17 +125,17 @@ def _kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "a special file")
 
 
-def read_bytes(path: Path, shown: str) -> bytes:
+def read_bytes(where: Place, shown: str) -> bytes:
     """The bytes of an existing regular file up to :data:`WHOLE_FILE_CAP`, or a :class:`FileProblem` saying
     what is wrong."""
-    with open_regular(path, shown, "read") as (fd, size):
+    with open_regular(where, shown, "read") as (fd, size):
         if size > WHOLE_FILE_CAP:
             raise too_large(shown, size)
         try:
             with os.fdopen(os.dup(fd), "rb") as handle:
                 data = handle.read(WHOLE_FILE_CAP + 1)
         except OSError as exc:
-            raise _problem(exc, path, shown, "read") from None
+            raise _problem(exc, where, shown, "read") from None
     if len(data) > WHOLE_FILE_CAP:  # it grew since fstat
         raise too_large(shown, len(data))
     return data
@@ -139,10 +147,14 @@ def too_large(shown: str, size: int) -> FileProblem:
                        "(e.g. sed -i)")
 
 
-def _problem(exc: OSError, path: Path, shown: str, doing: str) -> FileProblem:
-    """What the model is told when the file system refuses."""
+def _problem(exc: OSError, where: Place | None, shown: str, doing: str) -> FileProblem:
+    """What the model is told when the file system refuses (``where`` is None: on the way to the file)."""
+    if (unusable := unusable_path(exc)) is not None:
+        return FileProblem(unusable)
     if isinstance(exc, FileNotFoundError):
-        return FileProblem(f"no such file: {shown}{_siblings(path)}")
+        if where is None:
+            return FileProblem(f"no such file: {shown} (the folder {exc.filename} does not exist either)")
+        return FileProblem(f"no such file: {shown}{_siblings(where)}")
     if isinstance(exc, IsADirectoryError):
         return FileProblem(f"{shown} is a folder, not a file; list it with list_files")
     if isinstance(exc, PermissionError):
@@ -150,15 +162,15 @@ def _problem(exc: OSError, path: Path, shown: str, doing: str) -> FileProblem:
     return FileProblem(f"{shown}: cannot be {doing} ({exc.strerror or exc})")
 
 
-def _siblings(path: Path) -> str:
+def _siblings(where: Place) -> str:
     """Close names in the same folder, as a hint after "no such file"."""
     from zagent_core.problems import did_you_mean
 
     try:
-        names = os.listdir(path.parent)
+        names = where.names()
     except OSError:
-        return "" if path.parent.is_dir() else f" (the folder {path.parent} does not exist either)"
-    return did_you_mean(path.name, names)
+        return ""
+    return did_you_mean(where.name, names)
 
 
 def decode_text(data: bytes, shown: str) -> str:
@@ -253,26 +265,24 @@ class Written:
     size: int
 
 
-def write_atomic(path: Path, data: bytes) -> Written:
-    """Replace ``path``'s content with ``data`` so a crash leaves the old file or the new one.
+def write_atomic(where: Place, data: bytes) -> Written:
+    """Replace the content of the file at ``where`` with ``data`` so a crash leaves the old file or the new one.
 
     The bytes go to a temporary file in the same folder, are synced, and the temporary
     file is renamed over the target; its mode is the old file's (a new file gets the
     umask's), and so is its owner where the process may set it (root may; others keep
-    their own). A symlink is written through: its target changes, the link stays. Parent
-    folders are created. The folder is not synced: if a power loss undoes the rename, the
-    gate sees a file other than the one the journal says was written, and refuses an edit.
+    their own). A symlink is written through (``where`` is past it): its target changes, the
+    link stays. The folder is not synced: if a power loss undoes the rename, the gate sees a
+    file other than the one the journal says was written, and refuses an edit. A link
+    swapped in at ``where`` meanwhile is replaced by the file, never followed.
     """
-    real = Path(os.path.realpath(path))
-    real.parent.mkdir(parents=True, exist_ok=True)
     try:
-        old: os.stat_result | None = os.stat(real)
+        old: os.stat_result | None = where.lstat()
     except FileNotFoundError:
         old = None
-    mode = stat.S_IMODE(old.st_mode) if old else None
-    _remove_orphans(real)
-    # The pid in the name tells a later write whether the writer of a leftover is dead.
-    fd, temporary = tempfile.mkstemp(prefix=f".{real.name}.{os.getpid()}.", suffix=_TEMPORARY, dir=real.parent)
+    mode = stat.S_IMODE(old.st_mode) if old and not stat.S_ISLNK(old.st_mode) else None
+    _remove_orphans(where)
+    fd, temporary = _temporary(where)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -283,10 +293,10 @@ def write_atomic(path: Path, data: bytes) -> Written:
                     os.fchown(handle.fileno(), old.st_uid, old.st_gid)
             os.fchmod(handle.fileno(), mode if mode is not None else _NEW_FILE_MODE)
             os.fsync(handle.fileno())
-        os.replace(temporary, real)
+        os.replace(temporary, where.name, src_dir_fd=where.folder, dst_dir_fd=where.folder)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=where.folder)
         raise
     return Written(created=mode is None, size=len(data))
 
@@ -294,18 +304,30 @@ def write_atomic(path: Path, data: bytes) -> Written:
 _TEMPORARY = ".zagent-tmp"
 
 
-def _remove_orphans(real: Path) -> None:
-    """Delete the temporary files a killed write of ``real`` left behind (their writer is dead)."""
-    # Exactly the names mkstemp makes for this file: ".v." is also how ".v.3999999.<pid>..." (of v.3999999) starts.
-    mine = re.compile(re.escape(f".{real.name}.") + r"(\d+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY))
+def _temporary(where: Place) -> tuple[int, str]:
+    """A new file beside ``where``'s, open for writing, no one else's (``O_EXCL``), and its name."""
+    while True:
+        # The pid in the name tells a later write whether the writer of a leftover is dead.
+        name = f".{where.name}.{os.getpid()}.{secrets.token_hex(4)}{_TEMPORARY}"
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                           dir_fd=where.folder), name
+        except FileExistsError:
+            continue
+
+
+def _remove_orphans(where: Place) -> None:
+    """Delete the temporary files a killed write of ``where``'s file left behind (their writer is dead)."""
+    # Exactly the names of its temporary files: ".v." is also how ".v.3999999.<pid>..." (of v.3999999) starts.
+    mine = re.compile(re.escape(f".{where.name}.") + r"(\d+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY))
     try:
-        names = os.listdir(real.parent)
+        names = where.names()
     except OSError:
         return
     for name in names:
         if (match := mine.fullmatch(name)) and not _alive(int(match[1])):
             with contextlib.suppress(OSError):
-                os.unlink(real.parent / name)
+                os.unlink(name, dir_fd=where.folder)
 
 
 def _alive(pid: int) -> bool:
@@ -328,25 +350,25 @@ def _read_umask() -> int:
 _NEW_FILE_MODE = 0o666 & ~_read_umask()
 
 
-def write_text_checked(context: BuiltinContext, path: Path, shown: str, data: bytes) -> Written:
+def write_text_checked(context: BuiltinContext, where: Place, shown: str, data: bytes) -> Written:
     """Write ``data`` atomically and stage the new entry, or a :class:`FileProblem` saying why not."""
-    _refuse_read_only(path, shown)
+    _refuse_read_only(where, shown)
     try:
-        written = write_atomic(path, data)
+        written = write_atomic(where, data)
     except OSError as exc:
-        raise _problem(exc, path, shown, "written") from None
-    remember_write(context, path, data)
+        raise _problem(exc, where, shown, "written") from None
+    remember_write(context, where.key, data)
     return written
 
 
-def _refuse_read_only(path: Path, shown: str) -> None:
+def _refuse_read_only(where: Place, shown: str) -> None:
     """A file without any write bit, or that this process may not write, is not replaced: the rename would
     succeed (it needs only the folder), but the file says it should not change."""
     try:
-        mode = os.stat(path).st_mode
+        mode = where.lstat().st_mode
     except OSError:
         return
-    if not mode & 0o222 or not os.access(path, os.W_OK):
+    if not mode & 0o222 or not os.access(where.name, os.W_OK, dir_fd=where.folder):
         raise FileProblem(f"{shown} is read-only (mode {stat.S_IMODE(mode):o}); it was not changed. If it should "
                           f"change, make it writable first (e.g. shell: chmod u+w {shlex.quote(shown)})")
 
@@ -354,17 +376,16 @@ def _refuse_read_only(path: Path, shown: str) -> None:
 # -- replacing strings (edit, multi_edit) -------------------------------------------------
 
 
-def load_for_edit(context: BuiltinContext, shown: str) -> tuple[Path, str]:
-    """The file to edit and its text, once the gate lets the call change it."""
-    path = target(context, shown)
+def load_for_edit(context: BuiltinContext, where: Place, shown: str) -> str:
+    """The text of the file to edit, once the gate lets the call change it."""
     try:
-        data = read_bytes(path, shown)
+        data = read_bytes(where, shown)
     except FileProblem as exc:
-        if not path.exists():
+        if not where.exists():
             raise FileProblem(f"{exc}; to create a file, use write_file") from None
         raise
-    gate(context, path, shown, data)
-    return path, decode_text(data, shown)
+    gate(context, where.key, shown, data)
+    return decode_text(data, shown)
 
 
 #: Lines of the file scored against old_string's first line when it is not found, at most.

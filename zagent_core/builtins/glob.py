@@ -11,8 +11,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from zagent_core.builtins import beneath
+from zagent_core.builtins.beneath import FolderMoved
 from zagent_core.builtins.search import (
+    Found,
     GlobError,
+    cannot,
     compile_glob,
     describe_missing,
     has_glob_chars,
@@ -50,15 +54,32 @@ def split_pattern(pattern: str) -> tuple[str, str]:
     return base, "/".join(parts[literal:])
 
 
-def _row(base: str, relative: str, shown: str, metadata: bool) -> str:
+def _row(relative: str, info: os.stat_result | None, shown: str, metadata: bool) -> str:
     path = relative if shown == "." else f"{shown.rstrip('/')}/{relative}"
     if not metadata:
         return path
-    try:
-        info = os.stat(os.path.join(base, relative), follow_symlinks=False)
-    except OSError:
+    if info is None:
         return f"{path}\t?\t?"
     return f"{path}\t{info.st_size}\t{iso_time(info.st_mtime)}"
+
+
+def _status(found: Found) -> os.stat_result | None:
+    try:
+        return os.stat(found.name, dir_fd=found.folder, follow_symlinks=False)
+    except OSError:
+        return None
+
+
+def _matches(folder: int, base: str, rest: str, metadata: bool) -> list[tuple[str, os.stat_result | None]]:
+    """The files under ``folder`` whose path matches glob ``rest``; the status of the ones shown, taken as
+    they are found (from their folder's descriptor)."""
+    regex = compile_glob(rest)
+    depth = None if "**" in rest else rest.count("/") + 1
+    found: list[tuple[str, os.stat_result | None]] = []
+    for file in walk(folder, base, max_depth=depth):
+        if regex.fullmatch(file.relative):
+            found.append((file.relative, _status(file) if metadata and len(found) < MAX_FILES else None))
+    return found
 
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
@@ -69,25 +90,42 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     where = os.path.join(given, literal) if literal and given != "." else literal or given
     try:
         compile_glob(pattern)  # a mistake is told about where it is in the pattern as written
-        base = context.resolve(where)
-        regex = compile_glob(rest)
+        compile_glob(rest)
+        base = beneath.place(context, where)
     except (PathRefused, GlobError) as exc:
         return ToolResult(output=str(exc), is_error=True)
-    if not base.exists():
-        if literal:
-            return ToolResult(output=f"No files found (the folder {where} does not exist)", is_error=False)
-        return ToolResult(output=describe_missing(given, base), is_error=True)
-    if not base.is_dir():
-        return ToolResult(output=f"{where} is a file, not a folder: glob searches from a folder; give its folder "
-                                 "as path", is_error=True)
-    depth = None if "**" in rest else rest.count("/") + 1
-    found = [relative for relative in walk(str(base), max_depth=depth) if regex.fullmatch(relative)]
+    except FileNotFoundError:
+        return _missing(context, given, where, literal)
+    except OSError as exc:
+        return cannot(where, exc, "searched")
+    with base:
+        if not base.exists():
+            return _missing(context, given, where, literal)
+        try:
+            folder = base.open_folder()
+        except NotADirectoryError:
+            return ToolResult(output=f"{where} is a file, not a folder: glob searches from a folder; give its "
+                                     "folder as path", is_error=True)
+        except OSError as exc:
+            return cannot(where, exc, "searched")
+    metadata = arguments.get("metadata", True)
+    try:
+        found = _matches(folder, str(base.key), rest, metadata)
+    except FolderMoved as exc:
+        return ToolResult(output=f"the search stopped: {exc.filename}: {exc.strerror}; search again", is_error=True)
+    finally:
+        os.close(folder)
     if not found:
         return ToolResult(output="No files found", is_error=False)
-    shown = shown_path(context.workspace, str(base))
-    metadata = arguments.get("metadata", True)
-    return listing(found, lambda relative: _row(str(base), relative, shown, metadata), MAX_FILES,
+    shown = shown_path(context.workspace, str(base.key))
+    return listing(found, lambda item: _row(*item, shown, metadata), MAX_FILES,
                    "files shown; narrow the pattern or the path")
+
+
+def _missing(context: BuiltinContext, given: str, where: str, literal: str) -> ToolResult:
+    if literal:
+        return ToolResult(output=f"No files found (the folder {where} does not exist)", is_error=False)
+    return ToolResult(output=describe_missing(given, context.resolve(where)), is_error=True)
 
 
 TOOL = Builtin(

@@ -17,6 +17,7 @@ import os
 import re
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,10 +28,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zagent_core.builtins import files
+from zagent_core.builtins.beneath import FolderMoved, Place
 from zagent_core.builtins.search import (
     FILE_TYPES,
     Filters,
+    Found,
     GlobError,
+    cannot,
     compile_glob,
     existing_path,
     pattern_parameters,
@@ -89,6 +93,10 @@ class Query:
     #: The folder searched, or the one file.
     root: str
     root_is_file: bool
+    #: Where the Python search reads from (see ``beneath.py``): the folder searched, open, or the one
+    #: file's folder (and ``name``, its name there). The caller's to close.
+    folder: int
+    name: str = ""
     mode: Mode = "files_with_matches"
     filters: Filters = Filters()
     ignore_case: bool = False
@@ -170,22 +178,33 @@ def _too_long(timeout: float) -> SearchError:
                        "narrow it with glob or type")
 
 
+def _contents(file: Found) -> bytes | None:
+    """The bytes of a regular file the walk found, read from its folder's descriptor (a link or a FIFO
+    swapped in for it since is not followed, nor waited on); None when it cannot be read."""
+    try:
+        fd = os.open(file.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=file.folder)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            return handle.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        except OSError:
+            return None
+
+
 def python_search(query: Query, timeout: float) -> Iterator[Item]:
     """Search with Python's ``re``: the files of :func:`search.walk`, in its order."""
     regex = compile_pattern(query)
-    files = iter([os.path.basename(query.root)]) if query.root_is_file else walk(query.root, query.filters)
-    base = os.path.dirname(query.root) if query.root_is_file else query.root
+    found = (iter([Found(os.path.basename(query.root), query.folder, query.name)]) if query.root_is_file
+             else walk(query.folder, query.root, query.filters))
     deadline = time.monotonic() + timeout
-    for relative in files:
+    for file in found:
         if time.monotonic() > deadline:
             raise _too_long(timeout)
-        try:
-            with open(os.path.join(base, relative), "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue
+        data = _contents(file)
         if not data or b"\0" in data:
             continue
+        relative = file.relative
         whole = data.decode("utf-8", errors="replace")
         # Lines end at "\n": the one ending the file does not start an empty line.
         text = whole[:-1] if whole.endswith("\n") else whole
@@ -441,22 +460,26 @@ def page(lines: Iterator[str], head_limit: int, offset: int, byte_cap: int, empt
     return "\n".join(kept)
 
 
-def _query(context: BuiltinContext, arguments: Arguments) -> tuple[Query, str] | ToolResult:
+def _folder(root: Place, given: str) -> int | ToolResult:
+    """Where the search reads: the folder ``root`` is, opened (the caller closes it), or its own folder
+    (held by ``root``) when it is one text file; or the error result that says why it cannot be searched."""
+    try:
+        if stat.S_ISDIR(root.lstat().st_mode):
+            return root.open_folder()
+        # A FIFO or a device is refused, never waited on nor searched without end.
+        with files.open_regular(root, given, "read") as (fd, _):
+            if b"\0" in os.pread(fd, BINARY_SAMPLE, 0):
+                return ToolResult(output=f"{given} is a binary file; grep searches text files", is_error=False)
+    except files.FileProblem as exc:
+        return ToolResult(output=str(exc), is_error=True)
+    except OSError as exc:
+        return cannot(given, exc, "read")
+    return root.folder
+
+
+def _query(context: BuiltinContext, arguments: Arguments, root: Place, folder: int) -> tuple[Query, str] | ToolResult:
     """The search ``arguments`` ask for and how its path is shown, or the error result that says what is wrong."""
-    given = arguments.get("path") or "."
-    root = existing_path(context, given)
-    if isinstance(root, ToolResult):
-        return root
-    root_is_file = not root.is_dir()
-    if root_is_file:
-        try:  # a FIFO or a device is refused, never waited on nor searched without end
-            with files.open_regular(root, given, "read") as (fd, _):
-                if b"\0" in os.pread(fd, BINARY_SAMPLE, 0):
-                    return ToolResult(output=f"{given} is a binary file; grep searches text files", is_error=False)
-        except files.FileProblem as exc:
-            return ToolResult(output=str(exc), is_error=True)
-        except OSError as exc:
-            return ToolResult(output=f"{given} cannot be read: {exc.strerror or exc}", is_error=True)
+    root_is_file = folder == root.folder
     globs = (arguments["glob"],) if arguments.get("glob") else ()
     try:
         for glob in globs:
@@ -466,13 +489,14 @@ def _query(context: BuiltinContext, arguments: Arguments) -> tuple[Query, str] |
     mode: Mode = arguments.get("output_mode") or "files_with_matches"
     context_lines: int = arguments.get("-C", 0)
     query = Query(
-        pattern=arguments["pattern"], root=str(root), root_is_file=root_is_file, mode=mode,
+        pattern=arguments["pattern"], root=str(root.key), root_is_file=root_is_file, folder=folder, name=root.name,
+        mode=mode,
         filters=Filters(globs=globs, file_type=arguments.get("type")),
         ignore_case=bool(arguments.get("-i", False)), multiline=bool(arguments.get("multiline", False)),
         before=int(arguments.get("-B", context_lines)) if mode == "content" else 0,
         after=int(arguments.get("-A", context_lines)) if mode == "content" else 0,
     )
-    return query, shown_path(context.workspace, str(root.parent if root_is_file else root))
+    return query, shown_path(context.workspace, str(root.key.parent if root_is_file else root.key))
 
 
 def _lines_per_file(lines: Iterator[Item]) -> Iterator[Item]:
@@ -502,18 +526,37 @@ def search(query: Query, rg: str | None, timeout: float) -> Iterator[Item]:
 
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Carry out one validated grep call."""
-    built = _query(context, arguments)
-    if isinstance(built, ToolResult):
-        return built
-    query, shown = built
+    given = arguments.get("path") or "."
+    root = existing_path(context, given)
+    if isinstance(root, ToolResult):
+        return root
+    with root:
+        folder = _folder(root, given)
+        if isinstance(folder, ToolResult):
+            return folder
+        try:
+            built = _query(context, arguments, root, folder)
+            return built if isinstance(built, ToolResult) else _searched(context, arguments, *built)
+        finally:
+            if folder != root.folder:
+                os.close(folder)
+
+
+def _searched(context: BuiltinContext, arguments: Arguments, query: Query, shown: str) -> ToolResult:
+    """What the model is shown of ``query``'s search."""
     empty = "No files found" if query.mode == "files_with_matches" else "No matches found"
-    items = search(query, find_rg(), context.config.limits.default_timeout_seconds)
+    # ripgrep walks the tree by its paths' names, which a process of the workspace can swap for links
+    # while it runs: a confined search walks it from descriptors, in Python (see beneath.py).
+    rg = None if context.config.builtins.confine_to_workspace else find_rg()
+    items = search(query, rg, context.config.limits.default_timeout_seconds)
     lines = output_lines(items, shown, line_numbers=arguments.get("-n", True), gaps=bool(query.before or query.after))
     try:
         text = page(lines, arguments.get("head_limit", DEFAULT_HEAD_LIMIT), arguments.get("offset", 0),
                     max(context.config.limits.output_cap_bytes - 256, 256), empty)
     except (SearchError, GlobError) as exc:
         return ToolResult(output=str(exc), is_error=True)
+    except FolderMoved as exc:
+        return ToolResult(output=f"the search stopped: {exc.filename}: {exc.strerror}; search again", is_error=True)
     finally:
         close = getattr(items, "close", None)
         if close is not None:

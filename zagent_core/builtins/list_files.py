@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from zagent_core.builtins.search import existing_path, listing
+from zagent_core.builtins.search import cannot, existing_path, listing
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import ToolResult
 
@@ -30,10 +30,10 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
-def _entry(entry: os.DirEntry[str]) -> str:
+def _entry(folder: int, entry: os.DirEntry[str]) -> str:
     try:
         if entry.is_symlink():
-            target = os.readlink(entry.path)
+            target = os.readlink(entry.name, dir_fd=folder)
             return f"{entry.name}{'/' if entry.is_dir() else ''} -> {target}"
         return f"{entry.name}/" if entry.is_dir(follow_symlinks=False) else entry.name
     except OSError:
@@ -43,20 +43,29 @@ def _entry(entry: os.DirEntry[str]) -> str:
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Carry out one validated list_files call."""
     given = arguments.get("path") or "."
-    folder = existing_path(context, given)
-    if isinstance(folder, ToolResult):
-        return folder
-    if not folder.is_dir():
-        return ToolResult(output=f"{given} is a file, not a folder; read it with read_file, or list its folder "
-                                 f"({os.path.dirname(given) or '.'})", is_error=True)
+    found = existing_path(context, given)
+    if isinstance(found, ToolResult):
+        return found
+    with found:
+        try:
+            folder = found.open_folder()
+        except NotADirectoryError:
+            return ToolResult(output=f"{given} is a file, not a folder; read it with read_file, or list its folder "
+                                     f"({os.path.dirname(given) or '.'})", is_error=True)
+        except OSError as exc:
+            return cannot(given, exc, "listed")
     try:
+        # Listed from its descriptor, and its entries looked at while it is open: they ask it again.
         with os.scandir(folder) as scan:
             entries = sorted(scan, key=lambda entry: entry.name)
+        if not entries:
+            return ToolResult(output=f"{given} is an empty folder", is_error=False)
+        return listing(entries, lambda entry: _entry(folder, entry), MAX_ENTRIES,
+                       "entries shown; use glob with a pattern to find the others")
     except OSError as exc:
-        return ToolResult(output=f"{given} cannot be listed: {exc.strerror or exc}", is_error=True)
-    if not entries:
-        return ToolResult(output=f"{given} is an empty folder", is_error=False)
-    return listing(entries, _entry, MAX_ENTRIES, "entries shown; use glob with a pattern to find the others")
+        return cannot(given, exc, "listed")
+    finally:
+        os.close(folder)
 
 
 TOOL = Builtin(

@@ -17,6 +17,7 @@ applied. The result reports every edit's outcome in the seed's format::
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from zagent_core.builtins import files
@@ -56,33 +57,46 @@ def _short(message: str) -> str:
     return _FIRST_CLAUSE.split(message.split("\n", 1)[0], maxsplit=1)[0].rstrip(".")
 
 
-def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
-    """Carry out one validated multi_edit call."""
-    shown = arguments["path"]
-    edits = arguments["edits"]
-    try:
-        path, text = files.load_for_edit(context, shown)
-    except files.FileProblem as exc:
-        return files.error(str(exc))
-    outcomes: list[str] = []
-    failures: list[str] = []
-    applied = replacements = 0
+@dataclass
+class _Tally:
+    """What the edits did: how many applied, their replacements, and each one's outcome."""
+
+    applied: int = 0
+    replacements: int = 0
+    outcomes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def _apply(text: str, edits: list[dict[str, Any]], shown: str, tally: _Tally) -> str:
+    """``text`` with the edits applied in order, each to what the one before left (a failed one is skipped)."""
     for number, edit in enumerate(edits, start=1):
         try:
             text, count = files.replace(text, edit["old_string"], edit["new_string"],
                                         bool(edit.get("replace_all", False)), shown)
         except files.FileProblem as exc:
-            failures.append(f"edit #{number} failed: {exc}")
-            outcomes.append(f"#{number} failed: {_short(str(exc))}")
+            tally.failures.append(f"edit #{number} failed: {exc}")
+            tally.outcomes.append(f"#{number} failed: {_short(str(exc))}")
             continue
-        applied += 1
-        replacements += count
-        outcomes.append(f"#{number} applied")
+        tally.applied += 1
+        tally.replacements += count
+        tally.outcomes.append(f"#{number} applied")
+    return text
+
+
+def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
+    """Carry out one validated multi_edit call."""
+    shown = arguments["path"]
+    edits = arguments["edits"]
+    tally = _Tally()
+    try:
+        with files.located(context, shown, "edited") as where:
+            text = _apply(files.load_for_edit(context, where, shown), edits, shown, tally)
+            if tally.applied:
+                files.write_text_checked(context, where, shown, text.encode("utf-8"))
+    except files.FileProblem as exc:
+        return files.error(str(exc))
+    applied, replacements, outcomes, failures = tally.applied, tally.replacements, tally.outcomes, tally.failures
     if applied:
-        try:
-            files.write_text_checked(context, path, shown, text.encode("utf-8"))
-        except files.FileProblem as exc:
-            return files.error(str(exc))
         head = f"Edited {shown}: applied {applied} of {len(edits)} edits ({replacements} replacement{'s' if replacements != 1 else ''})."
     else:
         head = f"No change to {shown}: applied 0 of {len(edits)} edits."

@@ -52,18 +52,41 @@ PARAMETERS: dict[str, Any] = {
 #: Files up to this size get their lines counted for the footer ("of N"); larger ones are
 #: given in MiB: counting 100k lines costs as much as reading them.
 _COUNTED_BYTES = 1024 * 1024
+#: Files that say they are at most this large are read whole, as a stream (see :class:`_Source`).
+_READ_WHOLE_BYTES = 1024 * 1024
 #: Lines are skipped (to an ``offset``) this many bytes at a time.
 _SKIP_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
 class _Source:
-    """A regular file open for reading, read by ranges: a file of any size is never loaded whole."""
+    """A regular file open for reading, read by ranges: a large file is never loaded whole.
+
+    A small one is read whole, as a stream, into ``data``: the size of a file of ``/proc`` or
+    ``/sys`` says nothing (0, or 4096, whatever it holds), as the kernel makes it when it is
+    read, so it is read to its end (up to :data:`files.WHOLE_FILE_CAP`) and then its hash and
+    its slices see the same bytes.
+    """
 
     fd: int
     size: int
+    data: bytes | None = None
+
+    @classmethod
+    def of(cls, fd: int, size: int, shown: str) -> _Source:
+        if size > _READ_WHOLE_BYTES:
+            return cls(fd, size)
+        data = bytearray()
+        while len(data) <= files.WHOLE_FILE_CAP and (chunk := os.read(fd, files.STREAM_CHUNK)):
+            data += chunk
+        if len(data) > files.WHOLE_FILE_CAP:
+            raise files.FileProblem(f"{shown} says it has no size but goes on past {files.WHOLE_FILE_CAP // 2**20} "
+                                    "MiB (a file the kernel makes as it is read); look at it with shell (head)")
+        return cls(fd, len(data), bytes(data))
 
     def read(self, start: int, count: int) -> bytes:
+        if self.data is not None:
+            return self.data[start:start + count]
         return os.pread(self.fd, count, start)
 
     def chunks(self, start: int = 0) -> Iterator[bytes]:
@@ -108,11 +131,11 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
 
 def _read_one(context: BuiltinContext, reading: _Reading, request: dict[str, Any], line_numbers: bool) -> str:
     shown = request["path"]
-    path = files.target(context, shown)
     offset = int(request.get("offset", 1))
     limit = int(request.get("limit", files.DEFAULT_LINE_LIMIT))
-    with files.open_regular(path, shown, "read") as (fd, size):
-        source = _Source(fd, size)
+    with files.located(context, shown, "read") as where, files.open_regular(where, shown, "read") as (fd, size):
+        path = where.key
+        source = _Source.of(fd, size, shown)
         digest = source.digest()
         before = context.seen(path)
         if (before is not None and not before.elided and before.offset == offset and before.limit == limit

@@ -17,21 +17,27 @@ Python fallback of ``grep`` and the ``rg`` path give the same files:
 
 Symbolic links are not followed (a linked folder is not entered, a linked file is not
 read), and ignored folders are not entered. Entries are visited sorted by name within
-each folder, depth first: the order ``rg --sort path`` prints.
+each folder, depth first: the order ``rg --sort path`` prints. The walk goes from folder
+descriptor to folder descriptor, never by a path's name (see ``beneath.py``): a folder
+swapped for a link while it runs is not entered, and it holds two descriptors at most,
+however deep the tree (nor does it recurse).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from zagent_core.tools.inprocess import BuiltinContext, PathRefused
+from zagent_core.builtins import beneath
+from zagent_core.builtins.beneath import Identity, Place
+from zagent_core.tools.inprocess import BuiltinContext, PathRefused, unusable_path
 from zagent_core.tools.results import ToolResult
 from zagent_core.tools.text import storable
 
@@ -214,15 +220,42 @@ class RuleSet:
         return None
 
 
-def load_rules(folder: str) -> RuleSet:
-    has_git = os.path.exists(os.path.join(folder, ".git"))
+def load_rules(folder: str, fd: int) -> RuleSet:
+    """The ``.gitignore`` rules of ``folder``, open at ``fd``: read from there, a link not followed, a FIFO
+    not waited on."""
     try:
-        with open(os.path.join(folder, ".gitignore"), "rb") as handle:
-            data = handle.read()
+        os.stat(".git", dir_fd=fd, follow_symlinks=False)
+        has_git = True
+    except OSError:
+        has_git = False
+    try:
+        opened = os.open(".gitignore", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
     except OSError:
         return RuleSet(folder, (), has_git)
+    try:
+        data = os.read(opened, _GITIGNORE_BYTES) if stat.S_ISREG(os.fstat(opened).st_mode) else b""
+    except OSError:
+        data = b""
+    finally:
+        os.close(opened)
     rules = tuple(rule for line in _gitignore_lines(data) if (rule := parse_rule(line)) is not None)
     return RuleSet(folder, rules, has_git)
+
+
+#: Bytes of a ``.gitignore`` read at most (one read): no project's comes near.
+_GITIGNORE_BYTES = 4 * 1024 * 1024
+
+
+def _rules_above(folder: str) -> RuleSet:
+    """The ``.gitignore`` rules of a folder above the searched one (ripgrep reads those too), opened by its path."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return RuleSet(folder, (), False)
+    try:
+        return load_rules(folder, fd)
+    finally:
+        os.close(fd)
 
 
 def _gitignore_lines(data: bytes) -> Iterator[str]:
@@ -245,7 +278,7 @@ def parent_rules(root: str) -> list[RuleSet]:
         if parent == folder:
             break
         folder = parent
-        found.append(load_rules(folder))
+        found.append(_rules_above(folder))
     return found
 
 
@@ -294,44 +327,100 @@ def _decide(path: str, relative: str, name: str, is_dir: bool, chain: Sequence[R
     return included or not name.startswith(".")
 
 
-def walk(root: str, filters: Filters = Filters(), max_depth: int | None = None) -> Iterator[str]:
-    """The files under folder ``root`` a search looks at, as paths relative to it, in ``rg --sort path`` order
-    (at most ``max_depth`` folders deep: 1 is ``root``'s own files).
+@dataclass(frozen=True)
+class Found:
+    """A file the walk looks at: its path relative to the searched folder, and where it is, to be opened
+    or looked at before the walk goes on: its ``name`` in ``folder``, a descriptor the walk holds until then."""
+
+    relative: str
+    folder: int
+    name: str
+
+
+@dataclass
+class _Level:
+    """A folder the walk is in: where, what is left of its entries, the rules over them, and its identity
+    (the walk comes back up to it through ``..``, checked to be it)."""
+
+    path: str
+    relative: str
+    depth: int
+    chain: list[RuleSet]
+    identity: Identity
+    entries: Iterator[tuple[str, bool]] = field(default_factory=lambda: iter(()))
+
+    @property
+    def rules(self) -> list[RuleSet] | None:
+        # .gitignore files count inside a repository only (ripgrep's default).
+        return self.chain if any(ruleset.has_git for ruleset in self.chain) else None
+
+
+def _level(fd: int, path: str, relative: str, above: list[RuleSet], depth: int) -> _Level:
+    """Folder ``fd`` (at ``path``) as the walk enters it: its rules, and its files and folders by name."""
+    level = _Level(path, relative, depth, [load_rules(path, fd), *above], beneath.identity(fd))
+    listed: list[tuple[str, bool]] = []
+    try:
+        with os.scandir(fd) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except OSError:
+        return level
+    for entry in entries:  # told apart now, while ``fd`` is open: a DirEntry of a descriptor asks it again
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            is_file = not is_dir and entry.is_file(follow_symlinks=False)
+        except OSError:
+            continue
+        if is_dir or is_file:
+            listed.append((entry.name, is_dir))
+    level.entries = iter(listed)
+    return level
+
+
+def walk(root: int, root_path: str, filters: Filters = Filters(), max_depth: int | None = None) -> Iterator[Found]:
+    """The files under folder ``root`` (a descriptor, the caller's; ``root_path`` its path) a search looks at,
+    in ``rg --sort path`` order (at most ``max_depth`` folders deep: 1 is ``root``'s own files).
 
     The paths are the names on disk, to be opened: one that is not UTF-8 holds a lone
-    surrogate (``os.fsdecode``), which :func:`listing` and ``grep`` show as U+FFFD."""
+    surrogate (``os.fsdecode``), which :func:`listing` and ``grep`` show as U+FFFD. A folder
+    moved while it is walked ends the walk with :class:`~zagent_core.builtins.beneath.FolderMoved`."""
     overrides, any_include = filters.override_rules()
     type_globs = (tuple(compile_glob(glob) for glob in FILE_TYPES[filters.file_type])
                   if filters.file_type is not None else None)
-    above = parent_rules(root)
-
-    def visit(folder: str, relative: str, chain: list[RuleSet], depth: int) -> Iterator[str]:
-        chain = [load_rules(folder), *chain]
-        # .gitignore files count inside a repository only (ripgrep's default).
-        rules = chain if any(ruleset.has_git for ruleset in chain) else None
-        try:
-            with os.scandir(folder) as scan:
-                entries = sorted(scan, key=lambda entry: entry.name)
-        except OSError:
-            return
-        for entry in entries:
+    path = root_path.rstrip("/") or "/"
+    current = os.open(".", beneath.LISTED, dir_fd=root)
+    try:
+        # Folders being listed, deepest last: a loop over a stack, not a recursion, so a tree of
+        # any depth is walked (generators nested 1,000 deep hit Python's recursion limit).
+        levels = [_level(current, path, "", parent_rules(path), 1)]
+        while levels:
+            level = levels[-1]
+            entry = next(level.entries, None)
+            if entry is None:
+                levels.pop()
+                if levels:
+                    above = beneath.parent(current, levels[-1].identity, level.path)
+                    os.close(current)
+                    current = above
+                continue
+            name, is_dir = entry
+            child = f"{level.relative}/{name}" if level.relative else name
+            if not _decide(os.path.join(level.path, name), child, name, is_dir, level.rules, overrides, any_include,
+                           type_globs):
+                continue
+            if not is_dir:
+                yield Found(child, current, name)
+                continue
+            if max_depth is not None and level.depth >= max_depth:
+                continue
             try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = not is_dir and entry.is_file(follow_symlinks=False)
+                below = os.open(name, beneath.LISTED, dir_fd=current)
             except OSError:
-                continue
-            if not (is_dir or is_file):
-                continue
-            child = f"{relative}/{entry.name}" if relative else entry.name
-            if not _decide(entry.path, child, entry.name, is_dir, rules, overrides, any_include, type_globs):
-                continue
-            if is_dir:
-                if max_depth is None or depth < max_depth:
-                    yield from visit(entry.path, child, chain, depth + 1)
-            else:
-                yield child
-
-    yield from visit(root.rstrip("/") or "/", "", above, 1)
+                continue  # gone, swapped for a link (never followed), or not ours to read
+            os.close(current)
+            current = below
+            levels.append(_level(current, os.path.join(level.path, name), child, level.chain, level.depth + 1))
+    finally:
+        os.close(current)
 
 
 def sort_key(path: str) -> tuple[str, ...]:
@@ -375,15 +464,27 @@ def pattern_parameters(pattern: str, path: str, others: dict[str, Any]) -> dict[
     }
 
 
-def existing_path(context: BuiltinContext, given: str) -> Path | ToolResult:
-    """The path ``given`` names, or the error result that says it is refused or not there."""
+def cannot(given: str, exc: OSError, doing: str) -> ToolResult:
+    """The error result of a path the file system refuses (said plainly when the path itself is unusable: a
+    name too long, a loop of links)."""
+    return ToolResult(output=unusable_path(exc) or f"{given} cannot be {doing}: {exc.strerror or exc}", is_error=True)
+
+
+def existing_path(context: BuiltinContext, given: str) -> Place | ToolResult:
+    """Where the path ``given`` leads (the caller closes it), or the error result that says it is refused or
+    not there."""
     try:
-        resolved = context.resolve(given)
+        found = beneath.place(context, given)
     except PathRefused as exc:
         return ToolResult(output=str(exc), is_error=True)
-    if not resolved.exists():
-        return ToolResult(output=describe_missing(given, resolved), is_error=True)
-    return resolved
+    except FileNotFoundError:
+        return ToolResult(output=describe_missing(given, context.resolve(given)), is_error=True)
+    except OSError as exc:
+        return cannot(given, exc, "searched")
+    if not found.exists():
+        found.close()
+        return ToolResult(output=describe_missing(given, found.key), is_error=True)
+    return found
 
 
 def listing(items: Sequence[Item], row: Callable[[Item], str], most: int, left_out: str) -> ToolResult:

@@ -6,7 +6,10 @@ conservative: the command is split into words and operators the way ``/bin/sh`` 
 it is a known reader used in a way that cannot write or run anything else. Whatever this
 reading does not fully understand (``$`` expansions, backticks, subshells, here-documents,
 background ``&``, variable assignments, globs where a file name could turn into a flag)
-makes the command a barrier: it then runs alone, which is slower, never wrong.
+makes the command a barrier: it then runs alone, which is slower, never wrong. So do the
+git readers a repository's config can make run a program (``git status`` runs
+``core.fsmonitor``, ``git diff`` runs ``diff.external``): the config is a file of the
+workspace, which any process there may have written.
 """
 
 from __future__ import annotations
@@ -248,13 +251,19 @@ _GIT_LISTERS = {
 _GIT_WRITING = ("--output", "--open-files-in-pager")
 
 
-def _git(args: list[str]) -> bool:
+def _git_subcommand(args: list[str]) -> tuple[str, list[str]] | None:
+    """The git subcommand ``args`` run and its options, past the global options a reader may take."""
     rest = list(args)
     while rest and rest[0] in ("--no-pager", "-C", "--no-optional-locks"):
         rest = rest[2:] if rest[0] == "-C" else rest[1:]
-    if not rest:
+    return (rest[0], rest[1:]) if rest else None
+
+
+def _git(args: list[str]) -> bool:
+    found = _git_subcommand(args)
+    if found is None:
         return False
-    sub, options = rest[0], rest[1:]
+    sub, options = found
     if sub in _GIT_LISTERS:
         return all(option in _GIT_LISTERS[sub] for option in options)
     if sub not in _GIT_READERS:
@@ -289,6 +298,28 @@ _READERS: dict[str, tuple[Callable[[list[str]], bool], bool]] = {
 }
 
 
+#: git readers that the repository's own config can make run a program: whatever reads the index
+#: runs ``core.fsmonitor``'s hook, a diff runs ``diff.external`` or the textconv or clean filter of a
+#: driver ``.gitattributes`` names, and a log has ``gpg.program`` check signatures when
+#: ``log.showSignature`` or ``format.pretty`` asks. Any process of the workspace can write
+#: ``.git/config``, so these read only as far as that file says: they run alone.
+_GIT_RUNS_CONFIGURED = frozenset({"status", "diff", "log", "show", "blame", "grep", "ls-files"})
+#: Options by which the other git readers do the same (a format that checks signatures, a textconv,
+#: the worktree's state).
+_GIT_CONFIGURED_OPTIONS = ("--format", "--pretty", "--show-signature", "--textconv", "--filters", "--ext-diff",
+                           "--dirty", "--broken")
+
+
+def _runs_configured_program(words: list[_Word]) -> bool:
+    """Whether a reader's simple command is a git command that may run a program its config names."""
+    found = _git_subcommand([word.text for word in words[1:]]) if words[0].text == "git" else None
+    if found is None:
+        return False
+    sub, options = found
+    return sub in _GIT_RUNS_CONFIGURED or any(option.startswith("--") and _abbreviates(option, _GIT_CONFIGURED_OPTIONS)
+                                              for option in options)
+
+
 def _reads_only(words: list[_Word]) -> bool:
     name = words[0]
     reader = _READERS.get(name.text)
@@ -313,8 +344,10 @@ def _read_commands(command: str) -> list[list[_Word]] | None:
 
 
 def is_read_only(command: str) -> bool:
-    """Whether ``command`` provably only reads (see the module's docstring); ``False`` when unsure."""
-    return _read_commands(command) is not None
+    """Whether ``command`` provably only reads (see the module's docstring); ``False`` when unsure, and for
+    the git readers a repository's config can make run a program (``git status``, ``git diff``...)."""
+    commands = _read_commands(command)
+    return commands is not None and not any(_runs_configured_program(words) for words in commands)
 
 
 #: Commands whose output is what they read: the start of it matters as much as the end.
@@ -323,7 +356,8 @@ _GIT_EXPLORERS = frozenset({"log", "show", "diff", "status"})
 
 
 def explores(command: str) -> bool:
-    """Whether ``command`` only reads, with explorers only (``cat``, ``grep``, ``git log``...)."""
+    """Whether ``command`` reads, with explorers only (``cat``, ``grep``, ``git log``...): its output is what it
+    read. (``git log`` explores, though it runs alone: its config may run a program.)"""
     commands = _read_commands(command)
     if commands is None:
         return False

@@ -28,20 +28,20 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     shown = arguments["path"]
     data = arguments["content"].encode("utf-8")
     try:
-        path = files.target(context, shown)
-        try:
-            current: bytes | None = files.read_bytes(path, shown)
-        except files.FileProblem:
-            if path.exists():
-                raise
-            current = None
-        if current == data:
-            files.remember_write(context, path, data)
-            return ToolResult(output=f"No change needed: {shown} already at target state ({len(data)} bytes)",
-                              is_error=False)
-        if current is not None:
-            files.gate(context, path, shown, current)
-        written = files.write_text_checked(context, path, shown, data)
+        with files.located(context, shown, "written", make_folders=True) as where:
+            try:
+                current: bytes | None = files.read_bytes(where, shown)
+            except files.FileProblem:
+                if where.exists():
+                    raise
+                current = None
+            if current == data:
+                files.remember_write(context, where.key, data)
+                return ToolResult(output=f"No change needed: {shown} already at target state ({len(data)} bytes)",
+                                  is_error=False)
+            if current is not None:
+                files.gate(context, where.key, shown, current)
+            written = files.write_text_checked(context, where, shown, data)
     except files.FileProblem as exc:
         return files.error(str(exc))
     verb = "Created" if written.created else "Updated"

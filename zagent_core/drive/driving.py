@@ -25,7 +25,7 @@ from zagent_core.drive.errors import (
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
     from zagent_core.config import LimitsConfig
-    from zagent_core.journal.protocol import Journal
+    from zagent_core.journal.protocol import Journal, StoredEvent
     from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Engine, Session
 
@@ -44,15 +44,21 @@ class Decision:
     #: What the person wrote with it (the answer, a decision's reason), checked against its
     #: cap before the session is opened; ``give`` journals it.
     text: str = ""
+    #: An answer that is a number picks the question's choice of that number (``give`` passes
+    #: ``numbered`` to :meth:`Session.answer`); one past the choices is refused before the session is opened.
+    numbered: bool = False
 
     def refusal(self, journal: Journal, state: SessionState) -> str | None:
-        """Why nothing waits for this decision (checked before the session is resumed), or None."""
-        from zagent_core.session.engine import why_no_approval, why_no_question
+        """Why nothing waits for this decision (checked before the session is resumed), or None.
+        A number no choice has raises :class:`NoSuchChoiceError` here, before anything is journaled."""
+        from zagent_core.session.engine import chosen, why_no_approval, why_no_question
 
         waiting, why = ((state.questions, why_no_question) if self.kind == "answer"
                         else (state.waiting_approvals, why_no_approval))
         if not waiting or (self.call_id is not None and self.call_id not in waiting):
             return why(journal, state.session_id, self.call_id)
+        if self.numbered and (self.call_id is not None or len(waiting) == 1):  # several, none named: give says so
+            chosen(self.text, state.questions[self.call_id or next(iter(waiting))].choices)
         return None
 
 
@@ -77,6 +83,34 @@ class DriveRequest:
             typed(self.decision.text, "answer" if self.decision.kind == "answer" else "reason", limits)
 
 
+class Tally:
+    """What a drive's turns made, counted from the events the session appends: the last reply,
+    the turns, and the tokens (the sub-agents' within input and output)."""
+
+    def __init__(self) -> None:
+        self.reply: str | None = None
+        self.turns = 0
+        self.tokens = dict.fromkeys(("input", "output", "cache_read", "cache_creation"), 0)
+
+    def event(self, stored: StoredEvent) -> None:
+        from zagent_core.journal.events import ChildEnded, ContextCompacted, ModelReplied, TurnStarted
+
+        match stored.event:
+            case TurnStarted(reason=reason) if reason != "delivery":
+                self.turns += 1
+            case ModelReplied(text=text) as used:
+                self.reply = text
+                self._add(used.input_tokens, used.output_tokens, used.cache_read_tokens, used.cache_creation_tokens)
+            case ContextCompacted() as used:  # the summary's own request
+                self._add(used.input_tokens, used.output_tokens, used.cache_read_tokens, used.cache_creation_tokens)
+            case ChildEnded(stats=stats):  # the sub-agent's whole subtree: its own requests are in its session
+                self._add(stats.input_tokens, stats.output_tokens, 0, 0)
+
+    def _add(self, *counts: int) -> None:
+        for kind, count in zip(self.tokens, counts):
+            self.tokens[kind] += count
+
+
 @dataclass(frozen=True)
 class DriveOutcome:
     """How a drive stopped. The session has been let go."""
@@ -86,6 +120,8 @@ class DriveOutcome:
     #: session no model drives.
     reason: str
     requests: int
+    #: What its turns made (:class:`Tally`): the last reply's text (None: the model was not asked), the turns, tokens.
+    tally: Tally
 
     @property
     def fine(self) -> bool:
@@ -105,6 +141,8 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     state = _checked_state(engine, request)
     model, spec = _model(engine, request, state)
     session = _opened(engine, request, state, display)
+    tally = Tally()
+    session.subscribe(tally.event)
     display.attach(session)
     try:
         if request.decision is not None:
@@ -123,7 +161,7 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
         raise Stopped(session.session_id, resumable=True) from None
     finally:
         session.release()
-    return DriveOutcome(session, reason, requests)
+    return DriveOutcome(session, reason, requests, tally)
 
 
 def _checked_state(engine: Engine, request: DriveRequest) -> SessionState | None:
@@ -200,18 +238,22 @@ def latest_open_session(journal: Journal) -> str:
                                  "(`zagent sessions list` shows them); start one with zagent run PROMPT")
 
 
-def submit(engine: Engine, session_id: str | None, prompt: str) -> str:
-    """The message journaled in a new (or the given) session, left to the workers: its id."""
+def submit(engine: Engine, session_id: str | None, prompt: str, model_spec: str | None = None) -> str:
+    """The message journaled in a new (or the given) session, left to the workers: its id.
+    ``model_spec`` is checked (:class:`NoModelError`) and journaled with the message, for the
+    worker to answer it with (a script's path made absolute, as for a turn)."""
+    from zagent_core.drive.model import choose_model
     from zagent_core.session.engine import SessionEndedError, UnknownSessionError
     from zagent_core.session.leases import SessionBusyError
 
     DriveRequest(session_id, prompt).check_bounds(engine.config.limits)
+    spec = None if model_spec is None else choose_model(engine, model_spec, None, prompt)[1]
     try:
         session = engine.start_session(origin="run") if session_id is None else engine.resume(session_id)
     except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
         raise SessionUnavailableError(str(exc)) from None
     try:
-        session.record_user_message(prompt)
+        session.record_user_message(prompt, model=spec)
     finally:
         session.release()
     return session.session_id

@@ -33,6 +33,7 @@ def choose_model(engine: Engine, given: str | None, state: SessionState | None,
     Raises :class:`NoModelError` when a model is needed and none is found, or the spec loads none.
     """
     from zagent_core.agent.models import load_model
+    from zagent_core.agent.models.endpoint import carries_credentials, shown_url
 
     spec, base_url = model_spec(engine, given, state)
     if not spec:
@@ -42,11 +43,19 @@ def choose_model(engine: Engine, given: str | None, state: SessionState | None,
                                '"agent": {"model": ...} in config.json')
         return None, ""
     config = engine.config.model
-    if base_url is not None:
-        config = config.model_copy(update={"base_url": base_url})
+    # A journaled endpoint with credentials was journaled masked: they are found again where
+    # they came from (config.json or the provider's *_BASE_URL variable), or the resume stops.
+    masked = base_url is not None and carries_credentials(base_url) and shown_url(base_url) == base_url
+    if base_url is not None and not masked:
+        config = config.model_copy(update={"base_url": base_url, "anthropic": config.anthropic.model_copy(
+            update={"base_url": base_url})})
     try:
         model = load_model(spec, config)
     except ValueError as exc:
         raise NoModelError(str(exc)) from None
+    if masked and getattr(model, "shown_url", None) != base_url:
+        raise NoModelError(f"the session asked {spec} at {base_url}, whose credentials the journal does not keep: "
+                           "give that URL again in config.json (model.base_url) or the provider's *_BASE_URL "
+                           "variable, or give --model")
     kind, _, path = spec.partition(":")
     return model, f"scripted:{Path(path).resolve()}" if kind == "scripted" and path else spec

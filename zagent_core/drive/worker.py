@@ -19,9 +19,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from zagent_core.journal.protocol import Claim, JournalError
+from zagent_core.journal.protocol import Claim, JournalError, canonical_owner
 from zagent_core.logs import get_logger
 from zagent_core.session import leases
 from zagent_core.session.engine import Engine, SessionEndedError, UnknownSessionError
@@ -67,10 +68,13 @@ class Worker:
         self._active: dict[str, Session | None] = {}
         self._changed = threading.Condition()
         self._stopping = threading.Event()
+        #: The expiry each lease on work had when this worker first saw it (``--until-idle``).
+        self._expiries: dict[tuple[str, str], datetime | None] = {}
 
     def run(self, *, until_idle: bool = False) -> WorkerStats:
-        """Claim and drive until :meth:`stop` (or, ``until_idle``, until nothing is left to claim
-        and every session taken has been let go)."""
+        """Claim and drive until :meth:`stop` (or, ``until_idle``, until nothing is left to claim,
+        every session taken has been let go, and no lease on work is a dead driver's, whose
+        sessions are claimed once it expired)."""
         journal = self.engine.journal
         threads: list[threading.Thread] = []
         while not self._stopping.is_set():
@@ -92,13 +96,31 @@ class Worker:
             threads = [thread for thread in threads if thread.is_alive()]
             if claims:
                 continue
-            with self._changed:
-                if until_idle and not self._active:
+            if until_idle:
+                with self._changed:
+                    idle = not self._active
+                if idle and not self._leases_to_wait_out():
                     break
             journal.wait_for_work(self.poll_seconds)
         for thread in threads:
             thread.join()
         return self.stats
+
+    def _leases_to_wait_out(self) -> bool:
+        """Whether work is held by a lease that may yet expire for this worker to claim: one held
+        by no process running here, and not renewed since this worker first saw it (a dead
+        worker's). A renewed lease's holder lives, and finishes its session itself."""
+        waiting = False
+        for lease in self.engine.journal.leased_work():
+            if leases.running_here(lease.owner):
+                continue
+            key = (lease.session_id, canonical_owner(lease.owner))
+            if key not in self._expiries:
+                self._expiries[key] = lease.expires_at
+                self.report(f"session {lease.session_id}: held by {leases.describe(lease.owner)}; waiting for its "
+                            "lease to expire, to take it over")
+            waiting = waiting or lease.expires_at == self._expiries[key]
+        return waiting
 
     def stop(self) -> None:
         """Claim nothing more; the sessions being driven stop their running calls (journaled

@@ -10,6 +10,12 @@ notify files and task folders, and signals the processes a task folder names, by
 paths its events hold. Every such path must be in the recorded session's folder
 (``<home>/sessions/<id>/...`` of the home that recorded it) and is moved to the same
 place in the importing home's folder for the session; anything else is refused.
+
+Nor does an import trust the sessions its events name: a parent's spawn call drives the
+child session it names, so an export could otherwise hand a session of the importing
+journal to whoever wrote it. A sub-agent link (``child_spawned``, ``child_ended``, a
+sub-agent's ``session_started``) may name a session the journal does not have (the rest of
+the tree may be imported after it), or one that names it back, but no other.
 """
 
 from __future__ import annotations
@@ -28,12 +34,16 @@ from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.journal.events import (
     OPENERS,
+    ChildEnded,
+    ChildSpawned,
     Event,
     EventSchemaError,
     Media,
     NewerEventError,
     OutputFile,
+    ParentLink,
     SessionForked,
+    SessionStarted,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
@@ -289,17 +299,63 @@ def relocate(imported: ImportedSession, home: Home, session_id: str) -> list[Eve
     return events
 
 
+def check_links(journal: EventLog, imported: ImportedSession, session_id: str) -> None:
+    """Refuse (:class:`ExportError`) an import, as ``session_id``, whose sub-agent links name a
+    session of ``journal`` that does not name it back: its parent's spawn call would drive it."""
+    for number, event in enumerate(imported.events, start=1):
+        if isinstance(event, (ChildSpawned, ChildEnded)):
+            problem = _child_problem(journal, session_id, event.child_session_id, event.label)
+        elif isinstance(event, SessionStarted) and event.parent is not None:
+            problem = _parent_problem(journal, session_id, event.parent)
+        else:
+            continue
+        if problem is not None:
+            raise ExportError(f"event {number} ({event.type}): {problem}; an import may only refer to sessions "
+                              "inside it, or to the sessions of its own tree")
+
+
+def _child_problem(journal: EventLog, session_id: str, child_id: str, label: str) -> str | None:
+    """Why the journal's session ``child_id`` is not ``session_id``'s sub-agent ``label``, if it is not."""
+    if child_id == session_id:
+        return f"it names the session itself as its sub-agent {label}"
+    started = next(iter(journal.read(child_id, types=("session_started",))), None)
+    if started is None:
+        return None  # not in the journal: its export, imported later, must name this session as its parent
+    link = started.event.parent if isinstance(started.event, SessionStarted) else None
+    if link is not None and (link.session_id, link.label) == (session_id, label):
+        return None
+    what = "no sub-agent" if link is None else f"{link.label} of session {link.session_id}"
+    return f"its sub-agent {label} is session {child_id}, which in this journal is {what}"
+
+
+def _parent_problem(journal: EventLog, session_id: str, link: ParentLink) -> str | None:
+    """Why the journal's session ``link.session_id`` does not have ``session_id`` for its sub-agent, if it does not."""
+    if link.session_id == session_id:
+        return "it names the session itself as its parent"
+    spawned = [stored.event for stored in journal.read(link.session_id, types=("child_spawned",))
+               if isinstance(stored.event, ChildSpawned) and stored.event.label == link.label]
+    if not spawned and journal.head(link.session_id) == 0:
+        return None  # not in the journal: its export, imported later, must name this session as its sub-agent
+    if spawned and all(event.child_session_id == session_id for event in spawned):
+        return None
+    theirs = f"session {spawned[0].child_session_id}" if spawned else "no such sub-agent"
+    return f"it is {link.label} of session {link.session_id}, whose {link.label} in this journal is {theirs}"
+
+
 def import_session(journal: EventLog, imported: ImportedSession, *, home: Home, as_id: str | None = None) -> str:
     """Write an imported session into ``journal``, the journal of ``home`` (under ``as_id``
     if given); returns its id.
 
     The session's paths are moved into ``home`` (:func:`relocate`); an export with a path
-    outside its session's folder is refused (:class:`ExportError`). Refuses
+    outside its session's folder, or a sub-agent link to a session of the journal that does
+    not link back (:func:`check_links`), is refused (:class:`ExportError`). Refuses
     (ConcurrencyError) a session id the journal already has, so nothing is mixed.
     """
     session_id = as_id or imported.session_id
     check_session_id(session_id, "the session id")  # it names a folder under the home
-    journal.append(session_id, relocate(imported, home, session_id), 0, at=imported.times)
+    events = relocate(imported, home, session_id)
+    check_links(journal, imported, session_id)
+    journal.append(session_id, events, 0, at=imported.times)
     return session_id
 
 

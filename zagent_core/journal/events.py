@@ -11,7 +11,15 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+)
 
 from zagent_core.errors import ZagentError
 from zagent_core.version import zagent_version
@@ -487,6 +495,17 @@ class ArtifactRecorded(_Body):
 class UserMessage(_Body):
     type: Literal["user_message"] = "user_message"
     text: str
+    #: The model a person asked to answer it with (``run --detach --model``; what a worker uses).
+    model: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_no_model(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Most messages name no model: their bodies stay as they always were, so journals and
+        # exports read as before, by older zagents too.
+        body: dict[str, Any] = handler(self)
+        if body.get("model", "") is None:
+            del body["model"]
+        return body
 
 
 class RepliedCall(_Part):

@@ -84,7 +84,7 @@ PROJECTION_VERSION = 5
 
 
 class InconsistentJournalError(ZagentError, ValueError):
-    """An event refers to a call or task the session never had."""
+    """An event refers to a call or task the session never had, or a session's versions have a hole."""
 
 
 class _Folding:
@@ -371,6 +371,9 @@ def _notes_delivered(f: _Folding, event: NotesDelivered, stored: StoredEvent) ->
 @_on(UserMessage)
 def _user_message(f: _Folding, event: UserMessage, stored: StoredEvent) -> None:
     f.unanswered_message = True
+    if event.model is not None:  # the model asked for it: the endpoint is the driver's config's
+        f.model = event.model
+        f.model_base_url = None
 
 
 @_on(WakeAnswered)
@@ -453,6 +456,13 @@ def _context_compacted(f: _Folding, event: ContextCompacted, stored: StoredEvent
 
 
 def _fold(f: _Folding, stored: StoredEvent) -> None:
+    if stored.version != f.version + 1:
+        # A hole: what the missing events said (a call finished, a task ended) is unknown, and
+        # a session driven from here would contradict them (a finished call reported not run).
+        raise InconsistentJournalError(
+            f"session {stored.session_id} is damaged: its version {stored.version} follows version {f.version} "
+            f"(events were deleted or written around zagent), so it cannot be shown or driven; "
+            "`zagent journal recover JOURNAL NEW_FILE` copies each session up to its first gap into a new journal")
     handler = _HANDLERS.get(type(stored.event))
     try:
         if handler is not None:

@@ -10,8 +10,10 @@ it needs::
 
     EventLog              a session's events: append, read, read_last, head, has_call
      └ SnapshotLog        + save_snapshot, load_snapshot: a state opens from the newest snapshot
-        └ SessionIndex    + sessions: a listing, with the newest snapshot's status
-    Leases                who drives a session: acquire, renew, release, lease, claim, wait_for_work
+        └ SessionIndex    + sessions, find_sessions: a listing, with the newest snapshot's status; ids by
+                          their start or end
+    Leases                who drives a session: acquire, renew, release, lease, claim, leased_work,
+                          wait_for_work
     Journal               SessionIndex and Leases, + check, close: what the engine asks; every store
      └ AdminJournal       + audit, stats, delete_sessions, vacuum: what an operator reads and the retention
                           it runs; the SQL stores (SQLite, PostgreSQL)
@@ -281,6 +283,14 @@ class SessionIndex(SnapshotLog, Protocol):
         """
         ...
 
+    @abstractmethod
+    def find_sessions(self, part: str, limit: int) -> list[str]:
+        """The ids of sessions, sub-agents too, that are ``part``, start with it or end with it
+        (what a person types for an id: its start, or its random end), at most ``limit``: the
+        one that is ``part`` first, then in id order. Read from the index of sessions, never
+        from their events."""
+        ...
+
 
 @runtime_checkable
 class Leases(Protocol):
@@ -322,6 +332,14 @@ class Leases(Protocol):
         ``running``: told the owner of each expired lease, says whether that owner is known to
         run still (a process of this host: slow to renew, not gone); its leases are not claimed.
         """
+        ...
+
+    @abstractmethod
+    def leased_work(self) -> list[Lease]:
+        """The leases that expire held on sessions that want a driver (as :meth:`claim_sessions`
+        says, their lease aside), least recently active first, each read with ``expired`` by the
+        journal's clock: what a claim takes once they expired, unless their holders renew them
+        (``zagent worker --until-idle`` waits out a dead worker's)."""
         ...
 
     @abstractmethod

@@ -260,7 +260,8 @@ class SessionState(BaseModel):
 def status_of(state: SessionState) -> str:
     """``ended``, ``waiting on user`` (a question waits for ``zagent answer``), ``waiting on
     approval`` (a call waits for ``zagent approve`` or ``deny``), ``interrupted`` (cut off
-    mid-turn or mid-call), ``waiting on tasks`` or ``idle``.
+    mid-turn or mid-call), ``queued`` (a message no turn has taken up yet: ``run --detach``
+    left it for a worker), ``waiting on tasks`` or ``idle``.
 
     Whether a live process drives the session (``running``) is the lease's to say, not the journal's.
     """
@@ -272,9 +273,12 @@ def status_of(state: SessionState) -> str:
         return "waiting on approval"
     # A question answered (or a call approved) whose turn has not gone on yet (the process
     # died first) is a cut-off turn too: ``zagent resume`` continues it (and starts the call).
-    if (state.in_turn or state.unanswered_message or state.running_calls or state.unrequested or state.approvals
+    if (state.in_turn or state.running_calls or state.unrequested or state.approvals
             or state.last_turn_end in ("waiting_on_user", "waiting_on_approval")):
         return "interrupted"
+    # Nothing was cut off: the message waits for a driver (a worker, or resume) to answer it.
+    if state.unanswered_message:
+        return "queued"
     if state.running_tasks:
         return "waiting on tasks"
     return "idle"

@@ -46,7 +46,15 @@ from zagent_core.session import leases
 from zagent_core.session.background import Background
 from zagent_core.session.calls import CallOutcome, CallRunner
 from zagent_core.session.host import SessionHost
-from zagent_core.session.people import NoApprovalError, NoQuestionError, People, why_no_approval, why_no_question
+from zagent_core.session.people import (
+    NoApprovalError,
+    NoQuestionError,
+    NoSuchChoiceError,
+    People,
+    chosen,
+    why_no_approval,
+    why_no_question,
+)
 from zagent_core.session.resume import Settler
 from zagent_core.session.status import session_status
 from zagent_core.session.turns import Delivery, Turns
@@ -63,7 +71,8 @@ from zagent_core.version import zagent_version
 # What the session wing offers its callers, wherever in the wing it is defined.
 __all__ = [
     "CallOutcome", "ChildDriver", "Delivery", "Engine", "InputTooLargeError", "NoApprovalError", "NoQuestionError",
-    "Session", "SessionEndedError", "UnknownSessionError", "why_no_approval", "why_no_question",
+    "NoSuchChoiceError", "Session", "SessionEndedError", "UnknownSessionError", "chosen", "why_no_approval",
+    "why_no_question",
 ]
 
 log = get_logger(__name__)
@@ -226,7 +235,8 @@ class Engine:
 
     def status(self, session_id: str, state: SessionState | None = None) -> str:
         """``ended``, ``running`` (a live process drives it), ``waiting on user``, ``interrupted``
-        (cut off mid-turn or mid-call), ``waiting on tasks``, or ``idle`` (see :mod:`zagent_core.session.status`)."""
+        (cut off mid-turn or mid-call), ``queued`` (a message waits for a driver), ``waiting on tasks``, or
+        ``idle`` (see :mod:`zagent_core.session.status`)."""
         return session_status(self.journal, session_id, state)
 
     def session_state(self, session_id: str) -> SessionState:
@@ -455,11 +465,13 @@ class Session:
         assert denied is not None
         return denied
 
-    def answer(self, text: str, call_id: str | None = None, *, via: str = "zagent answer") -> QuestionView:
+    def answer(self, text: str, call_id: str | None = None, *, via: str = "zagent answer",
+               numbered: bool = False) -> QuestionView:
         """Answer a waiting question: the answer and its call's result in one transaction, once
         (:class:`NoQuestionError` if none waits, it was answered already, or several wait and none is named;
-        :class:`InputTooLargeError` if ``text`` is over ``limits.answer_bytes``)."""
-        return self._people.answer(text, call_id, via)
+        :class:`InputTooLargeError` if ``text`` is over ``limits.answer_bytes``). ``numbered``: a number
+        answers with the question's choice of that number (:class:`NoSuchChoiceError` past them)."""
+        return self._people.answer(text, call_id, via, numbered=numbered)
 
     # -- the host (what a tool may ask: zagent_core.session.host) ----------------------
 
@@ -484,10 +496,11 @@ class Session:
         request, effects and result; a recorded turn's notes and wake-ups)."""
         self._turns.record(events)
 
-    def record_user_message(self, text: str) -> None:
+    def record_user_message(self, text: str, *, model: str | None = None) -> None:
         """Journal a person's message; over ``limits.user_message_bytes`` it is refused
-        (:class:`InputTooLargeError`) and nothing is journaled."""
-        self._turns.record_user_message(text)
+        (:class:`InputTooLargeError`) and nothing is journaled. ``model``: the spec it asks to be
+        answered with (the session's model from then on, as a turn's would be)."""
+        self._turns.record_user_message(text, model)
 
     def record_reply(self, reply: ModelReplied) -> list[RepliedCall]:
         """Journal a model reply before any of its calls runs; returns its calls with ids new in the session."""

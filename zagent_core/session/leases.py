@@ -5,7 +5,9 @@ its lease before it appends or settles anything, and lets it go when it stops. A
 driver is refused at once with who holds the lease and since when. A driver that died
 (SIGKILL, power cut) leaves its lease behind; the next one checks the holder is really
 gone (same host and boot, pid with the same start time) and takes the lease over, and the
-takeover is journaled with the resume.
+takeover is journaled with the resume. A pid is only checked from the holder's own PID
+namespace: from another one (a container, ``unshare --pid``) the holder cannot be seen,
+so it is taken to be alive until its lease expires, as a holder on another host is.
 
 The journal makes taking and taking over one compare-and-set, so two processes that
 both find a dead holder cannot both win.
@@ -30,7 +32,7 @@ from typing import Any
 
 from zagent_core.errors import ZagentError
 from zagent_core.journal.protocol import Journal, JournalError, Lease, LeaseHeldError, canonical_owner
-from zagent_core.tools.processes import ProcessIdentity, boot_id
+from zagent_core.tools.processes import ProcessIdentity, boot_id, pid_namespace
 
 
 class SessionBusyError(ZagentError, RuntimeError):
@@ -48,22 +50,28 @@ def _when(moment: datetime) -> str:
 
 
 def describe(owner: dict[str, Any]) -> str:
-    """``pid 4242 on host1 (zagent run)``."""
+    """``pid 4242 on host1 (zagent run)``, and ``in another PID namespace`` when its pid is not one of ours."""
     command = f" ({owner['command']})" if owner.get("command") else ""
-    return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}{command}"
+    elsewhere = " in another PID namespace" if not _our_namespace(owner) else ""
+    return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}{command}{elsewhere}"
 
 
 def this_process(command: str) -> dict[str, Any]:
-    """The lease owner this process is: host, boot, pid and its start time, and what it runs."""
+    """The lease owner this process is: host, boot, PID namespace, pid and its start time, and what it runs."""
     me = ProcessIdentity.of(os.getpid())
-    return {"host": socket.gethostname(), "boot_id": boot_id(), "pid": os.getpid(),
+    return {"host": socket.gethostname(), "boot_id": boot_id(), "pid_ns": pid_namespace(), "pid": os.getpid(),
             "start_ticks": me.start_ticks if me else 0, "command": command}
 
 
+def _our_namespace(owner: dict[str, Any]) -> bool:
+    # An owner an older zagent wrote says no namespace: it is taken to be ours, as it always was.
+    return owner.get("pid_ns", pid_namespace()) == pid_namespace()
+
+
 def _process(owner: dict[str, Any]) -> ProcessIdentity | None:
-    """The process an owner of this host and boot names, or None (another host or boot, or no owner
-    zagent wrote)."""
-    if owner.get("host") != socket.gethostname() or owner.get("boot_id") != boot_id():
+    """The process an owner of this host, boot and PID namespace names, or None (another host, boot or
+    namespace, or no owner zagent wrote)."""
+    if owner.get("host") != socket.gethostname() or owner.get("boot_id") != boot_id() or not _our_namespace(owner):
         return None
     try:
         return ProcessIdentity(pid=int(owner["pid"]), start_ticks=int(owner["start_ticks"]),
@@ -75,7 +83,8 @@ def _process(owner: dict[str, Any]) -> ProcessIdentity | None:
 def is_dead(owner: dict[str, Any]) -> bool:
     """The owner is known to be gone: on this host, from an earlier boot or with no such process.
 
-    An owner on another host (a shared journal) is never declared dead from here.
+    An owner on another host (a shared journal), or in another PID namespace of this host, is never
+    declared dead from here.
     """
     if owner.get("host") != socket.gethostname():
         return False

@@ -45,6 +45,24 @@ class NoApprovalError(ZagentError, LookupError):
     """A decision for a session (or call) with no call waiting for approval; the message says which."""
 
 
+class NoSuchChoiceError(ZagentError, ValueError):
+    """An answer that is a number no choice of the question has; nothing was answered."""
+
+
+def chosen(text: str, choices: list[str] | None) -> str:
+    """What ``text`` answers a question that offers ``choices``: a number among them (``2``, as
+    they are shown, from 1) is that choice; any other text is itself (the person may answer in
+    their own words). A number past them is refused (:class:`NoSuchChoiceError`): it is more
+    likely a slip than an answer, and an answer is taken once."""
+    number = text.strip()
+    if not choices or not (number.isascii() and number.isdigit()):
+        return text
+    if 1 <= int(number) <= len(choices):
+        return choices[int(number) - 1]
+    offered = ", ".join(f"{n}. {choice}" for n, choice in enumerate(choices, start=1))
+    raise NoSuchChoiceError(f"{number} is not one of the question's choices ({offered}); nothing was answered")
+
+
 def why_no_question(journal: Journal, session_id: str, call_id: str | None) -> str:
     """Why an answer finds nothing to answer (the journal is read: only on this error)."""
     answers = [stored.event for stored in journal.read(session_id, types=("input_answered",))
@@ -124,8 +142,9 @@ class People:
         context.staged.append(InputAnswered(call_id=context.call_id, answer=answer, via="terminal"))
         return answer
 
-    def answer(self, text: str, call_id: str | None, via: str) -> QuestionView:
-        """Answer a waiting question: the answer and its call's result in one transaction, once."""
+    def answer(self, text: str, call_id: str | None, via: str, *, numbered: bool = False) -> QuestionView:
+        """Answer a waiting question: the answer and its call's result in one transaction, once.
+        ``numbered``: a number picks the question's choice of that number (:func:`chosen`)."""
         writer = self._writer
         with writer.lock:
             question = _the_one_waiting(writer.state.questions, call_id, NoQuestionError,
@@ -133,7 +152,7 @@ class People:
                                         "answer with --call: ")
             if question is None:
                 raise NoQuestionError(why_no_question(writer.journal, writer.session_id, call_id))
-            answer = typed(text, "answer", self._limits)
+            answer = typed(chosen(text, question.choices) if numbered else text, "answer", self._limits)
             crash_point("before_input_answered")
             writer.append([InputAnswered(call_id=question.call_id, answer=answer, via=via),
                            ToolCallFinished(call_id=question.call_id,

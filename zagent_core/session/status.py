@@ -29,7 +29,8 @@ def turn_failure(state: SessionState) -> str | None:
 
 def status_of_state(state: SessionState) -> str:
     """The status the journal alone gives: ``ended``, ``waiting on user``, ``waiting on approval``,
-    ``interrupted``, ``failed`` (the last turn was stopped by an error or a limit), ``wake-up
+    ``interrupted``, ``queued`` (a message waits for a driver), ``failed`` (the last turn was stopped by an
+    error or a limit), ``wake-up
     pending`` (an idle agent has a wake-up to be woken with: what ``zagent resume`` delivers),
     ``waiting on tasks`` or ``idle``."""
     from zagent_core.journal.views import status_of  # the event models: only when a fold is needed

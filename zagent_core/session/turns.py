@@ -80,9 +80,10 @@ class Turns:
     def record(self, events: Sequence[Event]) -> None:
         self._writer.append(events)
 
-    def record_user_message(self, text: str) -> None:
-        """Journal a person's message (:class:`~zagent_core.session.typed.InputTooLargeError` over its cap)."""
-        self._writer.append([UserMessage(text=typed(text, "message", self._limits))])
+    def record_user_message(self, text: str, model: str | None = None) -> None:
+        """Journal a person's message (:class:`~zagent_core.session.typed.InputTooLargeError` over its
+        cap), with the model it asks for, if any."""
+        self._writer.append([UserMessage(text=typed(text, "message", self._limits), model=model)])
 
     def record_reply(self, reply: ModelReplied) -> list[RepliedCall]:
         """Journal a model reply before any of its calls runs; returns its calls with journal ids."""

@@ -43,15 +43,26 @@ class InputTooLargeError(ZagentError, ValueError):
     """Text a person gave is over its cap in ``limits``; the message says by how much and what to do."""
 
 
+def cap_of(kind: Kind, limits: LimitsConfig) -> int:
+    """The cap, in bytes of UTF-8, of a text of ``kind``."""
+    return int(getattr(limits, _BOUNDS[kind].setting))
+
+
+def too_large(kind: Kind, limits: LimitsConfig, size: int | None = None) -> InputTooLargeError:
+    """The refusal of a text of ``kind`` over its cap: ``size`` bytes, or (None) more than the
+    cap, for a stream that is not read past it."""
+    bound, cap = _BOUNDS[kind], cap_of(kind, limits)
+    said = f"more than {cap:,}" if size is None else f"{size:,}"
+    return InputTooLargeError(
+        f"{bound.noun} is {said} bytes, over limits.{bound.setting} ({cap:,} bytes); it was not journaled. "
+        f"{bound.instead}, or raise limits.{bound.setting} in config.json")
+
+
 def typed(text: str, kind: Kind, limits: LimitsConfig) -> str:
     """``text`` made storable, as a session journals it; :class:`InputTooLargeError` when it is
     over the cap of its ``kind``."""
     text = storable(text)
-    bound = _BOUNDS[kind]
-    cap: int = getattr(limits, bound.setting)
     size = len(text.encode("utf-8"))
-    if size > cap:
-        raise InputTooLargeError(
-            f"{bound.noun} is {size:,} bytes, over limits.{bound.setting} ({cap:,} bytes); it was not journaled. "
-            f"{bound.instead}, or raise limits.{bound.setting} in config.json")
+    if size > cap_of(kind, limits):
+        raise too_large(kind, limits, size)
     return text

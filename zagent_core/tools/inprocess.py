@@ -15,6 +15,7 @@ journal (``read_state``, ``tool_state``) is what the next call, a resume or a re
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import time
@@ -40,6 +41,33 @@ Arguments = dict[str, Any]
 
 class PathRefused(ValueError):
     """A path the call may not touch (outside the workspace when confined); the message is the model's."""
+
+
+#: The longest name one folder entry may have, in bytes (NAME_MAX of Linux's file systems).
+NAME_MAX = 255
+
+
+def unusable_path(exc: BaseException) -> str | None:
+    """What the model is told when a path it gave cannot be used at all, wherever in a built-in the
+    file system said so: a name longer than a file system allows, a loop of symbolic links
+    (``RuntimeError`` from ``Path.resolve`` before Python 3.13, ``ELOOP`` elsewhere). None: ``exc``
+    is something else, a failure of zagent's own."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        path = os.fsencode(exc.filename if isinstance(exc.filename, (str, bytes)) else "")
+        longest = max(path.split(b"/"), key=len, default=b"")
+        shown = os.fsdecode(path[:80]) + ("..." if len(path) > 80 else "")
+        if len(longest) > NAME_MAX:
+            return (f"the path {shown} has a name of {len(longest)} bytes, longer than the {NAME_MAX} bytes a file "
+                    "name may have: use a shorter name")
+        return (f"the path {shown} is {len(path)} bytes long, longer than the file system takes: "
+                "use a shorter path")
+    if isinstance(exc, OSError) and exc.errno == errno.ELOOP or (
+            isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from ")):
+        where = exc.filename if isinstance(exc, OSError) and exc.filename else str(exc).removeprefix(
+            "Symlink loop from ").strip("'")
+        return (f"the path {where} runs into a loop of symbolic links (links that lead, through each other, back "
+                "to themselves), so it names no file: list its folder with list_files to see where the links point")
+    return None
 
 
 class StateValueError(ValueError):
@@ -175,7 +203,9 @@ class BuiltinContext:
         """``path`` as the model wrote it, made absolute against the workspace.
 
         With ``builtins.confine_to_workspace``, a path that resolves (symlinks followed)
-        outside the workspace raises :class:`PathRefused`.
+        outside the workspace raises :class:`PathRefused`: the early word. What a file built-in
+        opens, it opens beneath the workspace (``zagent_core.builtins.beneath``), refused the same
+        way whatever changed on disk since.
         """
         if "\x00" in path:
             raise PathRefused(f"the path {path!r} contains a NUL character")
@@ -183,10 +213,13 @@ class BuiltinContext:
         if self.config.builtins.confine_to_workspace:
             real, root = resolved.resolve(), self.workspace.resolve()
             if real != root and root not in real.parents:
-                raise PathRefused(
-                    f"{path} is outside the workspace ({root}), and builtins.confine_to_workspace is on in "
-                    "config.json; use a path inside the workspace")
+                raise self.outside(path)
         return resolved
+
+    def outside(self, path: str) -> PathRefused:
+        """The refusal of ``path``, which leads out of the workspace while it is confined."""
+        return PathRefused(f"{path} is outside the workspace ({self.workspace.resolve()}), and "
+                           "builtins.confine_to_workspace is on in config.json; use a path inside the workspace")
 
     def seen(self, path: Path) -> ReadEntry | None:
         """What the model was last shown of ``path`` (this call's own updates included)."""
@@ -297,7 +330,12 @@ class Builtin:
 
         def run() -> ToolResult:
             started = time.monotonic()
-            result = self.run(context, arguments)
+            try:
+                result = self.run(context, arguments)
+            except (OSError, RuntimeError) as exc:
+                if (problem := unusable_path(exc)) is None:
+                    raise
+                result = ToolResult(output=problem, is_error=True)
             # What a built-in says may quote what it found on disk (a file name that is not UTF-8).
             return result.model_copy(update={"output": storable(result.output), "duration_ms": result.duration_ms
                                              or round((time.monotonic() - started) * 1000)})
@@ -313,9 +351,9 @@ class Builtin:
     @functools.cached_property
     def validator(self) -> Any:
         """The JSON Schema validator of its parameters (built on first use)."""
-        from zagent_core.tools.manifest import schema_dialect
+        from zagent_core.tools.manifest import validator_of
 
-        return schema_dialect(self.parameters)(self.parameters)
+        return validator_of(self.parameters)
 
     def is_concurrency_safe(self, arguments: Any) -> bool:
         if not isinstance(arguments, dict):

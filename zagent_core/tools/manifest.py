@@ -142,10 +142,9 @@ class Manifest(BaseModel):
                 where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
                 raise ValueError(f"is not a valid JSON Schema at {where}: {exc.message}") from None
             checked.add(digest)
-        for ref in _refs(value):
-            if not _resolves(value, ref):
-                raise ValueError(f'"$ref": {json.dumps(ref)} does not point into this schema '
-                                 '(only local references like "#/$defs/name" are supported)')
+        for ref in outside_refs(value):
+            raise ValueError(f'"$ref": {json.dumps(ref)} does not point into this schema '
+                             '(only local references like "#/$defs/name" are supported)')
         return value
 
     @field_validator("platforms")
@@ -170,6 +169,20 @@ def schema_dialect(schema: dict[str, Any]) -> type[Validator]:
         raise ValueError(f'"$schema" {schema["$schema"]} is not a JSON Schema dialect zagent knows; '
                          "leave it out to use draft 2020-12")
     return found
+
+
+def validator_of(schema: dict[str, Any]) -> Validator:
+    """The validator of ``schema`` (its dialect's), whose references resolve within the schema and the
+    dialects' own metaschemas only: a ``$ref`` to a URL is never fetched (jsonschema's default registry
+    fetches it), so no schema, whoever wrote it, makes zagent reach an address of its choosing."""
+    from referencing import Registry
+
+    return schema_dialect(schema)(schema, registry=Registry())
+
+
+def outside_refs(schema: dict[str, Any]) -> list[str]:
+    """The ``$ref`` strings of ``schema`` that do not point into it (a URL, another file)."""
+    return [ref for ref in _refs(schema) if not _resolves(schema, ref)]
 
 
 def _refs(node: Any) -> list[str]:
@@ -230,7 +243,7 @@ class Tool:
     @cached_property
     def validator(self) -> Validator:
         """The compiled argument schema (built on first use: listing tools does not need it)."""
-        return schema_dialect(self.manifest.parameters)(self.manifest.parameters)
+        return validator_of(self.manifest.parameters)
 
     def files_hash(self) -> str:
         """SHA-256 over the tool folder's files (names and contents), cached by their stat.

@@ -47,6 +47,7 @@ from zagent_core.config import Config, LimitsConfig, McpServerConfig, SandboxCon
 from zagent_core.home import Home
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
+from zagent_core.tools import mcp_log
 from zagent_core.tools.credentials import tool_environment, withhold_model_keys
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
@@ -301,16 +302,18 @@ class Server:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         assert self.spec.command is not None  # the config has one or the other
-        reading, writing = os.pipe()
-        errlog = os.fdopen(writing, "w")
-        threading.Thread(target=self._log_stderr, args=(reading,), name=f"mcp-{self.name}-stderr",
-                         daemon=True).start()
         environment = self._environment()
         failure = unstartable(self.spec.command[0], self.cwd, environment) if self.wrapper else None
         if failure is not None:
             raise failure  # as the SDK would have, had it started the program itself
+        reading, writing = os.pipe()
+        errlog = os.fdopen(writing, "w")
+        threading.Thread(target=self._log_stderr, args=(reading,), name=f"mcp-{self.name}-stderr",
+                         daemon=True).start()
         command = [*self.wrapper, *self.spec.command]
         params = StdioServerParameters(command=command[0], args=command[1:], env=environment, cwd=self.cwd)
+        mcp_log.one_line()
+        mcp_log.serving.set(self.name)  # this connection's task, and the SDK's tasks started in it
         try:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 errlog.close()  # the server has its own copy: its stderr ends when it does
@@ -711,7 +714,7 @@ class McpServers:
     def _offered(self, server: Server, listed: Listed, tool: mcp_types.Tool,
                  taken: Collection[str]) -> tuple[Builtin | None, list[Problem]]:
         """The tool as offered (None when it cannot be), and what to warn of: why not, or its new name."""
-        from zagent_core.tools.manifest import schema_dialect
+        from zagent_core.tools.manifest import outside_refs, schema_dialect
 
         def warning(message: str) -> list[Problem]:
             return [Problem(source=server.label, severity="warning", message=message)]
@@ -725,6 +728,10 @@ class McpServers:
         except Exception as exc:  # noqa: BLE001 - the server's schema, not ours: the tool is left out
             return None, warning(f'tool "{tool.name}" is not offered: its inputSchema is not a JSON Schema zagent '
                                  f"can apply ({_why(exc)[:200]})")
+        outside = outside_refs(parameters)
+        if outside:
+            return None, warning(f'tool "{tool.name}" is not offered: its inputSchema refers outside itself '
+                                 f'("$ref": {json.dumps(outside[0])[:200]}), and zagent fetches no schema')
         renamed = [] if name == f"{server.name}{SEPARATOR}{tool.name}" else warning(
             f'tool "{tool.name}" is offered as "{name}": model APIs take tool names of at most {MAX_TOOL_NAME} '
             "letters, digits, _ and -")

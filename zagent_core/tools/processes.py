@@ -30,6 +30,17 @@ def boot_id() -> str:
         return ""
 
 
+def pid_namespace() -> int:
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``); 0 where the system does not say.
+
+    A pid means something only in its namespace: another namespace's process is not in this
+    one's ``/proc``, or is there under another number."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 def stat_fields(pid: int | str) -> list[bytes] | None:
     """The fields of ``/proc/PID/stat`` after the command name (state first), or None if gone."""
     try:

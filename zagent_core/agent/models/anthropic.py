@@ -239,8 +239,8 @@ class AnthropicModel(HTTPModel):
                     "config.json names)" if self.api_key else "; no key was sent: set ANTHROPIC_API_KEY")
         if status != 404:
             return ""
-        if urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
-            return (f"; requests go to the base URL + /v1/messages: try the base URL {self.base_url[:-3]} "
+        if urlsplit(self.endpoint.base).path.rstrip("/").endswith("/v1"):
+            return (f"; requests go to the base URL + /v1/messages: try the base URL {self.endpoint.base[:-3]} "
                     "(ANTHROPIC_BASE_URL, or model.base_url in config.json)")
         return f'; check the model name ("{self.model}" in anthropic:MODEL)'
 
@@ -270,9 +270,9 @@ class AnthropicModel(HTTPModel):
         try:
             return _Stream(on_text).read(events)
         except _StreamError as exc:
-            raise self._error(f"{self.base_url} reported an error midway through the reply: {exc}") from None
+            raise self._error(f"{self.shown_url} reported an error midway through the reply: {exc}") from None
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise self._error(f"the reply of {self.base_url} is not a Messages API event stream: {exc!r}") from None
+            raise self._error(f"the reply of {self.shown_url} is not a Messages API event stream: {exc!r}") from None
 
     def _reply(self, answer: Any) -> ModelReply:
         try:
@@ -296,4 +296,4 @@ class AnthropicModel(HTTPModel):
                 model=answer.get("model") or self.model,
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise self._error(f"the reply of {self.base_url} is not a Messages API message: {exc!r}") from None
+            raise self._error(f"the reply of {self.shown_url} is not a Messages API message: {exc!r}") from None

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, TypeVar
 
 from zagent_core.agent.models import ContextTooLongError, Message, ModelError, ModelReply, ToolSpec
+from zagent_core.agent.models.endpoint import Endpoint
 from zagent_core.config import ModelConfig
 from zagent_core.logs import get_logger
 from zagent_core.tools import credentials
@@ -179,6 +180,7 @@ class HTTPModel:
         configured_url, configured_key_env = self._configured(config)
         self.base_url = (base_url or configured_url or os.environ.get(self.base_url_env)
                          or self.default_base_url).rstrip("/")
+        self.endpoint = Endpoint.parse(self.base_url)
         if api_key is None:
             api_key = credentials.take_model_key(api_key_env or configured_key_env, self.key_env)
         self.api_key = api_key or ""
@@ -193,6 +195,17 @@ class HTTPModel:
     def _error(self, problem: str) -> ModelError:
         return ModelError(self._clean(problem))
 
+    @property
+    def shown_url(self) -> str:
+        """The base URL as it is journaled and shown: no userinfo, no query value."""
+        return self.endpoint.shown
+
+    def _clean_echo(self, text: str) -> str:
+        """An error body, cleaned: servers echo the request line, so the URL's credentials go too."""
+        for secret in self.endpoint.secrets:
+            text = text.replace(secret, REDACTED)
+        return str(self._clean(text))
+
     def _configured(self, config: ModelConfig) -> tuple[str | None, str | None]:
         """The provider's base URL and key variable as ``config.json`` gives them (None: unset)."""
         raise NotImplementedError
@@ -200,6 +213,10 @@ class HTTPModel:
     def _headers(self) -> dict[str, str]:
         """The provider's own headers (its key, its version)."""
         raise NotImplementedError
+
+    def _basic_auth(self) -> dict[str, str]:
+        """The URL's ``user:password@`` as a header (in place of OpenAI's key, if both are given)."""
+        return {"Authorization": self.endpoint.authorization} if self.endpoint.authorization else {}
 
     def request(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> dict[str, Any]:
         """The request body for ``messages`` (what a test checks against the documented shape)."""
@@ -241,8 +258,9 @@ class HTTPModel:
         a lost connection, a stream cut short: ``relay`` is told the reply starts over);
         raises :class:`ModelError` with what failed."""
         data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json", "User-Agent": f"zagent/{zagent_version()}", **self._headers()}
-        url = f"{self.base_url}{path}"
+        headers = {"Content-Type": "application/json", "User-Agent": f"zagent/{zagent_version()}", **self._headers(),
+                   **self._basic_auth()}
+        url, shown = self.endpoint.at(path), self.endpoint.shown_at(path)
         problem = ""
         for attempt in range(self.max_retries + 1):
             delay = self.backoff * 2**attempt
@@ -252,10 +270,10 @@ class HTTPModel:
                     return read(response)
             except urllib.error.HTTPError as exc:
                 try:
-                    body_text = self._clean(exc.read(_ERROR_READ).decode("utf-8", "replace"))
+                    body_text = self._clean_echo(exc.read(_ERROR_READ).decode("utf-8", "replace"))
                 except _CUT as broken:  # the error's own body broke off: the status still says what to do
                     body_text = f"(its body broke off: {broken!r})"
-                problem = f"HTTP {exc.code} from {url}: {body_text[:_ERROR_SHOWN]}"
+                problem = f"HTTP {exc.code} from {shown}: {body_text[:_ERROR_SHOWN]}"
                 if exc.code != 429 and exc.code < 500:
                     if _TOO_LONG.search(body_text):
                         raise ContextTooLongError(self._clean(problem)) from None
@@ -264,13 +282,13 @@ class HTTPModel:
                 if retry_after and retry_after.replace(".", "", 1).isdigit():
                     delay = min(float(retry_after), _MAX_RETRY_AFTER)
             except StreamCut as exc:
-                problem = f"{url}: {exc}"
+                problem = f"{shown}: {exc}"
                 if relay is not None:
                     relay.restart()
             except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as exc:
-                problem = f"cannot reach {url}: {getattr(exc, 'reason', exc)}"
+                problem = f"cannot reach {shown}: {self._clean_echo(str(getattr(exc, 'reason', exc)))}"
             except ValueError as exc:
-                raise self._error(f"{url} answered with something that is not JSON: {exc}") from None
+                raise self._error(f"{shown} answered with something that is not JSON: {exc}") from None
             if attempt < self.max_retries:
                 log.warning("model_request_retrying", problem=self._clean(problem), attempt=attempt + 1,
                             attempts=self.max_retries + 1, retry_in_seconds=delay)

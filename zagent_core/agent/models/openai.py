@@ -148,9 +148,9 @@ class OpenAIModel(HTTPModel):
 
     def _hint(self, status: int) -> str:
         """For a 404: the usual cause, a base URL without the ``/v1`` the endpoints live under."""
-        if status != 404 or urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
+        if status != 404 or urlsplit(self.endpoint.base).path.rstrip("/").endswith("/v1"):
             return ""
-        return (f"; OpenAI-compatible servers usually serve the API under /v1: try the base URL {self.base_url}/v1 "
+        return (f"; OpenAI-compatible servers usually serve the API under /v1: try the base URL {self.endpoint.base}/v1 "
                 "(OPENAI_BASE_URL, or model.base_url in config.json)")
 
     def request(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> dict[str, Any]:
@@ -171,7 +171,7 @@ class OpenAIModel(HTTPModel):
         try:
             return _Stream(on_text).read(events)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise self._error(f"the stream of {self.base_url} is not a chat completion's: {exc!r}") from None
+            raise self._error(f"the stream of {self.shown_url} is not a chat completion's: {exc!r}") from None
 
     def _reply(self, answer: Any) -> ModelReply:
         try:
@@ -192,4 +192,4 @@ class OpenAIModel(HTTPModel):
                 model=answer.get("model") or self.model,
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise self._error(f"the reply of {self.base_url} is not a chat completion: {exc!r}") from None
+            raise self._error(f"the reply of {self.shown_url} is not a chat completion: {exc!r}") from None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -71,10 +73,42 @@ def _stdin_not_handed_on() -> None:
 _stdin_not_handed_on()
 
 
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (zombies, which only wait to be reaped, are not)."""
+#: How a tool's shell command writes down a pid the test can find (``echo "$NAMESPACED$!"``): a
+#: call's processes run in a PID namespace of their own (the sandbox), where pids are not the test's.
+NAMESPACED = "$(readlink /proc/self/ns/pid):"
+#: The same in a Python tool: ``NAMESPACED_PID(pid)`` (``os`` imported).
+NAMESPACED_PID = "lambda pid: f\"{os.readlink('/proc/self/ns/pid')}:{pid}\""
+
+
+def host_pid(recorded: int | str) -> int | None:
+    """The pid, as this process sees it, of a pid a tool wrote down (as :data:`NAMESPACED` says),
+    or None when no such process runs."""
+    if isinstance(recorded, int) or ":" not in recorded:
+        return int(recorded)
+    namespace, _, inner = recorded.strip().rpartition(":")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry.name}/ns/pid") != namespace:
+                continue
+            with open(f"/proc/{entry.name}/status") as handle:
+                nspid = next(line for line in handle if line.startswith("NSpid:")).split()
+        except (OSError, StopIteration):
+            continue
+        if nspid[-1] == inner:
+            return int(entry.name)
+    return None
+
+
+def running(pid: int | str) -> bool:
+    """Whether ``pid`` (or a pid a tool wrote down, see :func:`host_pid`) is a live process
+    (zombies, which only wait to be reaped, are not)."""
+    found = host_pid(pid)
+    if found is None:
+        return False
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
+        with open(f"/proc/{found}/stat", "rb") as handle:
             state = handle.read().rsplit(b")", 1)[1].split()[0]
     except OSError:
         return False
@@ -142,6 +176,48 @@ def python_tool(home: Path, name: str, code: str, **manifest: Any) -> Path:
     }
     fields.update(manifest)
     return write_tool(home, name, fields, {"main.py": code})
+
+
+#: Starts a session, runs ``argv[3]`` (JSON arguments of a shell call), prints ``CALLED`` once
+#: the call returned, then waits to be killed, as an engine a crash stops.
+SHELL_DRIVER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from zagent_core import Engine, Home
+    from zagent_core.config import Config, LimitsConfig
+    from zagent_store import SQLiteJournal
+    home, workspace = Path(sys.argv[1]), Path(sys.argv[2])
+    engine = Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace,
+                    config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
+    session = engine.start_session("crash")
+    print("SESSION", session.session_id, flush=True)
+    session.call("shell", json.loads(sys.argv[3]))
+    print("CALLED", flush=True)
+    time.sleep(300)
+""")
+
+
+def crashed_shell_session(tmp_path: Path, arguments: dict[str, Any],
+                     ready: Callable[[], Any] | None = None) -> tuple[Engine, str]:
+    """Run the driver until ``ready()`` holds (or its call returned), SIGKILL it, and open its journal again."""
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    (home / "tools").mkdir(parents=True)
+    workspace.mkdir(exist_ok=True)
+    driver = subprocess.Popen([PYTHON, "-c", SHELL_DRIVER, str(home), str(workspace), json.dumps(arguments)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None
+        session_id = driver.stdout.readline().split()[1]
+        if ready is None:
+            assert driver.stdout.readline() == "CALLED\n"
+        else:
+            wait_for(ready, "the driver to get there", seconds=20)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    engine = Engine(Home(home), SQLiteJournal(home / "journal.db"), workspace=workspace,
+                    config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
+    return engine, session_id
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from conftest import python_tool, running
+from conftest import NAMESPACED_PID, python_tool, running
 
 from zagent_core import Engine
 
@@ -19,7 +19,7 @@ from zagent_core.tools.runner import ProcessSpec as Invocation
 from zagent_core.tools.processes import read_json
 from zagent_core.tools.supervisor import EXIT_FILE, SUPERVISOR_FILE
 
-RECORD = "import os, time\nopen(os.path.join(os.environ['ZAGENT_WORKSPACE'], 'pid'), 'w').write(str(os.getpid()))\n"
+RECORD = f"import os, time\nopen(os.path.join(os.environ['ZAGENT_WORKSPACE'], 'pid'), 'w').write(({NAMESPACED_PID})(os.getpid()))\n"
 
 
 def test_terminal_kill_right_after_the_start_kills_the_task(home_dir: Path, workspace: Path, engine: Engine) -> None:
@@ -31,7 +31,7 @@ def test_terminal_kill_right_after_the_start_kills_the_task(home_dir: Path, work
     assert result.output.startswith("#1 sleeper: killed"), result.output
     assert task.status == "killed"
     pid_file = workspace / "pid"
-    assert not pid_file.exists() or not running(int(pid_file.read_text()))
+    assert not pid_file.exists() or not running(pid_file.read_text())
 
 
 def test_the_supervisor_is_known_as_soon_as_launch_returns(tmp_path: Path, workspace: Path) -> None:

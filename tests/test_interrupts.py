@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, python_tool, running, wait_for
+from conftest import NAMESPACED_PID, PYTHON, python_tool, running, wait_for
 
 from zagent_core import Engine, Home
 from zagent_store import SQLiteJournal
@@ -82,7 +82,7 @@ def test_ctrl_c_during_start_up_exits_130_without_clicks_aborted(tmp_path: Path)
 def test_sigterm_during_tools_run_stops_the_tool_and_ends_the_session_like_ctrl_c(tmp_path: Path) -> None:
     home = tmp_path / "home"
     started = tmp_path / "started"
-    python_tool(home, "sleepy", f"import os, pathlib, time\npathlib.Path({str(started)!r}).write_text(str(os.getpid()))\n"
+    python_tool(home, "sleepy", f"import os, pathlib, time\npathlib.Path({str(started)!r}).write_text(({NAMESPACED_PID})(os.getpid()))\n"
                                 "time.sleep(60)")
     proc = _zagent_tools_run(home, "sleepy")
     wait_for(lambda: started.exists() and started.read_text() or proc.poll() is not None, "the tool to start", 30)
@@ -91,7 +91,7 @@ def test_sigterm_during_tools_run_stops_the_tool_and_ends_the_session_like_ctrl_
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "[stopped; the call is journaled in session" in err
-    assert not running(int(started.read_text())), "the tool was left running"
+    assert not running(started.read_text()), "the tool was left running"
     with SQLiteJournal(home / "journal.db") as journal:
         (summary,) = journal.sessions()
         events = [e.event for e in journal.read(summary.session_id)]

@@ -142,7 +142,8 @@ def server_config(entries: dict[str, list[str]], mark: str, *names: str, **more:
 
 
 def servers_running(mark: str) -> dict[int, str]:
-    """The live processes whose environment holds ``mark``, with their command lines."""
+    """The live processes whose environment holds ``mark``, with their command lines (not the
+    sandbox's bubblewrap around a server, which has it too)."""
     if not Path("/proc/self/environ").exists():
         pytest.skip("finding the servers' processes reads /proc (Linux)")
     found: dict[int, str] = {}
@@ -155,7 +156,8 @@ def servers_running(mark: str) -> dict[int, str]:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if wanted in environ.split(b"\0") and running(int(entry.name)):
+        sandbox = Path(command.split(b"\0")[0].decode(errors="replace")).name == "bwrap"
+        if wanted in environ.split(b"\0") and running(int(entry.name)) and not sandbox:
             found[int(entry.name)] = command.replace(b"\0", b" ").decode(errors="replace")
     return found
 

@@ -8,6 +8,7 @@ parent to reap it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTHON, python_tool, running, write_tool
+from conftest import NAMESPACED_PID, PYTHON, host_pid, python_tool, running, write_tool
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
@@ -28,13 +29,14 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process
 
 # -- helpers ----------------------------------------------------------------------------
 
-#: Prepended to every tool that starts processes: ``record(pid)`` notes a pid in the workspace.
-RECORD = """
+#: Prepended to every tool that starts processes: ``record(pid)`` notes a pid in the workspace
+#: (with its PID namespace: the tool may run in one of its own, see ``conftest.host_pid``).
+RECORD = f"""
 import os, signal, subprocess, sys, time
 PIDS = os.path.join(os.environ["ZAGENT_WORKSPACE"], "pids.txt")
 def record(pid):
     with open(PIDS, "a") as f:
-        f.write(f"{pid}\\n")
+        f.write(({NAMESPACED_PID})(pid) + "\\n")
 record(os.getpid())
 """
 
@@ -42,9 +44,9 @@ SLEEPER = [PYTHON, "-c", "import time; time.sleep(30)"]
 STUBBORN = [PYTHON, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"]
 
 
-def recorded_pids(workspace: Path, expected: int) -> list[int]:
+def recorded_pids(workspace: Path, expected: int) -> list[str]:
     path = workspace / "pids.txt"
-    pids = [int(line) for line in path.read_text().split()] if path.exists() else []
+    pids = path.read_text().split() if path.exists() else []
     assert len(pids) == expected, f"the tool recorded {pids}, expected {expected} pids"
     return pids
 
@@ -53,11 +55,15 @@ def assert_none_left(workspace: Path, expected: int) -> None:
     pids = recorded_pids(workspace, expected)
     alive = [pid for pid in pids if running(pid)]
     for pid in alive:  # do not leak them into other tests, then fail
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill(pid)
     assert not alive, f"processes left running after the call: {alive}"
+
+
+def kill(recorded: str) -> None:
+    found = host_pid(recorded)
+    if found is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(found, signal.SIGKILL)
 
 
 def events_of(engine: Engine, session_id: str) -> list[Any]:
@@ -161,8 +167,9 @@ children = [subprocess.Popen({SLEEPER!r}), subprocess.Popen({STUBBORN!r}, stdout
 for child in children:
     record(child.pid)
 # a grandchild too
-grand = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-    "p = subprocess.Popen({SLEEPER!r}); open(sys.argv[1], 'a').write(f'{{p.pid}}\\\\n'); time.sleep(30)", PIDS])
+grand = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time; "
+    "p = subprocess.Popen({SLEEPER!r}); open(sys.argv[1], 'a').write(os.readlink('/proc/self/ns/pid') + f':{{p.pid}}\\\\n'); "
+    "time.sleep(30)", PIDS])
 record(grand.pid)
 while open(PIDS).read().count("\\n") < 5:
     time.sleep(0.01)
@@ -252,8 +259,7 @@ print("escaped child started", flush=True)
         assert not any(running(pid) for pid in recorded_pids(workspace, 2))
     finally:
         for pid in recorded_pids(workspace, 2):
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
+            kill(pid)
 
 
 # -- output cap and memory ------------------------------------------------------------------

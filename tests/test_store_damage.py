@@ -166,15 +166,22 @@ def test_recover_refuses_what_is_not_a_journal_and_an_existing_target(tmp_path: 
 def test_resume_refuses_a_session_with_a_hole_in_its_versions_and_appends_nothing(tmp_path: Path) -> None:
     """A finished call's result deleted behind the triggers' back, in a session a crash left
     mid-turn: resume would report the call as not run. It refuses, and names the way out."""
-    home = tmp_path / "home"
+    home, ready = tmp_path / "home", tmp_path / "ready"
     python_tool(home, "count", "print('counted')")
-    python_tool(home, "crash", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
+    # The crash comes from outside: a tool cannot reach zagent from its sandbox.
+    python_tool(home, "crash", "import os, time\nopen(os.environ['READY'], 'w').close()\ntime.sleep(60)\n")
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"tool_calls": [{"id": "c1", "name": "count", "arguments": {}}]},
                                   {"tool_calls": [{"id": "c2", "name": "crash", "arguments": {}}]},
                                   {"text": "done"}]))
-    ran = zagent("--home", home, "run", "--model", f"scripted:{script}", "count, then crash")
-    assert ran.returncode == -signal.SIGKILL, ran.stderr
+    driver = subprocess.Popen([*ZAGENT, "--home", str(home), "run", "--model", f"scripted:{script}", "count, then crash"],
+                              env={**os.environ, "READY": str(ready)}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        wait_for(ready.exists, "the crashing call to start", 60)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
     path = home / "journal.db"
     with sqlite3.connect(path) as raw:
         raw.execute("DROP TRIGGER events_no_delete")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import python_tool, running, wait_for
+from conftest import NAMESPACED_PID, python_tool, running, wait_for
 
 from zagent_core import Engine
 from zagent_core.tools.processes import read_json
@@ -22,14 +22,15 @@ RECORD = (
     "import os, subprocess, sys, time\n"
     "def record(pid):\n"
     "    with open(os.path.join(os.environ['ZAGENT_WORKSPACE'], 'pids'), 'a') as f:\n"
-    "        f.write(f'{pid}\\n')\n"
+    f"        f.write(({NAMESPACED_PID})(pid) + '\\n')\n"
     "record(os.getpid())\n"
 )
 
 
-def pids(workspace: Path) -> list[int]:
+def pids(workspace: Path) -> list[str]:
+    """What the tool recorded (``conftest.host_pid`` finds them)."""
     path = workspace / "pids"
-    return [int(line) for line in path.read_text().split()] if path.exists() else []
+    return path.read_text().split() if path.exists() else []
 
 
 def types(engine: Engine, session_id: str) -> list[str]:

@@ -39,6 +39,25 @@ def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
     return report
 
 
+def _sandbox_report(config: Config) -> dict[str, Any]:
+    """Whether processes run in the sandbox here, and if not why; its settings."""
+    from zagent_core.tools import sandbox
+
+    return {"active": sandbox.unavailable() is None, "why_not": sandbox.unavailable(), **config.sandbox.model_dump()}
+
+
+def _sandbox_line(report: dict[str, Any]) -> str:
+    if not report["active"]:
+        return f"sandbox: not active ({report['why_not']})"
+    if report["mode"] == "off":
+        confined = "no command confined (sandbox.mode is off); each call's processes die with it"
+    else:
+        whose = "every tool's" if report["tools"] == "all" else "shell commands (and tools whose manifest asks)"
+        network = "network on" if report["network"] else "no network"
+        confined = f"{whose} run {report['mode']}, {network}"
+    return f"sandbox: active (bubblewrap): {confined}"
+
+
 def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[Problem], journal: dict[str, Any],
                   builtins: str) -> None:
     from zagent_core.version import zagent_version
@@ -55,6 +74,7 @@ def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[P
         f"{limits.output_cap_bytes} bytes, kill grace {limits.kill_grace_seconds:g} s, "
         f"media up to {limits.media_max_bytes} bytes")
     say(f"capabilities: {config.capabilities.as_env()}")
+    say(_sandbox_line(_sandbox_report(config)))
     if not journal["exists"]:
         say(f"journal: {journal['path']} (not created yet)")
     elif journal["problems"]:
@@ -78,17 +98,19 @@ def doctor(obj: Context, as_json: bool) -> None:
     from zagent_core.config import load_config
     from zagent_core.drive.offers import home_tools, mcp_tools
     from zagent_core.problems import Problem
+    from zagent_core.tools import sandbox
     from zagent_core.tools.manifest import start_problem
     from zagent_core.version import zagent_version
 
     home = obj.locate_home()
     unusable = home_problem(home.root)
     config, config_problems = load_config(home.config_path)
-    mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace) if not unusable else ({}, [], {})
+    mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace, home) if not unusable else ({}, [], {})
     toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
     unstartable = [Problem(source=f"tools/{tool.folder.name}", message=f"cannot start: {why}")
                    for _, tool in sorted(toolset.tools.items()) if (why := start_problem(tool))]
-    problems = config_problems + builtin_problems + mcp_problems + toolset.problems + unstartable
+    # No sandbox is a warning: zagent runs as it always did, and says so.
+    problems = config_problems + builtin_problems + mcp_problems + toolset.problems + unstartable + sandbox.problems()
     offered = [name for name in builtins if name not in toolset.disabled]
     if unusable:
         problems.insert(0, Problem(source="home", message=unusable))
@@ -111,6 +133,7 @@ def doctor(obj: Context, as_json: bool) -> None:
             "problems": [p.model_dump() for p in problems],
             "limits": config.limits.model_dump(),
             "capabilities": config.capabilities.model_dump(),
+            "sandbox": _sandbox_report(config),
             "journal": journal,
         })
     else:

@@ -38,7 +38,7 @@ def tools_list(obj: Context, as_json: bool) -> None:
     home = obj.home
     config, config_problems = load_config(home.config_path)
     with _StartLine(sorted(config.mcp.servers)) as line:
-        mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace, started=line.started)
+        mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace, home, started=line.started)
     toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
     problems = config_problems + builtin_problems + mcp_problems + toolset.problems
     if as_json:

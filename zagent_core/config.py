@@ -264,6 +264,62 @@ class ReplayConfig(BaseModel):
     normalize: list[NormaliseRule] = []
 
 
+#: How much of the file system a sandboxed process may change: the workspace (and its call's
+#: own folders), or only its call's own folders; ``off``: no file-system or network sandbox.
+SandboxMode = Literal["workspace-write", "read-only", "off"]
+
+
+def _paths_given(value: list[str]) -> list[str]:
+    if any(not path or "\0" in path for path in value):
+        raise ValueError("a path is empty or holds a NUL character; give absolute paths, ~/... or paths relative "
+                         "to the workspace")
+    return value
+
+
+class SandboxGrant(BaseModel):
+    """What a tool's manifest (or an MCP server's entry) asks of the sandbox it runs in:
+    ``"sandbox": "workspace-write"``, or an object with these fields."""
+
+    model_config = _STRICT
+
+    mode: Literal["workspace-write", "read-only"]
+    #: Reach the network (otherwise only a loopback of its own).
+    network: bool = False
+    #: Paths writable besides the workspace and the call's own folders.
+    writable: Annotated[list[str], AfterValidator(_paths_given)] = []
+    #: Paths readable though the sandbox would hide them (inside the home).
+    readable: Annotated[list[str], AfterValidator(_paths_given)] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_alone(cls, value: Any) -> Any:
+        # "sandbox": "read-only" is short for {"mode": "read-only"}.
+        return {"mode": value} if isinstance(value, str) else value
+
+
+class SandboxConfig(BaseModel):
+    """Where processes run (bubblewrap, on Linux): see docs/security-sandbox.md."""
+
+    model_config = _STRICT
+
+    #: The sandbox of what a model composes (``shell`` commands), and of every tool with
+    #: ``tools: "all"``. Where bubblewrap cannot run, processes run as they would with ``off``,
+    #: and each session says so in its warnings.
+    mode: SandboxMode = "workspace-write"
+    network: bool = False
+    #: Paths writable besides the workspace and the call's own folders (absolute, ``~/...``,
+    #: or relative to the workspace).
+    writable: Annotated[list[str], AfterValidator(_paths_given)] = []
+    #: Paths readable though they would be hidden (the home is, but for its tools and the call's folders).
+    readable: Annotated[list[str], AfterValidator(_paths_given)] = []
+    #: Give each call a /tmp (and $TMPDIR) of its own, gone when it ends.
+    private_tmp: bool = False
+    #: ``model``: only what a model composes runs sandboxed by default, a folder tool or an MCP
+    #: server when its own ``sandbox`` asks; ``all``: every tool and server, under this section's
+    #: grant (one asking for more is refused).
+    tools: Literal["model", "all"] = "model"
+
+
 #: What an MCP server may be called in config.json: its tools are offered as ``NAME__TOOL``.
 MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*")
 MCP_SERVER_NAME_MAX = 32
@@ -289,6 +345,9 @@ class McpServerConfig(BaseModel):
     timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     #: How long starting the server and listing its tools may take.
     startup_timeout_seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    #: Run the program in the sandbox (``"workspace-write"``, ``"read-only"`` or an object, as a
+    #: tool's manifest says it); without it, only with ``sandbox.tools: "all"``.
+    sandbox: SandboxGrant | None = None
 
     @field_validator("command", mode="before")
     @classmethod
@@ -306,9 +365,9 @@ class McpServerConfig(BaseModel):
         if self.url is not None:
             if not self.url.startswith(("http://", "https://")):
                 raise ValueError('"url" must be an http:// or https:// URL (a Streamable HTTP endpoint)')
-            if self.env or self.cwd is not None:
-                raise ValueError('"env" and "cwd" are for a server zagent starts ("command"); a "url" server '
-                                 'takes "headers"')
+            if self.env or self.cwd is not None or self.sandbox is not None:
+                raise ValueError('"env", "cwd" and "sandbox" are for a server zagent starts ("command"); a "url" '
+                                 'server takes "headers"')
         elif self.headers:
             raise ValueError('"headers" are for a "url" server; a "command" server takes "env"')
         return self
@@ -342,6 +401,7 @@ class Config(BaseModel):
     capabilities: CapabilitiesConfig = CapabilitiesConfig()
     journal: JournalConfig = JournalConfig()
     mcp: McpConfig = McpConfig()
+    sandbox: SandboxConfig = SandboxConfig()
 
 
 def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:

@@ -28,18 +28,19 @@ def home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> tu
     return load_tools(home, config, reserved=registry.names() | set(reserved)), builtins, problems
 
 
-def mcp_tools(config: Config, workspace: str | Path | None,
+def mcp_tools(config: Config, workspace: str | Path | None, home: Home,
               started: Callable[[str, str | None], None] | None = None) -> tuple[dict[str, Builtin], list[Problem],
                                                                                 dict[str, str]]:
     """The tools of config.json's MCP servers (all started at once, each in ``workspace``,
-    default the current folder, listed and stopped), what went wrong with them, and each
-    tool's server: what a session offers besides the home's own. ``started(server, why_not)``
-    hears of each start as it ends (``why_not`` None: it started)."""
+    default the current folder, in the sandbox of ``home``'s sessions, listed and stopped),
+    what went wrong with them, and each tool's server: what a session offers besides the
+    home's own. ``started(server, why_not)`` hears of each start as it ends (``why_not``
+    None: it started)."""
     if not config.mcp.servers:
         return {}, [], {}
     from zagent_core.tools.mcp import McpServers
 
-    servers = McpServers(config, Path(workspace or Path.cwd()).resolve(), started=started)
+    servers = McpServers(config, Path(workspace or Path.cwd()).resolve(), home, started=started)
     try:
         tools, problems = servers.tools()
     finally:

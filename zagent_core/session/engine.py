@@ -60,6 +60,7 @@ from zagent_core.session.status import session_status
 from zagent_core.session.turns import Delivery, Turns
 from zagent_core.session.typed import InputTooLargeError
 from zagent_core.session.writer import SessionEndedError, Writer
+from zagent_core.tools import sandbox
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.manifest import Tool, ToolSet, load_tools
 from zagent_core.tools.mcp import McpServers
@@ -125,7 +126,7 @@ class Engine:
         self.config_problems += builtin_problems
         #: ``mcp_servers`` names the servers of config.json this engine may start (default: all):
         #: ``zagent tools run fs__read_file`` starts ``fs`` alone, a built-in none.
-        self.mcp = McpServers(config, self.workspace, names=mcp_servers) if config.mcp.servers else None
+        self.mcp = McpServers(config, self.workspace, home, names=mcp_servers) if config.mcp.servers else None
         if self.mcp is not None:  # at the latest when the interpreter exits: no server outlives us
             weakref.finalize(self, self.mcp.close)
         #: Sub-agents running at once, in this process (``spawn.max_concurrent``).
@@ -152,6 +153,11 @@ class Engine:
         self.builtins.update(found)
         return problems
 
+    def _warnings(self, tools: ToolSet) -> list[str]:
+        """What a session is told as it starts or resumes: what is wrong with the config and the
+        tools, and that there is no sandbox where there is none."""
+        return [str(p) for p in [*self.config_problems, *tools.problems, *sandbox.problems()]]
+
     def close(self) -> None:
         """Stop the MCP servers this engine started (the journal is the caller's to close)."""
         if self.mcp is not None:
@@ -176,7 +182,7 @@ class Engine:
             self._mcp_tools()
         session = Session(self, session_id or new_session_id(), tools)
         session.take_lease()
-        warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
+        warnings = self._warnings(tools)
         session._append([
             SessionStarted(
                 origin=origin,
@@ -219,7 +225,7 @@ class Engine:
             session.state = rebuild(self.journal.read(session_id, after_version=state.version), state)
             if listener is not None:  # sees what resume settles, too
                 session.subscribe(listener)
-            warnings = [str(p) for p in [*self.config_problems, *tools.problems]]
+            warnings = self._warnings(tools)
             session._append([SessionResumed(zagent_version=zagent_version(), tools=self.toolbox(tools).offers(),
                                             warnings=warnings,
                                             taken_over_from=previous.owner if previous else None)])

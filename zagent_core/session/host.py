@@ -19,7 +19,7 @@ from zagent_core.journal.views import TaskView
 from zagent_core.session.background import Background
 from zagent_core.session.people import People
 from zagent_core.session.writer import Writer
-from zagent_core.tools import tasks
+from zagent_core.tools import sandbox, tasks
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.inprocess import Arguments, BuiltinContext
 from zagent_core.tools.invocation import CallContext
@@ -128,7 +128,7 @@ class SessionHost:
             who = ProcessIdentity.of(pid)
             write_json(call_dir / tasks.TOOL_FILE, who.model_dump() if who else {"pid": pid})
 
-        outcome = run_process(spec, on_tick=tick, on_start=started)
+        outcome = run_process(self._confined(context, spec), on_tick=tick, on_start=started)
         self._background.collect_notes(call_id)  # what it wrote last
         if outcome.stopped and self.interrupt_calls.is_set():
             raise KeyboardInterrupt  # as in the main thread: the call is journaled interrupted
@@ -138,10 +138,18 @@ class SessionHost:
         assert context.call_dir is not None and context.task_id is not None, (
             f"{context.tool} starts a task: its runs_process and background must say so")
         result, started = self._background.launch(context.tool, context.call_id, context.task_id, context.call_dir,
-                                                  spec)
+                                                  self._confined(context, spec))
         if started is not None:
             context.staged.append(started)
         return result
+
+    def _confined(self, context: BuiltinContext, spec: ProcessSpec) -> ProcessSpec:
+        """``spec`` in its sandbox: its grant's, with the call's folder and the session's scratch
+        writable (and, whatever the grant, in a PID namespace of its own)."""
+        assert context.call_dir is not None
+        own = [context.call_dir, self._home.scratch_dir(self._writer.session_id)]
+        return sandbox.confine(spec, sandbox.Confinement.of(spec.sandbox, config=self._config.sandbox,
+                                                            workspace=context.workspace, home=self._home, own=own))
 
     def _builtin_spec(self, context: BuiltinContext, argv: list[str], timeout: float | None,
                       capture_limit: int) -> ProcessSpec:
@@ -156,6 +164,9 @@ class SessionHost:
             merge_stderr=True, kill_grace=self._config.limits.kill_grace_seconds, capture_limit=capture_limit,
             spill_path=context.call_dir / FULL_OUTPUT_NAME, tag=f"ZAGENT_OUTPUT_DIR={context.call_dir / 'output'}",
             file_limit=self._config.limits.output_file_bytes,
+            # What a model composes runs in the sandbox config.json describes.
+            sandbox=sandbox.grant_for(self._config.sandbox, None, composed=True, workspace=context.workspace,
+                                      who=context.tool),
         )
 
     def run_call_process(self, context: BuiltinContext, argv: list[str], *, timeout: float | None,

@@ -18,6 +18,7 @@ from zagent_core.tools.invocation import build_invocation, delivery_problems
 from zagent_core.tools.manifest import Tool
 from zagent_core.tools.processes import write_json
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
+from zagent_core.tools.sandbox import SandboxRefused, grant_for
 
 
 @dataclass(frozen=True)
@@ -91,10 +92,18 @@ class FolderTool:
         tool, manifest, call_dir = self.tool, self.tool.manifest, context.call_dir
         state_file = call_dir / "state.json"
         write_json(state_file, dict(context.state.before))
+        refused: str | None = None
+        try:
+            grant = grant_for(context.config.sandbox, manifest.sandbox, composed=False, workspace=context.workspace,
+                              who=f"tools/{tool.folder.name}")
+        except SandboxRefused as exc:
+            grant, refused = None, str(exc)
         spec = build_invocation(tool, arguments, context.host.call_context(context, state_file),
-                                limits=context.config.limits)
+                                limits=context.config.limits, sandbox=grant)
 
         def run() -> ToolResult:
+            if refused is not None:
+                return ToolResult(output=refused, is_error=True)
             if context.task_id is not None:
                 return context.host.start_task(context, spec)
             outcome = context.host.run_process(context, spec)

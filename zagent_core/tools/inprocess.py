@@ -94,7 +94,8 @@ class Host(Protocol):
         ...
 
     def run_process(self, context: BuiltinContext, spec: ProcessSpec) -> ProcessOutcome:
-        """Run the call's process, journaling its notes as it runs and recording who it is."""
+        """Run the call's process in its sandbox (``spec.sandbox``, and a PID namespace that dies
+        with it), journaling its notes as it runs and recording who it is."""
         ...
 
     def start_task(self, context: BuiltinContext, spec: ProcessSpec) -> ToolResult:
@@ -120,7 +121,8 @@ class Host(Protocol):
     def run_call_process(self, context: BuiltinContext, argv: list[str], *, timeout: float | None,
                          capture_limit: int) -> ProcessOutcome:
         """Run ``argv`` in the workspace for this call (stdout and stderr merged), killing its
-        whole tree at ``timeout``; the whole output goes to the call's ``full_output.txt``."""
+        whole tree at ``timeout``; the whole output goes to the call's ``full_output.txt``.
+        ``argv`` is what a model composed: it runs in the sandbox ``config.json`` describes."""
         ...
 
     def start_call_task(self, context: BuiltinContext, argv: list[str], *, timeout: float | None) -> ToolResult:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zagent_core.config import LimitsConfig
+from zagent_core.config import LimitsConfig, SandboxGrant
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.manifest import Tool, expand
 from zagent_core.tools.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT
@@ -83,9 +83,10 @@ def build_invocation(
     *,
     limits: LimitsConfig,
     environ: Mapping[str, str] | None = None,
+    sandbox: SandboxGrant | None = None,
 ) -> ProcessSpec:
     """Everything needed to start ``tool`` for one call, in the folder of ``context``'s
-    ``output_dir``: the output beyond what is kept spills there."""
+    ``output_dir``: the output beyond what is kept spills there; ``sandbox`` is the grant it runs under."""
     manifest = tool.manifest
     placeholders = {
         "{dir}": str(tool.folder),
@@ -134,4 +135,5 @@ def build_invocation(
         spill_path=call_dir / (FULL_OUTPUT_NAME if text_mode else "stdout.txt"),
         tag=f"ZAGENT_OUTPUT_DIR={context.output_dir}",
         file_limit=limits.output_file_bytes,
+        sandbox=sandbox,
     )

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from zagent_core.config import Config
+from zagent_core.config import Config, SandboxGrant
 from zagent_core.problems import Problem, describe_errors, did_you_mean
 from zagent_core.tools.processes import file_sha256, read_json, write_json
 from zagent_core.tools.text import storable, storable_json
@@ -74,6 +74,9 @@ class Manifest(BaseModel):
     concurrency_safe: bool = False
     attach_outputs: bool = False
     platforms: list[Platform] | None = None
+    #: Run in the sandbox (``"workspace-write"``, ``"read-only"``, or an object with ``mode``,
+    #: ``network``, ``writable``, ``readable``); without it, only with ``sandbox.tools: "all"``.
+    sandbox: SandboxGrant | None = None
 
     @field_validator("name")
     @classmethod

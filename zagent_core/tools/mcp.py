@@ -28,6 +28,7 @@ import base64
 import binascii
 import collections
 import concurrent.futures
+import dataclasses
 import functools
 import hashlib
 import json
@@ -42,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from zagent_core.config import Config, LimitsConfig, McpServerConfig
+from zagent_core.config import Config, LimitsConfig, McpServerConfig, SandboxConfig
+from zagent_core.home import Home
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
 from zagent_core.tools import mcp_log
@@ -50,7 +52,8 @@ from zagent_core.tools.credentials import tool_environment, withhold_model_keys
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.patterns import unreadable
 from zagent_core.tools.results import CallPaths, ToolResult, build_result
-from zagent_core.tools.runner import ProcessOutcome
+from zagent_core.tools.runner import ProcessOutcome, unstartable
+from zagent_core.tools.sandbox import Confinement, SandboxRefused, grant_for
 from zagent_core.version import install_command, zagent_version
 
 if TYPE_CHECKING:
@@ -275,6 +278,8 @@ class Server:
     name: str
     spec: McpServerConfig
     workspace: Path
+    #: What the server runs inside: its sandbox (see :mod:`zagent_core.tools.sandbox`).
+    wrapper: tuple[str, ...] = ()
     listed: Listed | None = None
     #: Why it is not running and will not be started again (it could not be started).
     down: str | None = None
@@ -289,6 +294,10 @@ class Server:
     @property
     def label(self) -> str:
         return f'MCP server "{self.name}"'
+
+    @property
+    def cwd(self) -> Path:
+        return self.workspace / (self.spec.cwd or ".")
 
     def _environment(self) -> dict[str, str]:
         # zagent's tool environment: never the model's key, nor zagent's own variables.
@@ -311,13 +320,17 @@ class Server:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         assert self.spec.command is not None  # the config has one or the other
+        environment = self._environment()
+        failure = unstartable(self.spec.command[0], self.cwd, environment) if self.wrapper else None
+        if failure is not None:
+            raise failure  # as the SDK would have, had it started the program itself
         reading, writing = os.pipe()
         errlog = os.fdopen(writing, "w")
         attempt.stderr_read = threading.Event()
         threading.Thread(target=self._log_stderr, args=(reading, attempt.stderr_read),
                          name=f"mcp-{self.name}-stderr", daemon=True).start()
-        params = StdioServerParameters(command=self.spec.command[0], args=self.spec.command[1:],
-                                       env=self._environment(), cwd=self.workspace / (self.spec.cwd or "."))
+        command = [*self.wrapper, *self.spec.command]
+        params = StdioServerParameters(command=command[0], args=command[1:], env=environment, cwd=self.cwd)
         mcp_log.one_line()
         mcp_log.serving.set(self.name)  # this connection's task, and the SDK's tasks started in it
         try:
@@ -627,19 +640,33 @@ def _always(arguments: Arguments) -> bool:
     return True
 
 
+def _confined(server: Server, config: SandboxConfig, home: Home) -> Server:
+    """The server run in its sandbox, as its entry's ``sandbox`` and config.json's ask (and, as
+    every process zagent starts, in a PID namespace that dies with the engine); a server whose
+    entry asks for more than config.json grants is down, saying why."""
+    if server.spec.command is None:
+        return server  # a server already running: not ours to confine
+    try:
+        grant = grant_for(config, server.spec.sandbox, composed=False, workspace=server.workspace, who=server.label)
+    except SandboxRefused as exc:
+        return dataclasses.replace(server, down=str(exc))
+    confinement = Confinement.of(grant, config=config, workspace=server.workspace, home=home, own=[])
+    return dataclasses.replace(server, wrapper=confinement.wrapper(server.cwd))
+
+
 class McpServers:
     """The MCP servers of a config, for one engine: their tools as built-ins, started on first need."""
 
-    def __init__(self, config: Config, workspace: Path, *, names: Collection[str] | None = None,
+    def __init__(self, config: Config, workspace: Path, home: Home, *, names: Collection[str] | None = None,
                  started: Callable[[str, str | None], None] | None = None) -> None:
         """The servers of ``config`` (those of ``names`` alone, when given), each started in
-        ``workspace``; ``started(server, why_not)`` hears of each start as it ends (``why_not``
-        None: it started), in the servers' own thread."""
+        ``workspace``, in the sandbox of ``home``'s sessions; ``started(server, why_not)`` hears
+        of each start as it ends (``why_not`` None: it started), in the servers' own thread."""
         # A server is a program zagent starts, like a tool: no model key may be in its environment
         # (nor in this process's initial one, which it could read), whatever command starts it.
         withhold_model_keys(config.model)
-        self.servers = {name: Server(name, spec, workspace) for name, spec in config.mcp.servers.items()
-                        if names is None or name in names}
+        self.servers = {name: _confined(Server(name, spec, workspace), config.sandbox, home)
+                        for name, spec in config.mcp.servers.items() if names is None or name in names}
         self._started = started
         #: How many tools of a server are offered, and how big their definitions may be.
         self._limits = config.limits

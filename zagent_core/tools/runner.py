@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import threading
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Callable
 
+from zagent_core.config import SandboxGrant
 from zagent_core.logs import get_logger
 from zagent_core.tools.output_files import cut_middle
 from zagent_core.tools.processes import create_fresh, stat_fields
@@ -74,6 +77,14 @@ class ProcessSpec:
     #: The most of each output kept on disk (``limits.output_file_bytes``): past it, its
     #: first and last halves, and a line between that says how much was dropped.
     file_limit: int | None = None
+    #: What the process may reach in the sandbox (None: not confined, only its PID namespace);
+    #: the session's host gives the spec its :attr:`wrapper` (``zagent_core.tools.sandbox``).
+    sandbox: SandboxGrant | None = None
+    #: What ``argv`` runs inside: bubblewrap and its arguments, up to ``--``
+    #: (:func:`zagent_core.tools.sandbox.confine` sets it). Its end ends the whole sandbox at
+    #: once, so a stop signals the tool's processes and spares it (the tool has its grace);
+    #: and it reports a death by signal N as exit status 128+N.
+    wrapper: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,7 +169,7 @@ class _Capture:
             self._spill.close()
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """Whether any process of the group is still running (zombies do not count)."""
     try:
         os.killpg(pgid, 0)
@@ -170,12 +181,18 @@ def _group_alive(pgid: int) -> bool:
         return True
     # Killed members stay as zombies until their new parent reaps them, and an init
     # that never reaps would make the group look alive forever: look at their state.
+    return bool(_members(pgid))
+
+
+def _members(pgid: int) -> list[int]:
+    """The running (not zombie) processes of the group."""
+    members = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             fields = stat_fields(entry.name)
             if fields is not None and int(fields[2]) == pgid and fields[0] != b"Z":
-                return True
-    return False
+                members.append(int(entry.name))
+    return members
 
 
 def _running(pid: int) -> bool:
@@ -199,11 +216,25 @@ def _tagged(tag: str) -> list[int]:
     return found
 
 
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _signal_group(pgid: int, signum: int, *, spare_leader: bool = False) -> None:
+    """Signal the group; with ``spare_leader``, every member but its leader (bubblewrap, whose
+    death would kill the rest at once, before they can use their grace)."""
+    if not spare_leader or signum == signal.SIGKILL:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signum)
+        return
+    for pid in _members(pgid):
+        if pid != pgid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+
+def _returncode(status: int, confined: bool) -> int:
+    """The tool's status as Popen gives it (-N: killed by signal N). bubblewrap says 128+N for
+    that, as a shell does, so a tool that exits 128+N itself is taken as killed by N too."""
+    if confined and status > 128 and status - 128 in signal.valid_signals():
+        return -(status - 128)
+    return status
 
 
 class _Run:
@@ -288,7 +319,7 @@ class _Run:
             self.exited_at = time.monotonic()
 
     def _signal(self, signum: int) -> None:
-        _signal_group(self.pgid, signum)
+        _signal_group(self.pgid, signum, spare_leader=bool(self.spec.wrapper))
         for pid in self.escaped:
             try:
                 os.kill(pid, signum)
@@ -307,15 +338,17 @@ class _Run:
             self.killed_at = now
 
     def _alive(self) -> bool:
-        return _group_alive(self.pgid) or any(_running(pid) for pid in self.escaped)
+        return group_alive(self.pgid) or any(_running(pid) for pid in self.escaped)
 
     def _finished(self, now: float) -> bool:
         """Decide, once the tool has exited, whether anything is still worth waiting for."""
         assert self.exited_at is not None
         if self._pipes_open() and now < self.exited_at + DRAIN_SECONDS and not self.stopping:
             return False  # the last output may still be in flight
-        if not self._alive():
-            holders = self._pipes_open() or self.spec.stdout_file is not None
+        # A sandbox ends with its program: what is left in it (bubblewrap's init, what the tool
+        # left running) is being killed by the kernel, and nothing of it can be anywhere else.
+        if self.spec.wrapper or not self._alive():
+            holders = not self.spec.wrapper and (self._pipes_open() or self.spec.stdout_file is not None)
             if holders and self.spec.tag and not self.searched:
                 # Someone outside the group holds the pipes (or, writing to files, may be
                 # anywhere): a process that left it with setsid. It still carries the
@@ -371,7 +404,7 @@ class _Run:
         ended = self.exited_at or time.monotonic()
         return ProcessOutcome(
             pid=self.proc.pid,
-            returncode=self.proc.returncode,
+            returncode=_returncode(self.proc.returncode, bool(self.spec.wrapper)),
             timed_out=self.timed_out,
             stdout=bytes(self.stdout.tail),
             stdout_total=self.stdout.total,
@@ -431,6 +464,21 @@ def _start_error(spec: ProcessSpec, exc: OSError) -> str:
     return f"could not start {spec.argv[0]}: {exc.strerror or exc}"
 
 
+def unstartable(program: str, cwd: Path, env: dict[str, str]) -> OSError | None:
+    """What starting ``program`` in ``cwd`` would fail with, looked for as ``execvp`` would:
+    inside a wrapper (the sandbox), the wrapper starts, and only then finds that the program
+    cannot; this says it as starting the program itself would have."""
+    if not cwd.is_dir():
+        return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(cwd))
+    if os.sep not in program:
+        return None if shutil.which(program, path=env.get("PATH", os.defpath)) else FileNotFoundError(
+            errno.ENOENT, os.strerror(errno.ENOENT), program)
+    path = cwd / program
+    if not path.is_file():
+        return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    return None if os.access(path, os.X_OK) else PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+
+
 def run_process(spec: ProcessSpec, on_tick: Callable[[], bool] | None = None,
                 on_start: Callable[[int], None] | None = None) -> ProcessOutcome:
     """Run ``spec`` to completion (or its timeout) and report what happened.
@@ -449,8 +497,11 @@ def run_process(spec: ProcessSpec, on_tick: Callable[[], bool] | None = None,
             if not spec.merge_stderr and spec.stderr_path is not None:
                 stderr = files.enter_context(spec.stderr_path.open("ab"))
         try:
+            failure = unstartable(spec.argv[0], spec.cwd, spec.env) if spec.wrapper else None
+            if failure is not None:
+                raise failure
             proc = subprocess.Popen(
-                spec.argv,
+                [*spec.wrapper, *spec.argv],
                 cwd=spec.cwd,
                 env=spec.env,
                 stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,

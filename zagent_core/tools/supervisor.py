@@ -8,7 +8,8 @@ resume can find. It runs the tool with its output going straight to files in the
 folder, and enforces the timeout and the output cap: a tool whose output passes
 ``limits.output_file_bytes`` is stopped (it has no timeout unless given one, and a flood
 would fill the disk), and its output files keep their start and their end
-(:mod:`~zagent_core.tools.output_files`). Its last act is to write ``exit.json`` atomically, with
+(:mod:`~zagent_core.tools.output_files`). The tool's sandbox (bubblewrap, ``--die-with-parent``)
+hangs off the supervisor: the task outlives the engine, and all it started dies with it. Its last act is to write ``exit.json`` atomically, with
 the time the tool ended, so an exit that happens while the engine is down is still known
 when the engine comes back. SIGTERM, SIGINT or SIGHUP make it stop the tool's whole tree
 and record that it was stopped; it starts with them blocked, so one sent while it is
@@ -79,6 +80,7 @@ def main(task_dir: Path, request: dict[str, Any]) -> int:
         stdout_file=task_dir / OUTPUT_FILE,
         stderr_path=None if merge else task_dir / STDERR_FILE,
         tag=request.get("tag"),
+        wrapper=tuple(request.get("wrapper") or ()),
     )
     began = time.time()
     outcome = run_process(spec, on_tick=tick, on_start=started)

@@ -23,9 +23,9 @@ from typing import Any
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.logs import get_logger
 from zagent_core.tools.credentials import tool_environment
-from zagent_core.tools.processes import ProcessIdentity, open_regular, read_json, write_json
+from zagent_core.tools.processes import ProcessIdentity, boot_id, open_regular, read_json, stat_fields, write_json
 from zagent_core.tools.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
-from zagent_core.tools.runner import ProcessOutcome, ProcessSpec
+from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, group_alive
 from zagent_core.tools.supervisor import EXIT_FILE, OUTPUT_FILE, STDERR_FILE, STOP_SIGNALS, SUPERVISOR_FILE, TOOL_FILE
 from zagent_core.tools.text import storable
 
@@ -49,6 +49,7 @@ def launch(task_dir: Path, invocation: ProcessSpec, *, merge_stderr: bool, kill_
         "kill_grace": kill_grace,
         "tag": tag,
         "output_file_bytes": invocation.file_limit,
+        "wrapper": list(invocation.wrapper),
     }
     # The supervisor's own environment is the engine's, less its credentials; the
     # tool's environment travels in the request, on a pipe, never in a file.
@@ -165,16 +166,25 @@ def stop(task_dir: Path, *, supervisor: ProcessIdentity | None = None, wait: boo
         except ProcessLookupError:
             pass
     tool = identity(task_dir, TOOL_FILE)
-    if tool is None or not tool.alive():
+    if tool is None or not _leads_its_group(tool) or not group_alive(tool.pid):
         return False
     try:
         os.killpg(tool.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         return False
     deadline = time.monotonic() + 1.0
-    while wait and tool.alive() and time.monotonic() < deadline:
+    while wait and group_alive(tool.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
     return True
+
+
+def _leads_its_group(tool: ProcessIdentity) -> bool:
+    """Whether the process group named by the tool's pid is still the tool's: the tool is there
+    (running or a zombie), or no process has its pid now. Then what is in that group was
+    started by the tool: a pid cannot be given again while a group is named by it. (In the
+    sandbox, bubblewrap dies first when its parent does, and what is inside goes a moment later.)"""
+    fields = stat_fields(tool.pid)
+    return fields is None or (int(fields[19]) == tool.start_ticks and tool.boot_id == boot_id())
 
 
 def read_output(task_dir: Path, offset: int | None, limit: int) -> tuple[bytes, int, int]:

@@ -298,7 +298,7 @@ class SandboxGrant(BaseModel):
 
 
 class SandboxConfig(BaseModel):
-    """Where processes run (bubblewrap, on Linux): see docs/security-sandbox.md."""
+    """Where processes run (bubblewrap, on Linux): see docs/security.md."""
 
     model_config = _STRICT
 

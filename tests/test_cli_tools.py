@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, python_tool, read_terminal, running, wait_for
+from conftest import NAMESPACED_PID, PYTHON, python_tool, read_terminal, running, wait_for
 
 from zagent_store import SQLiteJournal
 
@@ -124,8 +124,9 @@ def test_tools_run_of_a_call_that_waits_on_a_person_says_so_and_exits_3(tmp_path
 def test_ctrl_c_in_the_first_half_second_of_tools_run_is_one_line_and_exit_130(tmp_path: Path,
                                                                                delay: float) -> None:
     home = tmp_path / "home"
+    # The pid as the tool sees it in its PID namespace (a sandbox's), with that namespace: running() finds it.
     python_tool(home, "sleepy", f"import os, pathlib, time\npathlib.Path({str(tmp_path / 'pid')!r}).write_text("
-                                "str(os.getpid()))\ntime.sleep(60)")
+                                f"({NAMESPACED_PID})(os.getpid()))\ntime.sleep(60)")
     # -X importtime says (on stderr) when each import is done: the delay counts from the moment
     # zagent loads its CLI (click is its first import), before which Python's own start-up runs
     # and no program can catch a Ctrl-C.
@@ -143,7 +144,7 @@ def test_ctrl_c_in_the_first_half_second_of_tools_run_is_one_line_and_exit_130(t
     assert run.returncode == 130, err
     assert err.startswith("[stopped") and len(err.splitlines()) == 1, err  # no traceback, no KeyboardInterrupt
     pid = tmp_path / "pid"
-    assert not pid.exists() or not running(int(pid.read_text())), "the tool was left running"
+    assert not pid.exists() or not running(pid.read_text()), "the tool was left running"
     if (home / "journal.db").exists():
         with SQLiteJournal(home / "journal.db") as journal:
             assert all(summary.ended for summary in journal.sessions())

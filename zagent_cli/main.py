@@ -26,7 +26,7 @@ from zagent_cli.output import terminal_safe
 from zagent_cli.replay import replay
 from zagent_cli.run import answer, approve, deny, resume, run
 from zagent_cli.sessions import sessions
-from zagent_cli.stop import exit_stopped
+from zagent_cli.stop import exit_stopped, interrupted
 from zagent_cli.tools import tools
 from zagent_cli.worker import worker
 
@@ -54,6 +54,8 @@ class ZagentGroup(click.Group):
             setattr(exc, "message", terminal_safe(exc.message))  # noqa: B010
             raise
         except Exception as exc:
+            if interrupted(exc):
+                exit_stopped("[stopped]")
             # Imported only now: --help and tools list do not pay for the journal's modules.
             from zagent_core.journal.events import EventSchemaError
             from zagent_core.journal.fold import InconsistentJournalError

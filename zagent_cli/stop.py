@@ -20,3 +20,10 @@ def exit_stopped(line: str) -> NoReturn:
     sys.stderr.write(("\n" if sys.stderr.isatty() else "") + line + "\n")
     exec("pass", {})  # noqa: S102 - clears CPython's mark, as said above
     sys.exit(130)
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C in disguise: one that landed while pydantic built a model
+    class (a command's first import of the journal's events) comes out of pydantic-core as a
+    ``SchemaError`` whose message names the ``KeyboardInterrupt``."""
+    return type(exc).__name__ == "SchemaError" and "KeyboardInterrupt" in str(exc)

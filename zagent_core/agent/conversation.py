@@ -211,26 +211,27 @@ class Conversation:
         self._added += size - self._sizes[index]
         self._messages[index], self._sizes[index] = message, size
 
+    def _clearable_slots(self, through_request: int) -> list[int]:
+        """The result slots :meth:`clear` clears: answered, not cleared yet, of calls made by a
+        request up to ``through_request``."""
+        return [slot for slot, request in self._made_by.items()
+                if request <= through_request and slot not in self._unanswered
+                and not self._messages[slot].content.startswith(_CLEARED)]
+
     def clearable(self, through_request: int) -> tuple[int, int]:
         """How many results :meth:`clear` would clear, and the bytes of output they hold."""
-        results = size = 0
-        for slot, request in self._made_by.items():
-            message = self._messages[slot]
-            if request <= through_request and not message.content.startswith(_CLEARED) and slot not in self._unanswered:
-                results += 1
-                size += len(message.content.encode())
-        return results, size
+        slots = self._clearable_slots(through_request)
+        return len(slots), sum(len(self._messages[slot].content.encode()) for slot in slots)
 
     def clear(self, through_request: int) -> None:
         """Replace the result of each call made by a request up to ``through_request`` with a line
         saying how large it was and where to read it (``context_cleared``)."""
-        for slot, request in self._made_by.items():
+        for slot in self._clearable_slots(through_request):
             message = self._messages[slot]
-            if request <= through_request and not message.content.startswith(_CLEARED) and slot not in self._unanswered:
-                self._set(slot, message.model_copy(update={"media": [], "content": (
-                    f"{_CLEARED}: {len(message.content.encode()):,} bytes"
-                    f"{f' and {len(message.media)} attached files' if message.media else ''}; "
-                    f"`zagent sessions show {self.session_id}` has it]")}))
+            self._set(slot, message.model_copy(update={"media": [], "content": (
+                f"{_CLEARED}: {len(message.content.encode()):,} bytes"
+                f"{f' and {len(message.media)} attached files' if message.media else ''}; "
+                f"`zagent sessions show {self.session_id}` has it]")}))
         self._counted = None
 
     def _compact(self, compacted: ContextCompacted) -> None:

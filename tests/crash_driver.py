@@ -66,7 +66,9 @@ def main(home: Path, workspace: Path) -> None:
     journal = journal_of(home)
     session = engine_for(home, workspace, journal).start_session("crash-test")
     print("SESSION", session.session_id, flush=True)
-    session.subscribe(lambda stored: print("SEQ", stored.seq, flush=True))
+    # One write per line: the task watcher's thread reports too, and print() writes its parts one by
+    # one, so two threads' lines could interleave ("SEQ 22SEQ 23").
+    session.subscribe(lambda stored: (sys.stdout.write(f"SEQ {stored.seq}\n"), sys.stdout.flush()))
     session.call("bg_notes", {"n": 4})
     session.call("fg_notes", {"n": 5})
     session.call("fg_safe", {"n": 3})

@@ -216,6 +216,20 @@ def _fresh_interpreter_state() -> None:
     warnings._filters_mutated()  # type: ignore[attr-defined]
     warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
     warnings._showwarnmsg_impl = _show_warning  # type: ignore[attr-defined]
+    _forget_what_this_process_learned()
+
+
+def _forget_what_this_process_learned() -> None:
+    """zagent's per-process caches (whether bubblewrap runs here, found on the PATH) and the
+    model keys it took: a new process has learned nothing yet."""
+    from zagent_core.tools import credentials
+
+    credentials._taken.clear()
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in ("zagent_core", "zagent_store", "zagent_cli"):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
 
 
 def _show_warning(message: warnings.WarningMessage) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import PYTHON, python_tool, wait_for
 from crashcheck import check_invariants
 
@@ -68,9 +69,9 @@ def submit(home: Path, journal: Journal, workspace: Path, count: int) -> list[st
 
 
 def worker(home: Path, workspace: Path, script: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
-                             "worker", "--model", f"scripted:{script}", "--poll", "0.2", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
+                         "worker", "--model", f"scripted:{script}", "--poll", "0.2", *args],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finished(journal: Journal, session_id: str) -> bool:

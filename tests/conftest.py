@@ -204,8 +204,8 @@ def crashed_shell_session(tmp_path: Path, arguments: dict[str, Any],
     home, workspace = tmp_path / "home", tmp_path / "ws"
     (home / "tools").mkdir(parents=True)
     workspace.mkdir(exist_ok=True)
-    driver = subprocess.Popen([PYTHON, "-c", SHELL_DRIVER, str(home), str(workspace), json.dumps(arguments)],
-                              stdout=subprocess.PIPE, text=True)
+    driver = forked.Popen([PYTHON, "-c", SHELL_DRIVER, str(home), str(workspace), json.dumps(arguments)],
+                          stdout=subprocess.PIPE, text=True)
     try:
         assert driver.stdout is not None
         session_id = driver.stdout.readline().split()[1]

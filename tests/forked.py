@@ -1,11 +1,12 @@
-"""``python -m zagent_cli`` in a real process, without the interpreter's start-up.
+"""``python -m zagent_cli`` (and the tests' own drivers) in a real process, without the interpreter's start-up.
 
 A command the tests start costs ~0.3 s of imports before it does anything (more on a loaded
 machine), and the suite starts hundreds. The test process has all of zagent imported already
 (conftest.py imports every module), so :class:`Popen` forks it and runs the command in the
 fork: a real process with its own pid, stdin, stdout, stderr, exit status and signals (a
 SIGKILL, a crash point's, a Ctrl-C's SIGINT, a SIGTERM), as ``subprocess.Popen`` gives, in a
-few milliseconds. The fork is made to look like a fresh ``python -m zagent_cli``: stdio built
+few milliseconds; so do the crash tests' drivers (``python tests/crash_driver.py``, ``python -c
+CODE``). The fork is made to look like a fresh interpreter: stdio built
 as the interpreter builds it, signal handlers, logging and warnings as a new interpreter has
 them, the test process's descriptors out of reach, its exit handlers not run.
 
@@ -22,19 +23,23 @@ import gc
 import io
 import logging
 import os
+import runpy
 import signal
 import subprocess
 import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 #: The command line this module forks instead of executing.
 CLI = [sys.executable, "-m", "zagent_cli"]
 #: Variables the interpreter reads at start-up: a fork has them as the test process started.
 _INTERPRETER_VARIABLES = ("PYTHON", "LC_", "LANG")
+#: ... but PYTHONPATH, which a fork puts on sys.path as the interpreter would.
+_PATH_VARIABLE = "PYTHONPATH"
 #: The warnings filters of a new interpreter started without ``-W`` (a release build).
 _FRESH_FILTERS = [("default", None, DeprecationWarning, "__main__", 0),
                   ("ignore", None, DeprecationWarning, None, 0),
@@ -44,11 +49,13 @@ _FRESH_FILTERS = [("default", None, DeprecationWarning, "__main__", 0),
 
 
 def _interpreter_variables(env: Mapping[str, str]) -> dict[str, str]:
-    return {key: value for key, value in env.items() if key.startswith(_INTERPRETER_VARIABLES)}
+    return {key: value for key, value in env.items()
+            if key.startswith(_INTERPRETER_VARIABLES) and key != _PATH_VARIABLE}
 
 
 class Popen(subprocess.Popen):  # type: ignore[type-arg]
-    """``subprocess.Popen``; a ``python -m zagent_cli`` command line runs in a fork of this process."""
+    """``subprocess.Popen``; ``python -m zagent_cli ...``, ``python tests/SCRIPT.py ...`` and
+    ``python -c CODE ...`` run in a fork of this process, any other command line as usual."""
 
     def _execute_child(self, args: Any, executable: Any, preexec_fn: Any, close_fds: bool, pass_fds: Sequence[int],
                        cwd: Any, env: Mapping[str, str] | None, startupinfo: Any, creationflags: int, shell: bool,
@@ -56,11 +63,11 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
                        restore_signals: bool, gid: Any, gids: Any, uid: Any, umask: int, start_new_session: bool,
                        *rest: Any) -> None:
         process_group = rest[0] if rest else -1  # Python 3.11 and later
-        forkable = (isinstance(args, (list, tuple)) and list(args[:3]) == CLI and executable is None
-                    and preexec_fn is None and not shell and gid is None and gids is None and uid is None
-                    and umask < 0 and close_fds
-                    and (env is None or _interpreter_variables(env) == _interpreter_variables(os.environ)))
-        if not forkable:
+        plain = (executable is None and preexec_fn is None and not shell and gid is None and gids is None
+                 and uid is None and umask < 0 and close_fds
+                 and (env is None or _interpreter_variables(env) == _interpreter_variables(os.environ)))
+        program = _program(args) if plain else None
+        if program is None:
             super()._execute_child(  # type: ignore[misc]
                 args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags, shell,
                 p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
@@ -69,8 +76,8 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         pid = os.fork()
         if pid == 0:  # pragma: no cover (the fork's own coverage is not collected)
             try:
-                _run_cli_here(list(args[3:]), cwd, env, (p2cread, c2pwrite, errwrite), tuple(pass_fds),
-                              start_new_session, process_group)
+                _run_here(program, cwd, env, (p2cread, c2pwrite, errwrite), tuple(pass_fds), start_new_session,
+                          process_group)
             finally:
                 os._exit(1)  # never back into pytest, whatever happened
         self.pid = pid
@@ -98,13 +105,48 @@ def run(args: list[str], *, input: Any = None, capture_output: bool = False, tim
     return subprocess.CompletedProcess(args, returncode, stdout, stderr)
 
 
+@dataclass(frozen=True)
+class _Program:
+    argv: list[str]  # sys.argv, as the interpreter sets it
+    path: str | None  # what the interpreter puts first on sys.path (None: the current folder, as -m and -c do)
+    main: Callable[[], object]
+
+
+def _program(args: object) -> _Program | None:
+    """What a command line runs, if a fork can run it: zagent's CLI, a script of the tests, code."""
+    if not isinstance(args, (list, tuple)) or not all(isinstance(arg, str) for arg in args) or len(args) < 2:
+        return None
+    if args[0] != sys.executable:
+        return None
+    if list(args[:3]) == CLI:
+        cli = os.path.join(os.path.dirname(__import__("zagent_cli").__file__), "__main__.py")
+        return _Program([cli, *args[3:]], None, _zagent_cli_main)
+    if args[1] == "-c" and len(args) >= 3:
+        code = args[2]
+        return _Program(["-c", *args[3:]], None, lambda: exec(compile(code, "<string>", "exec"),  # noqa: S102
+                                                              {"__name__": "__main__", "__builtins__": __builtins__}))
+    script = os.path.abspath(args[1])
+    if os.path.dirname(script) == _TESTS and script.endswith(".py"):
+        return _Program([args[1], *args[2:]], _TESTS, lambda: runpy.run_path(script, run_name="__main__"))
+    return None
+
+
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def _zagent_cli_main() -> None:
+    from zagent_cli.entry import main  # what zagent_cli/__main__.py runs
+
+    main()
+
+
 #: The test process's objects the fork replaces, kept referenced: none may be finalised there.
 _kept: list[object] = []
 
 
-def _run_cli_here(argv: list[str], cwd: Any, env: Mapping[str, str] | None, stdio: tuple[int, int, int],
-                  pass_fds: tuple[int, ...], start_new_session: bool, process_group: int) -> None:
-    """In the fork: become ``python -m zagent_cli ARGV``, then exit with its status."""
+def _run_here(program: _Program, cwd: Any, env: Mapping[str, str] | None, stdio: tuple[int, int, int],
+              pass_fds: tuple[int, ...], start_new_session: bool, process_group: int) -> None:
+    """In the fork: become the interpreter running ``program``, then exit with its status."""
     gc.freeze()  # the test process's objects stay as they are: no finaliser of theirs runs here
     atexit._clear()  # pytest's exit handlers are not this process's
     _descriptors(stdio, pass_fds)
@@ -118,13 +160,12 @@ def _run_cli_here(argv: list[str], cwd: Any, env: Mapping[str, str] | None, stdi
         os.environ.clear()
         os.environ.update(env)
     _fresh_interpreter_state()
-    sys.argv = [str(os.path.join(os.path.dirname(__import__("zagent_cli").__file__), "__main__.py")), *argv]
-    sys.path.insert(0, os.getcwd())  # as ``python -m`` puts it
+    sys.argv = program.argv
+    extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    sys.path[:0] = [program.path or os.getcwd(), *[entry for entry in extra if entry not in sys.path]]
     status = 0
     try:
-        from zagent_cli.entry import main  # what zagent_cli/__main__.py runs
-
-        main()
+        program.main()
     except SystemExit as stop:
         status = _exit_status(stop.code)
     except KeyboardInterrupt:

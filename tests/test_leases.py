@@ -169,7 +169,11 @@ def test_a_resume_from_another_pid_namespace_leaves_a_live_drivers_session_alone
     # This namespace sees the driver is dead; the other cannot, and waits for the lease to expire.
     assert engine.status(session_id) == "interrupted"
     assert "another PID namespace" in forked.run(resume, capture_output=True, text=True, timeout=60).stderr
-    wait_for(lambda: journal.lease(session_id).expired, "the dead driver's lease to expire", 30)
+    # Its lease runs out as if its last beat were 10 s old: the dead driver's own renewal, made short.
+    held = journal.lease(session_id)
+    assert held is not None and not held.expired and held.owner["pid"] == driver.pid
+    assert journal.renew_leases(held.owner, [session_id], 0.01) == {session_id}
+    wait_for(lambda: journal.lease(session_id).expired, "the dead driver's lease to expire")
     taken = forked.run(resume, capture_output=True, text=True, timeout=60)
     (resumed,) = [e.event for e in journal.read(session_id) if e.event.type == "session_resumed"]
     assert resumed.taken_over_from is not None and resumed.taken_over_from["pid"] == driver.pid, taken.stderr

@@ -140,6 +140,10 @@ def test_a_killed_workers_sessions_are_taken_over_when_its_leases_expire(
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
     assert all(journal.lease(sid) is not None for sid in ids)  # left behind, to expire
+    # They run out now, as LEASE_SECONDS after its last beat: the dead worker's own renewal, made short.
+    for owner in {json.dumps(journal.lease(sid).owner, sort_keys=True) for sid in ids}:
+        journal.renew_leases(json.loads(owner), ids, 0.01)
+    wait_for(lambda: all(journal.lease(sid).expired for sid in ids), "the killed worker's leases to expire")
     second = worker(home_dir, workspace, script, "--concurrency", "4")
     try:
         wait_for(lambda: all(finished(journal, sid) for sid in ids), "the second worker to finish every session", 90)

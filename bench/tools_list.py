@@ -149,7 +149,7 @@ _SCHEMAS = [
 ]
 
 _NAMES = [
-    "word_count", "read_file", "grep_files", "http_fetch", "table_render", "list_processes", "image_maker",
+    "word_count", "read_text", "grep_files", "http_fetch", "table_render", "list_processes", "image_maker",
     "search_notes", "line_count", "tail_file", "find_todo", "http_post", "csv_summary", "disk_usage",
     "make_badge", "search_issues", "char_count", "head_file", "find_symbol", "url_status", "invoice_total",
     "git_status", "make_thumbnail", "search_mail", "sentence_split", "stat_file", "find_large_files",

@@ -66,7 +66,12 @@ def say(text: str = "", *, err: bool = False, colour: str | None = None) -> None
 def say_problems(problems: list[Problem]) -> None:
     """One indented line per problem, errors in red, warnings in yellow."""
     for problem in problems:
-        say(f"  {problem.severity}: {problem}", colour=ERROR if problem.severity == "error" else WARNING)
+        say_problem(problem.severity, str(problem))
+
+
+def say_problem(severity: str, text: str) -> None:
+    """A problem's line (``text``: the problem as ``str()`` gives it), as :func:`say_problems` says it."""
+    say(f"  {severity}: {text}", colour=ERROR if severity == "error" else WARNING)
 
 
 def say_part(text: str) -> None:

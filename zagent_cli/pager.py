@@ -77,9 +77,13 @@ def paged_lines(*, page: bool) -> Iterator[Lines]:
     command = pager_command() if page and sys.stdout.isatty() else None
     if command is None:
         lines = Lines(sys.stdout, first=screen_lines())
-        with contextlib.suppress(PagerClosed):
+        try:
             yield lines
             lines.flush()
+        except PagerClosed:  # `| head`: what stdout still buffers can never be written, so the
+            # interpreter's last flush must not fail on it (and print a traceback): it goes nowhere.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     env = dict(os.environ)
     env.setdefault("LESS", "FRX")

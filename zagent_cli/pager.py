@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from typing import IO
@@ -53,7 +52,7 @@ class Lines:
         self._due = first  # lines to gather before the next write
 
     def say(self, text: str = "") -> None:
-        self._pending.append(terminal_safe(text))
+        self._pending.append(text)
         if len(self._pending) >= self._due:
             self.flush()
             self._due = _BATCH
@@ -61,7 +60,7 @@ class Lines:
     def flush(self) -> None:
         if not self._pending:
             return
-        text = "\n".join(self._pending) + "\n"
+        text = terminal_safe("\n".join(self._pending) + "\n")  # made safe a batch at once: one scan
         self._pending.clear()
         try:
             self._stream.write(text)
@@ -85,6 +84,8 @@ def paged_lines(*, page: bool) -> Iterator[Lines]:
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
+    import subprocess  # only to page
+
     env = dict(os.environ)
     env.setdefault("LESS", "FRX")
     pager = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env, text=True,  # noqa: S602 - the user's own $PAGER, as git runs it

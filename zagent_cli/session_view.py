@@ -10,13 +10,14 @@ last turns, and says how many came before.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from zagent_cli.output import head, plural
 from zagent_cli.pager import paged_lines
@@ -180,7 +181,8 @@ def _with_files(output: str, result: ToolCallFinished | TaskExited | TaskKilled)
 
 
 class _Conversation:
-    """Turns a session's events, in order, into :class:`Entry` items."""
+    """Turns a session's events, in order, into :class:`Entry` items: one handler per event
+    type (:data:`_HANDLERS`), each saying what the event shows, if anything."""
 
     def __init__(self, origin: str = "session") -> None:
         self.tools: dict[str, str] = {}  # call id -> tool
@@ -191,10 +193,10 @@ class _Conversation:
 
     def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
         opened = False
+        handlers = _HANDLERS
         for stored in events:
-            if isinstance(stored.event, SessionStarted):
-                self.origin = stored.event.origin or self.origin
-            entry = self.entry(stored.event, stored.at)
+            handler = handlers.get(type(stored.event))
+            entry = handler(self, stored.event, stored.at) if handler is not None else None
             if entry is None:
                 continue
             if not entry.section and not opened:  # a call nobody's reply asked for: a tools run
@@ -208,81 +210,135 @@ class _Conversation:
     def _task(self, task_id: str, call_id: str) -> str:
         return f"task #{task_id} ({self.tools.get(call_id, '?')})"
 
-    def entry(self, event: Event, at: datetime) -> Entry | None:  # noqa: C901 - one case per event type
-        if isinstance(event, (ToolCallFinished, ToolCallRejected, ToolCallInterrupted)):
-            self.unanswered.pop(event.call_id, None)
-        match event:
-            case UserMessage(text=text):
-                return Entry(at, True, "user", text=text)
-            case ModelReplied(text=text):
-                return Entry(at, True, "assistant", text=text)
-            case ToolCallRequested(call_id=call_id, tool=tool, arguments=arguments):
-                self.tools[call_id] = tool
-                self.unanswered[call_id] = at
-                return Entry(at, False, f"-> {tool} ({call_id})",
-                             code=json.dumps(arguments, ensure_ascii=False), language="json")
-            case TaskStarted(call_id=call_id):  # journaled before the call's result, which it makes short
-                self.background.add(call_id)
-            case ToolCallFinished(call_id=call_id) as result if call_id in self.background and not result.is_error:
-                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: {head(result.output, 60)}")
-            case ToolCallFinished(call_id=call_id) as result:
-                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: {_result_title(result)}",
-                             code=_with_files(result.output, result))
-            case ToolCallRejected(call_id=call_id, message=message):
-                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: rejected", code=message)
-            case ToolCallInterrupted(call_id=call_id, message=message):
-                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: interrupted", code=message)
-            case NoteReceived(call_id=call_id, task_id=task_id, text=text):
-                source = self._task(task_id, call_id) if task_id else self.tools.get(call_id, "?")
-                return Entry(at, False, f"note from {source}", text=text)
-            case TaskExited(task_id=task_id, call_id=call_id) | TaskKilled(task_id=task_id, call_id=call_id) as ended:
-                verb = "exited" if isinstance(ended, TaskExited) else "was killed"
-                return Entry(at, True, f"{self._task(task_id, call_id)} {verb}: {_result_title(ended)}",
-                             code=_with_files(ended.output, ended))
-            case TaskInterrupted(task_id=task_id, call_id=call_id, message=message):
-                return Entry(at, True, f"{self._task(task_id, call_id)} was interrupted", code=message)
-            case WakeRequested(text=text):
-                return Entry(at, False, "wake-up queued", text=head(text, 100))
-            case TurnStarted(reason="wake", wakes=wakes, notes=notes):
-                return Entry(at, True, "woken", text=f"{len(wakes)} wake-up(s) and {len(notes)} note(s) delivered")
-            case TurnStarted(reason="resume"):
-                return Entry(at, True, "resumed turn", text="the turn that was cut off goes on")
-            case InputRequested(call_id=call_id, question=question, choices=choices):
-                self.parked[call_id] = "it waits for the user's answer (zagent answer)"
-                return Entry(at, True, "asked the user", text=question,
-                             code="\n".join(choices) if choices else None)
-            case InputAnswered(call_id=call_id, answer=answer, via=via):
-                self.parked.pop(call_id, None)
-                return Entry(at, True, f"the user answered ({via})", text=answer)
-            case ApprovalRequested(call_id=call_id, tool=tool, why=why):  # the call's arguments are shown with it
-                self.parked[call_id] = "it waits for approval (zagent approve, or zagent deny)"
-                return Entry(at, True, f"asked the user to approve {tool}", text=why)
-            case ApprovalDecided(call_id=call_id, approved=approved, via=via, reason=reason):
-                self.parked.pop(call_id, None)
-                return Entry(at, True, f"the call was {'approved' if approved else 'denied'} ({via})", text=reason)
-            case TurnEnded(reason=reason) if reason != "idle":
-                return Entry(at, True, "turn stopped", text=reason)
-            case SessionResumed(taken_over_from=taken):
-                return Entry(at, True, "session resumed", text="from a dead driver" if taken else "")
-            case ChildSpawned(label=label, child_session_id=child, task=task, resumed=resumed):
-                return Entry(at, False, f"{label} {'resumed' if resumed else 'started'} as session {child}",
-                             text=head(task, 100))
-            case SessionForked(parent_session_id=parent, parent_seq=seq):
-                return Entry(at, True, "forked", text=f"from session {parent} at #{seq}")
-            case SessionEnded(reason=reason):
-                return Entry(at, True, "session ended", text=reason)
-            case ArtifactRecorded() as artifact:
-                return Entry(at, False, f"artifact recorded: {artifact_line(artifact)}")
-            case ContextCompacted() as compacted:
-                return Entry(at, True, f"context compacted ({compacted.trigger}): about {compacted.tokens_before:,} "
-                                       f"tokens -> {compacted.tokens_after:,}, summary by {compacted.model}",
-                             text=f"the model is shown this summary and what follows; everything above stays in the "
-                                  f"journal\n\n{compacted.summary}")
-            case ContextCleared() as cleared:
-                return Entry(at, True, f"context cleared: {cleared.results} old tool results ({cleared.bytes:,} bytes) "
-                                       f"no longer shown to the model, about {cleared.tokens_before:,} tokens -> "
-                                       f"{cleared.tokens_after:,}")
+    def _tool(self, call_id: str) -> str:
+        """The tool of a call that got its result: the call has no result still to come."""
+        self.unanswered.pop(call_id, None)
+        return self.tools.get(call_id, "?")
+
+    def _started(self, event: SessionStarted, at: datetime) -> None:
+        self.origin = event.origin or self.origin
+
+    def _user(self, event: UserMessage, at: datetime) -> Entry:
+        return Entry(at, True, "user", text=event.text)
+
+    def _reply(self, event: ModelReplied, at: datetime) -> Entry:
+        return Entry(at, True, "assistant", text=event.text)
+
+    def _requested(self, event: ToolCallRequested, at: datetime) -> Entry:
+        self.tools[event.call_id] = event.tool
+        self.unanswered[event.call_id] = at
+        return Entry(at, False, f"-> {event.tool} ({event.call_id})",
+                     code=json.dumps(event.arguments, ensure_ascii=False), language="json")
+
+    def _task_started(self, event: TaskStarted, at: datetime) -> None:
+        self.background.add(event.call_id)  # journaled before the call's result, which it makes short
+
+    def _finished(self, event: ToolCallFinished, at: datetime) -> Entry:
+        tool = self._tool(event.call_id)
+        if event.call_id in self.background and not event.is_error:
+            return Entry(at, False, f"<- {tool}: {head(event.output, 60)}")
+        return Entry(at, False, f"<- {tool}: {_result_title(event)}", code=_with_files(event.output, event))
+
+    def _rejected(self, event: ToolCallRejected, at: datetime) -> Entry:
+        return Entry(at, False, f"<- {self._tool(event.call_id)}: rejected", code=event.message)
+
+    def _interrupted(self, event: ToolCallInterrupted, at: datetime) -> Entry:
+        return Entry(at, False, f"<- {self._tool(event.call_id)}: interrupted", code=event.message)
+
+    def _note(self, event: NoteReceived, at: datetime) -> Entry:
+        source = self._task(event.task_id, event.call_id) if event.task_id else self.tools.get(event.call_id, "?")
+        return Entry(at, False, f"note from {source}", text=event.text)
+
+    def _task_ended(self, event: TaskExited | TaskKilled, at: datetime) -> Entry:
+        verb = "exited" if isinstance(event, TaskExited) else "was killed"
+        return Entry(at, True, f"{self._task(event.task_id, event.call_id)} {verb}: {_result_title(event)}",
+                     code=_with_files(event.output, event))
+
+    def _task_interrupted(self, event: TaskInterrupted, at: datetime) -> Entry:
+        return Entry(at, True, f"{self._task(event.task_id, event.call_id)} was interrupted", code=event.message)
+
+    def _wake(self, event: WakeRequested, at: datetime) -> Entry:
+        return Entry(at, False, "wake-up queued", text=head(event.text, 100))
+
+    def _turn_started(self, event: TurnStarted, at: datetime) -> Entry | None:
+        if event.reason == "wake":
+            return Entry(at, True, "woken",
+                         text=f"{len(event.wakes)} wake-up(s) and {len(event.notes)} note(s) delivered")
+        if event.reason == "resume":
+            return Entry(at, True, "resumed turn", text="the turn that was cut off goes on")
         return None
+
+    def _turn_ended(self, event: TurnEnded, at: datetime) -> Entry | None:
+        return Entry(at, True, "turn stopped", text=event.reason) if event.reason != "idle" else None
+
+    def _asked(self, event: InputRequested, at: datetime) -> Entry:
+        self.parked[event.call_id] = "it waits for the user's answer (zagent answer)"
+        return Entry(at, True, "asked the user", text=event.question,
+                     code="\n".join(event.choices) if event.choices else None)
+
+    def _answered(self, event: InputAnswered, at: datetime) -> Entry:
+        self.parked.pop(event.call_id, None)
+        return Entry(at, True, f"the user answered ({event.via})", text=event.answer)
+
+    def _approval_asked(self, event: ApprovalRequested, at: datetime) -> Entry:  # its arguments are shown with it
+        self.parked[event.call_id] = "it waits for approval (zagent approve, or zagent deny)"
+        return Entry(at, True, f"asked the user to approve {event.tool}", text=event.why)
+
+    def _decided(self, event: ApprovalDecided, at: datetime) -> Entry:
+        self.parked.pop(event.call_id, None)
+        return Entry(at, True, f"the call was {'approved' if event.approved else 'denied'} ({event.via})",
+                     text=event.reason)
+
+    def _resumed(self, event: SessionResumed, at: datetime) -> Entry:
+        return Entry(at, True, "session resumed", text="from a dead driver" if event.taken_over_from else "")
+
+    def _spawned(self, event: ChildSpawned, at: datetime) -> Entry:
+        return Entry(at, False, f"{event.label} {'resumed' if event.resumed else 'started'} as session "
+                                f"{event.child_session_id}", text=head(event.task, 100))
+
+    def _forked(self, event: SessionForked, at: datetime) -> Entry:
+        return Entry(at, True, "forked", text=f"from session {event.parent_session_id} at #{event.parent_seq}")
+
+    def _ended(self, event: SessionEnded, at: datetime) -> Entry:
+        return Entry(at, True, "session ended", text=event.reason)
+
+    def _artifact(self, event: ArtifactRecorded, at: datetime) -> Entry:
+        return Entry(at, False, f"artifact recorded: {artifact_line(event)}")
+
+    def _compacted(self, event: ContextCompacted, at: datetime) -> Entry:
+        return Entry(at, True, f"context compacted ({event.trigger}): about {event.tokens_before:,} tokens -> "
+                               f"{event.tokens_after:,}, summary by {event.model}",
+                     text=f"the model is shown this summary and what follows; everything above stays in the "
+                          f"journal\n\n{event.summary}")
+
+    def _cleared(self, event: ContextCleared, at: datetime) -> Entry:
+        return Entry(at, True, f"context cleared: {event.results} old tool results ({event.bytes:,} bytes) no longer "
+                               f"shown to the model, about {event.tokens_before:,} tokens -> {event.tokens_after:,}")
+
+
+#: What each event type shows (the others show nothing): looked up by the event's class, one
+#: dict lookup per event where a ``match`` tried the cases in turn.
+_HANDLERS: dict[type[Event], Callable[[_Conversation, Any, datetime], Entry | None]] = {
+    SessionStarted: _Conversation._started, UserMessage: _Conversation._user, ModelReplied: _Conversation._reply,
+    ToolCallRequested: _Conversation._requested, TaskStarted: _Conversation._task_started,
+    ToolCallFinished: _Conversation._finished, ToolCallRejected: _Conversation._rejected,
+    ToolCallInterrupted: _Conversation._interrupted, NoteReceived: _Conversation._note,
+    TaskExited: _Conversation._task_ended, TaskKilled: _Conversation._task_ended,
+    TaskInterrupted: _Conversation._task_interrupted, WakeRequested: _Conversation._wake,
+    TurnStarted: _Conversation._turn_started, TurnEnded: _Conversation._turn_ended,
+    InputRequested: _Conversation._asked, InputAnswered: _Conversation._answered,
+    ApprovalRequested: _Conversation._approval_asked, ApprovalDecided: _Conversation._decided,
+    SessionResumed: _Conversation._resumed, ChildSpawned: _Conversation._spawned,
+    SessionForked: _Conversation._forked, SessionEnded: _Conversation._ended,
+    ArtifactRecorded: _Conversation._artifact, ContextCompacted: _Conversation._compacted,
+    ContextCleared: _Conversation._cleared,
+}
+
+
+@functools.lru_cache(maxsize=16)
+def _clock(at: datetime) -> str:
+    """``14:13:20Z``: the events of one append share their time, and a format costs more than a look-up."""
+    return f"{at:%H:%M:%S}Z"
 
 
 #: How much of a call's output the text format shows (--format md shows all of it).
@@ -305,7 +361,7 @@ _SPEAKERS = ("user", "assistant")
 
 def _text_entry(entry: Entry) -> list[str]:
     if entry.section:
-        title = f"{entry.at:%H:%M:%S}Z  {entry.title}"
+        title = f"{_clock(entry.at)}  {entry.title}"
         if entry.title not in _SPEAKERS and entry.code is None and "\n" not in entry.text:
             return ["", title + (f": {entry.text}" if entry.text else "")]  # what happened, on one line
         lines = ["", title + (":" if entry.text or entry.code else "")]
@@ -327,7 +383,7 @@ def _fenced(code: str, language: str = "") -> list[str]:
 def _md_entry(entry: Entry) -> list[str]:
     title = entry.title.replace("-> ", "Call: ", 1).replace("<- ", "Result of ", 1)
     title = title[:1].upper() + title[1:]
-    lines = [f"## {title} · {entry.at:%H:%M:%S}Z", ""] if entry.section else [f"**{title}**", ""]
+    lines = [f"## {title} · {_clock(entry.at)}", ""] if entry.section else [f"**{title}**", ""]
     if entry.text:
         lines += [entry.text, ""]
     return lines + (_fenced(entry.code, entry.language) if entry.code is not None else [])

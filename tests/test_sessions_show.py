@@ -238,3 +238,14 @@ def test_off_a_terminal_nothing_is_paged(home_dir: Path, four_turns: str, tmp_pa
     shown = zagent(home_dir, "sessions", "show", four_turns)
     assert shown.exit_code == 0 and "prompt 1" in shown.output and "reply 4" in shown.output
     assert not (tmp_path / "paged.txt").exists()
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 5, 1000])
+def test_the_last_turns_are_found_from_the_end_whatever_the_first_window(
+        home_dir: Path, four_turns: str, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from zagent_cli import session_view
+
+    monkeypatch.setattr(session_view, "_TAIL_WINDOW", window)
+    shown = zagent(home_dir, "sessions", "show", four_turns, "--last", "2")
+    assert "(2 earlier turns not shown: " in shown.output
+    assert "prompt 2" not in shown.output and "prompt 3" in shown.output and "reply 4" in shown.output

@@ -83,7 +83,7 @@ class Part:
 
 def last_turns(journal: EventLog, state: SessionState, count: int) -> Part:
     """The part of the session that holds its last ``count`` turns, found from its end (a
-    window of its last events, doubled until it holds them). A turn begins at the user
+    window of its last events, made larger until it holds them). A turn begins at the user
     message it took up (the first, when several waited), else at its ``turn_started``."""
     if state.turns <= count:
         return Part()
@@ -99,8 +99,10 @@ def last_turns(journal: EventLog, state: SessionState, count: int) -> Part:
                 starts.append(stored.version if waiting is None else waiting)
                 waiting = None
         # One turn more than asked: its start proves the window holds the whole of the next one.
-        if len(starts) > count or len(tail) < window:
+        if len(starts) > count:
             return Part(after=starts[-count] - 1, earlier_turns=state.turns - count)
+        if len(tail) < window:  # the whole session, and no more turns than asked after all
+            return Part()
         window *= 4
 
 

@@ -249,3 +249,11 @@ def test_the_last_turns_are_found_from_the_end_whatever_the_first_window(
     shown = zagent(home_dir, "sessions", "show", four_turns, "--last", "2")
     assert "(2 earlier turns not shown: " in shown.output
     assert "prompt 2" not in shown.output and "prompt 3" in shown.output and "reply 4" in shown.output
+
+
+def test_last_n_with_events_lists_the_events_of_the_turns_shown(home_dir: Path, four_turns: str) -> None:
+    shown = zagent(home_dir, "sessions", "show", four_turns, "--last", "1", "--events")
+    assert shown.exit_code == 0, shown.output
+    events = shown.output[shown.output.index("\nevents:\n"):]
+    assert 'user_message {"v":1,"text":"prompt 4"}' in events and "prompt 3" not in events
+    assert " session_started " not in events

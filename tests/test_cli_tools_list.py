@@ -62,14 +62,20 @@ def home(home_dir: Path) -> Path:
     return home_dir
 
 
-def test_the_next_listing_comes_from_the_cache_without_loading_the_models(home: Path) -> None:
+@pytest.mark.parametrize("via_link", [False, True], ids=["python", "python through a link"])
+def test_the_next_listing_comes_from_the_cache_without_loading_the_models(home: Path, tmp_path: Path,
+                                                                         via_link: bool) -> None:
     first = _listed(home)
     assert _cache(home).exists()
+    python = PYTHON
+    if via_link:  # another path to the same interpreter (python, python3.11) lists the same tools
+        python = str(tmp_path / "python-link")
+        os.symlink(PYTHON, python)
     code = ("import sys\nfrom zagent_cli.main import cli\ntry:\n"
             f"    cli(['--home', {str(home)!r}, 'tools', 'list'])\nexcept SystemExit:\n    pass\n"
             "print('loaded:', *(m for m in ('pydantic', 'zagent_core.config', 'zagent_core.tools.manifest', "
             "'zagent_core.journal.events', 'structlog') if m in sys.modules))")
-    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     listing, _, loaded = done.stdout.rpartition("loaded:")
     assert loaded.split() == [] and listing == first

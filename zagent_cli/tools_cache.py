@@ -4,11 +4,12 @@ Listing the tools means validating every manifest and the config (pydantic, and 
 modules of every built-in): most of the command's time. What it lists depends on files
 only, so the listing (the ``--json`` object) is kept in ``<home>/cache/tools_list-*.json``
 with the signature (modification time, size, mode) of each file it came from: config.json,
-the tools folder, each tool folder and its manifest, each tool's program, the interpreter,
-and zagent's own modules that make the listing. Any of them changed, added or gone, and the
-cache is not used (then written again), and a listing is kept only once its files are a
-couple of seconds old. A cache that cannot be read, whatever is wrong with it, is not used. Not kept: a listing with a tool that did not load (the user is fixing it, and a
-program put on PATH would not show), or with MCP servers (their tools are asked for live).
+the tools folder, each tool folder and its manifest, each tool's program, and zagent's own
+modules that make the listing. Any of them changed, added or gone, and the cache is not
+used (then written again); a listing is kept only once its files are a couple of seconds
+old. A cache that cannot be read, whatever is wrong with it, is not used. Not kept: a
+listing with a tool that did not load (the user is fixing it, and a program put on PATH
+would not show), or with MCP servers (their tools are asked for live).
 
 Light on purpose: a listing served from here loads neither pydantic nor the engine.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import zlib
 from importlib.util import find_spec
@@ -57,7 +57,8 @@ def _sources() -> list[str]:
 def _inputs(root: Path, config_path: Path, tools_dir: Path) -> list[str]:
     """The files every listing comes from: the config, the tools folder, each folder in it and
     its manifest (a folder's own signature changes when a file is added to it or taken out)."""
-    paths = [str(config_path), str(tools_dir), sys.executable, *_sources()]
+    # Not the interpreter: one started by another path (python, python3.11) lists the same tools.
+    paths = [str(config_path), str(tools_dir), *_sources()]
     try:
         with os.scandir(tools_dir) as entries:
             folders = sorted(entry.name for entry in entries if entry.is_dir())

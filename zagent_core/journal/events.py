@@ -447,7 +447,8 @@ class ReadEntry(_Part):
     """
 
     path: str
-    #: 64-bit hash (16 hex digits) of the file's whole content when it was read or written.
+    #: 64-bit hash of the file's whole content when it was read or written: ``xxh3:`` and 16 hex digits
+    #: (XXH3-64); older journals hold the first 16 hex digits of SHA-256, still compared as such.
     hash: str
     #: The slice shown: first line (1-based) and how many lines at most (None: to the end).
     offset: int = 1

@@ -189,6 +189,18 @@ def _changed(view: _V, changes: dict[str, Any]) -> _V:
     return new
 
 
+#: What each new call's view is derived from (validating a view the fold makes from validated
+#: events cost twice as much): its list fields are made anew for each, as their factories would.
+_REQUESTED = CallView(call_id="", tool="", arguments=None, requested_at=datetime.min)
+_CALL_LISTS = tuple(name for name, field in CallView.model_fields.items() if field.default_factory is list)
+
+
+def _new_call(call_id: str, tool: str, arguments: Any, at: datetime) -> CallView:
+    fields: dict[str, Any] = {name: [] for name in _CALL_LISTS}
+    fields.update(call_id=call_id, tool=tool, arguments=arguments, requested_at=at)
+    return _changed(_REQUESTED, fields)
+
+
 _RESULT_FIELDS = tuple(ResultView.model_fields)
 
 
@@ -284,8 +296,7 @@ def _session_forked(f: _Folding, event: SessionForked, stored: StoredEvent) -> N
 
 @_on(ToolCallRequested)
 def _call_requested(f: _Folding, event: ToolCallRequested, stored: StoredEvent) -> None:
-    f.calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
-                                      requested_at=stored.at)
+    f.calls[event.call_id] = _new_call(event.call_id, event.tool, event.arguments, stored.at)
     f.unrequested.pop(event.call_id, None)
     f.calls_requested += 1
     f.last_call_id = event.call_id
@@ -300,8 +311,7 @@ def _call_rejected(f: _Folding, event: ToolCallRejected, stored: StoredEvent) ->
 @_on(ToolCallStarted)
 def _call_started(f: _Folding, event: ToolCallStarted, stored: StoredEvent) -> None:
     if event.call_id not in f.calls:  # a cut-off call run again after its interruption closed it
-        f.calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
-                                          requested_at=stored.at)
+        f.calls[event.call_id] = _new_call(event.call_id, event.tool, event.arguments, stored.at)
     f.approvals.pop(event.call_id, None)  # approved and started: the usual cut-off rules apply now
     _update_call(f, event.call_id, {
         "status": "running", "started_at": stored.at, "argv": event.argv, "arguments": event.arguments,
@@ -476,19 +486,20 @@ def _context_compacted(f: _Folding, event: ContextCompacted, stored: StoredEvent
 
 
 def _fold(f: _Folding, stored: StoredEvent) -> None:
-    _fold_all(f, (stored,))
+    _fold_events((stored,), lambda session_id: f)
 
 
-def _fold_all(f: _Folding, events: Iterable[StoredEvent]) -> None:
-    """Fold ``events`` into ``f``, in one loop: the per-event work is what a long rebuild pays
-    most for, so the version and the time are written once, after the last event (a
-    handler never reads them; one that fails leaves a state no one keeps)."""
+def _fold_events(events: Iterable[StoredEvent], folding_of: Callable[[str], _Folding]) -> None:
+    """Fold each of ``events`` into its session's :class:`_Folding` (``folding_of(session_id)``,
+    asked once per session), in one loop: the per-event work is what a long rebuild pays most for."""
     handlers = _HANDLERS
-    version = f.version
-    last: StoredEvent | None = None
+    foldings: dict[str, _Folding] = {}
     for stored in events:
-        if stored.version != version + 1:
-            raise _hole(stored, version)
+        f = foldings.get(stored.session_id)
+        if f is None:
+            f = foldings[stored.session_id] = folding_of(stored.session_id)
+        if stored.version != f.version + 1:
+            raise _hole(stored, f.version)
         handler = handlers.get(type(stored.event))
         if handler is not None:
             try:
@@ -497,12 +508,9 @@ def _fold_all(f: _Folding, events: Iterable[StoredEvent]) -> None:
                 raise InconsistentJournalError(
                     f"event #{stored.seq} ({stored.event.type}) of session {stored.session_id} refers to {missing}, "
                     "which the session never had: the journal was edited or damaged") from None
-        version = stored.version
-        last = stored
-    if last is not None:
-        f.session_id = last.session_id
-        f.version = last.version
-        f.last_at = last.at
+        f.session_id = stored.session_id
+        f.version = stored.version
+        f.last_at = stored.at
 
 
 def _hole(stored: StoredEvent, version: int) -> InconsistentJournalError:
@@ -549,5 +557,24 @@ def rebuild(events: Iterable[StoredEvent], state: SessionState | None = None, *,
     """
     state = _own_copy(state) if state is not None else SessionState()
     state._history = history = history or state._history
-    _fold_all(_Folding.over(state, history=history), events)
+    folding = _Folding.over(state, history=history)
+    _fold_events(events, lambda session_id: folding)
     return state
+
+
+def rebuild_all(events: Iterable[StoredEvent], *, history: bool = False) -> dict[str, SessionState]:
+    """Every session's state, folded in one pass over ``events`` of many sessions, in the order
+    the journal holds them (by ``seq``: each session's events in its version order).
+
+    A table scan reads each page of the journal once, where reading session after session
+    jumps about the file; each event goes to its session's own state as it comes.
+    """
+    states: dict[str, SessionState] = {}
+
+    def new_session(session_id: str) -> _Folding:
+        state = states[session_id] = SessionState()
+        state._history = history
+        return _Folding.over(state, history=history)
+
+    _fold_events(events, new_session)
+    return states

@@ -19,16 +19,16 @@ beside serialising the same request from scratch (``json.dumps(request())``, as 
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from resume_scale import ModelServer  # the loopback endpoint (bench/resume_scale.py)
 
 from zagent_core import Engine, Home
 from zagent_core.agent.loop import Agent
@@ -42,38 +42,15 @@ TOOL = "import json, sys\nprint(json.load(sys.stdin)['name'])\n"
 WINDOW = 20
 
 
-class Endpoint:
-    """Chat Completions on 127.0.0.1: request *k* (k replies in it) asks for a call if k is even, else ends the turn."""
-
-    def __init__(self) -> None:
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                replies = body.count(b'"role": "assistant"')
-                message: dict[str, Any] = {"role": "assistant", "content": "done"}
-                if replies % 2 == 0:
-                    message = {"role": "assistant", "content": None, "tool_calls": [{
-                        "id": f"c{replies}", "type": "function",
-                        "function": {"name": "hello", "arguments": '{"name": "world"}'}}]}
-                answer = json.dumps({"id": "bench", "object": "chat.completion", "model": "x", "choices": [
-                    {"index": 0, "message": message, "finish_reason": "stop" if replies % 2 else "tool_calls"}],
-                    "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": 1}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def endpoint_reply(body: bytes) -> tuple[dict[str, Any], str]:
+    """Request *k* (k replies in it, counted without parsing the body) asks for a call if k is even,
+    else ends the turn."""
+    replies = body.count(b'"role": "assistant"')
+    if replies % 2:
+        return {"role": "assistant", "content": "done"}, "stop"
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": f"c{replies}", "type": "function", "function": {"name": "hello", "arguments": '{"name": "world"}'}}]}, \
+        "tool_calls"
 
 
 class TimedOpenAI(OpenAIModel):
@@ -106,7 +83,7 @@ def main() -> None:
     parser.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL")
     args = parser.parse_args()
     turns = args.n + 3
-    endpoint = Endpoint() if args.model == "openai" else None
+    endpoint = ModelServer(endpoint_reply) if args.model == "openai" else None
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         folder = home / "tools" / "hello"

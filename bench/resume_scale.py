@@ -234,9 +234,13 @@ def rebuild_all(path: Path) -> int:
 
 
 class ModelServer:
-    """A chat-completions endpoint on 127.0.0.1: notes when each request arrives, answers "done"."""
+    """A chat-completions endpoint on 127.0.0.1: notes when each request arrives, answers "done".
 
-    def __init__(self) -> None:
+    ``reply`` (given the request's body) makes the answer's message and finish reason instead, and
+    arrivals are then not noted (noting parses the body: the caller may be timing its own side).
+    """
+
+    def __init__(self, reply: Callable[[bytes], tuple[dict[str, Any], str]] | None = None) -> None:
         self.arrived: list[tuple[float, int, int]] = []  # (perf_counter, body bytes, messages)
         self.got = threading.Event()
         outer = self
@@ -245,11 +249,13 @@ class ModelServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 arrived = time.perf_counter()  # the request line and headers are in: the body was built
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                outer.arrived.append((arrived, len(body), len(json.loads(body)["messages"])))
-                outer.got.set()
+                message, finish = ({"role": "assistant", "content": "Done."}, "stop") if reply is None else reply(body)
+                if reply is None:
+                    outer.arrived.append((arrived, len(body), len(json.loads(body)["messages"])))
+                    outer.got.set()
                 answer = json.dumps({"id": "bench", "object": "chat.completion", "model": "x", "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+                    {"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": 1}}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))

@@ -214,8 +214,10 @@ def _update_call(f: _Folding, call_id: str, changes: dict[str, Any]) -> None:
     f.calls[call_id] = _changed(f.calls[call_id], changes)
 
 
-def _close_call(f: _Folding, call_id: str, changes: dict[str, Any]) -> None:
-    """A call got its result: it leaves the state, unless its background task still runs."""
+def _closed(f: _Folding, call_id: str) -> CallView | None:
+    """A call got its result: it leaves the state, unless its background task still runs (or the
+    fold keeps history); returns it then, for the caller to write its result into. Most calls
+    leave: their result's fields are not even gathered."""
     call = f.calls.get(call_id)
     if f.questions:
         f.questions.pop(call_id, None)  # a result, whatever it is, ends the wait
@@ -227,12 +229,12 @@ def _close_call(f: _Folding, call_id: str, changes: dict[str, Any]) -> None:
     if f.approvals:
         f.approvals.pop(call_id, None)
     if call is None:  # closed already (a result journaled twice, as old journals may hold): nothing is open
-        return
+        return None
     task = f.tasks.get(call.task_id) if call.task_id is not None else None
     if f.history or (task is not None and task.status == "running"):
-        f.calls[call_id] = _changed(call, changes)
-    else:
-        del f.calls[call_id]
+        return call
+    del f.calls[call_id]
+    return None
 
 
 def _end_task(f: _Folding, task_id: str, changes: dict[str, Any]) -> None:
@@ -304,8 +306,9 @@ def _call_requested(f: _Folding, event: ToolCallRequested, stored: StoredEvent) 
 
 @_on(ToolCallRejected)
 def _call_rejected(f: _Folding, event: ToolCallRejected, stored: StoredEvent) -> None:
-    _close_call(f, event.call_id, {"status": "rejected", "finished_at": stored.at, "output": event.message,
-                                   "is_error": True})
+    if (call := _closed(f, event.call_id)) is not None:
+        f.calls[event.call_id] = _changed(call, {"status": "rejected", "finished_at": stored.at,
+                                                 "output": event.message, "is_error": True})
 
 
 @_on(ToolCallStarted)
@@ -325,14 +328,16 @@ def _call_started(f: _Folding, event: ToolCallStarted, stored: StoredEvent) -> N
 
 @_on(ToolCallFinished)
 def _call_finished(f: _Folding, event: ToolCallFinished, stored: StoredEvent) -> None:
-    _close_call(f, event.call_id, {"status": "finished", "finished_at": stored.at, "pid": event.pid}
-                | _result_of(event))
+    if (call := _closed(f, event.call_id)) is not None:
+        f.calls[event.call_id] = _changed(call, {"status": "finished", "finished_at": stored.at, "pid": event.pid}
+                                          | _result_of(event))
 
 
 @_on(ToolCallInterrupted)
 def _call_interrupted(f: _Folding, event: ToolCallInterrupted, stored: StoredEvent) -> None:
-    _close_call(f, event.call_id, {"status": "interrupted", "finished_at": stored.at, "output": event.message,
-                                   "is_error": True})
+    if (call := _closed(f, event.call_id)) is not None:
+        f.calls[event.call_id] = _changed(call, {"status": "interrupted", "finished_at": stored.at,
+                                                 "output": event.message, "is_error": True})
 
 
 @_on(TaskStarted)

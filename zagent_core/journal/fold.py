@@ -178,7 +178,7 @@ _ALL_FIELDS: dict[type[BaseModel], set[str]] = {
 
 
 def _changed(view: _V, changes: dict[str, Any]) -> _V:
-    """``view.model_copy(update=changes)`` for the fold's own views, at a third of its cost: one
+    """``view.model_copy(update=changes)`` for the fold's own views, at a fraction of its cost: one
     is made per event, and the values come from events pydantic has already validated."""
     cls = type(view)
     new = _new(cls)

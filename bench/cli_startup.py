@@ -65,7 +65,7 @@ def main() -> None:
             "zagent tools list": [*script, "--home", str(home), "tools", "list"],
         }
         envs = environments(Path(tmp))
-        for argv in commands.values():  # warm-up: bytecode (unset), the home's schema cache
+        for argv in commands.values():  # warm-up: bytecode (unset), the home's tools list cache
             for env in envs.values():
                 time_run(argv, env)
         timings: dict[tuple[str, str], list[float]] = {(e, c): [] for e in envs for c in commands}

@@ -149,7 +149,7 @@ _SCHEMAS = [
 ]
 
 _NAMES = [
-    "word_count", "read_file", "grep_files", "http_fetch", "table_render", "list_processes", "image_maker",
+    "word_count", "read_text", "grep_files", "http_fetch", "table_render", "list_processes", "image_maker",
     "search_notes", "line_count", "tail_file", "find_todo", "http_post", "csv_summary", "disk_usage",
     "make_badge", "search_issues", "char_count", "head_file", "find_symbol", "url_status", "invoice_total",
     "git_status", "make_thumbnail", "search_mail", "sentence_split", "stat_file", "find_large_files",
@@ -202,6 +202,11 @@ def make_home(root: Path, count: int) -> Path:
             manifest["attach_outputs"] = True
         (folder / f"{name}.json").write_text(json.dumps(manifest, indent=2))
     (home / "config.json").write_text(json.dumps({"tools": {"disabled": [_NAMES[5]]}}, indent=2))
+    # Written a while ago, as a user's tools are: `tools list` keeps its listing only of files that
+    # have settled (zagent_cli/tools_cache.py), so the warm-up run keeps it and the timed runs use it.
+    then = time.time() - 3600
+    for path in [home, *home.rglob("*")]:
+        os.utime(path, (then, then))
     return home
 
 

@@ -207,3 +207,38 @@ def test_sessions_show_says_a_background_call_started_a_task_rather_than_ok_in_0
     shown = run(example_home, "sessions", "show").output
     assert "  <- slow_report: started as task #1;" in shown and "ok, 0 ms" not in shown
     assert "task #1 slow_report: exited, exit 0" in shown
+
+
+def test_the_command_list_is_each_commands_own_first_sentence() -> None:
+    import click
+
+    from zagent_cli.main import COMMANDS
+
+    context = click.Context(cli)
+    assert cli.list_commands(context) == sorted(COMMANDS)
+    for name, (_, _, summary) in COMMANDS.items():
+        command = cli.get_command(context, name)
+        assert command is not None and command.name == name
+        for limit in (20, 45, 58, 64, 100, 300):  # what `zagent --help` shows at any width
+            assert click.Command(name, help=summary).get_short_help_str(limit) == command.get_short_help_str(limit)
+
+
+#: What neither `zagent --help` nor the import of the CLI loads: the other commands' modules, the
+#: engine, the event models and the libraries only some commands use.
+_HEAVY = ("zagent_cli.run", "zagent_cli.chat", "zagent_cli.sessions", "zagent_cli.tools", "zagent_cli.doctor",
+          "zagent_core.journal.events", "zagent_core.config", "pydantic", "httpx", "structlog", "jsonschema",
+          "prompt_toolkit", "re2", "rich", "sqlite3")
+
+
+def _loaded_by(code: str) -> list[str]:
+    """Which of :data:`_HEAVY` a fresh interpreter has loaded after running ``code``."""
+    check = f"{code}\nimport sys\nprint('loaded:', *(m for m in {_HEAVY!r} if m in sys.modules))"
+    done = subprocess.run([PYTHON, "-c", check], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.rpartition("loaded:")[2].split()
+
+
+def test_the_cli_and_its_help_load_no_command_and_no_engine() -> None:
+    assert _loaded_by("import zagent_cli.main") == []
+    help_run = "from zagent_cli.main import cli\ntry:\n    cli(['--help'])\nexcept SystemExit:\n    pass"
+    assert _loaded_by(help_run) == []

@@ -45,7 +45,10 @@ def invoke(home: Path, *args: str) -> click.testing.Result:
 def test_every_command_that_takes_a_session_id_is_tested_here() -> None:
     def taking(group: click.Group, path: tuple[str, ...]) -> set[tuple[str, ...]]:
         found = set()
-        for name, command in group.commands.items():
+        context = click.Context(group)
+        for name in group.list_commands(context):  # each module of commands is loaded when asked for
+            command = group.get_command(context, name)
+            assert command is not None
             if isinstance(command, click.Group):
                 found |= taking(command, (*path, name))
             elif any(param.name == "session_id" for param in command.params):

@@ -674,3 +674,35 @@ def test_temperature_and_max_tokens_from_the_config_are_sent_and_absent_when_uns
     assert "temperature" not in plain and "max_tokens" not in plain
     for body in server.requests:
         assert_chat_request(body)
+
+
+def test_the_body_sent_is_the_request_serialised_whole_though_each_message_is_serialised_once(
+        tmp_path: Path) -> None:
+    from zagent_core.agent.models import ToolCallRequest
+    from zagent_core.journal.events import Media
+
+    image = tmp_path / "chart.png"
+    image.write_bytes(tiny_png())
+    media = Media(path=str(image), mime="image/png", size=len(tiny_png()),
+                  sha256=hashlib.sha256(tiny_png()).hexdigest())
+    model = OpenAIModel("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="k", config=ModelConfig(temperature=0.5))
+    tools = [ToolSpec(name="t", description='takes "messages": []', parameters={
+        "type": "object", "properties": {"messages": {"type": "array", "default": []}}})]
+    conversation = [Message(role="system", content="be brief"), Message(role="user", content='say "messages": []')]
+    for turn in range(3):
+        conversation += [
+            Message(role="assistant", content="", tool_calls=[
+                ToolCallRequest(id=f"c{turn}", name="t", arguments={"messages": [], "é": turn})]),
+            Message(role="tool", tool_call_id=f"c{turn}", content=f"out {turn}", media=[media] if turn == 1 else []),
+            Message(role="user", content=f"[info: note {turn}]")]
+        for stream in (False, True):
+            body = model.encoded(conversation, tools, stream=stream)
+            assert body == json.dumps(model.request(conversation, tools, stream=stream)).encode()
+        assert all(known[0] in conversation for known in model._known.values())
+    # A message sent before is not serialised again; one with files is, for its files are read again.
+    first = conversation[1]
+    assert model._known[id(first)][0] is first
+    image.write_bytes(b"changed")
+    assert b"changed since the call made it" in model.encoded(conversation, tools)
+    assert model.encoded(conversation[:2], tools) == json.dumps(model.request(conversation[:2], tools)).encode()
+    assert set(model._known) == {id(conversation[0]), id(conversation[1])}

@@ -3,6 +3,7 @@ and what a SIGKILL leaves (the gate after a resume, never half a file)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from zagent_core import Engine, Home
 from zagent_core.builtins import files
+from zagent_core.journal.events import ReadStateUpdated
 from zagent_core.session.engine import Session
 from zagent_core.journal.fold import rebuild
 from zagent_store import SQLiteJournal
@@ -215,3 +217,28 @@ def test_a_sigkill_during_write_file_never_leaves_half_a_file(tmp_path: Path, wr
         assert on_disk == b"small\n"
         assert not leftovers, "the next write removes what the killed one left"
     assert len(interrupted) <= 1  # the write the kill cut off, unless it fell between two calls
+
+
+def test_an_entry_an_older_zagent_journaled_is_compared_in_its_own_hash(engine: Engine, workspace: Path) -> None:
+    """Journals written before the XXH3 hash hold SHA-256's first 16 hex digits: resumed, a session
+    still knows the files it read (a re-read is "unchanged", an edit passes the gate), and a file
+    changed since is still refused."""
+    (workspace / "same.txt").write_text("one\n")
+    (workspace / "moved.txt").write_text("two\n")
+    session = engine.start_session("test")
+    for name in ("same.txt", "moved.txt"):
+        assert not session.call("read_file", {"path": name}).is_error
+    entries = [entry.model_copy(update={"hash": hashlib.sha256((workspace / name).read_bytes()).hexdigest()[:16]})
+               for name, entry in ((Path(path).name, entry) for path, entry in session.state.read_state.items())]
+    session.release()
+    engine.journal.append(session.session_id, [ReadStateUpdated(call_id="older", entries=entries)],
+                          engine.journal.head(session.session_id))
+    (workspace / "moved.txt").write_text("changed while no one drove the session\n")
+    with engine.resume(session.session_id) as resumed:
+        assert resumed.state.read_state[str(workspace / "same.txt")].hash == entries[0].hash
+        assert resumed.call("read_file", {"path": "same.txt"}).output.startswith(
+            "same.txt: unchanged since your read at ")
+        assert resumed.call("edit", {"path": "same.txt", "old_string": "one",
+                                     "new_string": "1"}).output == "Edited same.txt: 1 replacement"
+        refusal = resumed.call("edit", {"path": "moved.txt", "old_string": "two", "new_string": "2"})
+        assert refusal.is_error and refusal.output.startswith("moved.txt changed since you read it at ")

@@ -149,3 +149,111 @@ def test_continuing_the_latest_session_says_what_is_wrong(home_dir: Path, args: 
     zagent(home_dir, "tools", "run", "terminal", "--args", '{"action": "list"}')  # one session, ended
     result = zagent(home_dir, *args)
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+# -- long sessions: the last turns, and a pager on a terminal ---------------------------------
+
+
+@pytest.fixture
+def four_turns(home_dir: Path, workspace: Path) -> str:
+    """A session of four turns, prompts ``prompt 1`` ... ``prompt 4``, each answered ``reply N``."""
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        session = Engine(Home(home_dir), journal, workspace=workspace).start_session("run")
+        agent = Agent(session, ScriptedModel([reply(f"reply {n}") for n in range(1, 5)]))
+        for n in range(1, 5):
+            agent.turn(f"prompt {n}")
+        session.release()
+    return session.session_id
+
+
+def test_last_n_shows_the_last_turns_and_says_how_many_came_before(home_dir: Path, four_turns: str) -> None:
+    shown = zagent(home_dir, "sessions", "show", four_turns, "--last", "2")
+    assert shown.exit_code == 0, shown.output
+    assert "(2 earlier turns not shown: --all shows the whole session, --last N the last N turns)" in shown.output
+    assert "prompt 2" not in shown.output and "reply 2" not in shown.output
+    assert shown.output.index("earlier turns") < shown.output.index("prompt 3") < shown.output.index("reply 4")
+    assert "model: 4 replies in 4 turns" in shown.output  # the header is the whole session's
+    for whole in (zagent(home_dir, "sessions", "show", four_turns, "--last", "4"),
+                  zagent(home_dir, "sessions", "show", four_turns)):  # off a terminal: all of it
+        assert whole.exit_code == 0 and "earlier turns" not in whole.output
+        assert all(f"prompt {n}" in whole.output for n in range(1, 5))
+    md = zagent(home_dir, "sessions", "show", four_turns, "--last", "1", "--format", "md")
+    assert "\n*(3 earlier turns not shown: " in md.output and "prompt 3" not in md.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--last", "1", "--json"], "not with --json or --tree"),
+    (["--all", "--tree"], "not with --json or --tree"),
+    (["--last", "1", "--all"], "--last N or --all, not both"),
+    (["--last", "0"], "0 is not in the range"),
+])
+def test_last_and_all_are_checked(home_dir: Path, four_turns: str, args: list[str], message: str) -> None:
+    shown = zagent(home_dir, "sessions", "show", four_turns, *args)
+    assert shown.exit_code == 2 and message in shown.output
+
+
+def _show_on_terminal(home: Path, *args: str, pager: str, rows: int = 10) -> str:
+    """What ``sessions show`` writes to a terminal of ``rows`` lines, ``$ZAGENT_PAGER`` being ``pager``."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import termios
+
+    from conftest import PYTHON, read_terminal
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, 100, 0, 0))
+    proc = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "sessions", "show", *args],
+                            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
+                            env={**os.environ, "ZAGENT_PAGER": pager, "NO_COLOR": "1"})
+    os.close(follower)
+    shown = read_terminal(leader)
+    assert proc.wait(timeout=60) == 0, shown
+    return shown.decode().replace("\r\n", "\n")
+
+
+def test_on_a_terminal_a_long_session_goes_through_the_pager_and_shows_its_last_turns(
+        home_dir: Path, four_turns: str, tmp_path: Path) -> None:
+    paged = tmp_path / "paged.txt"
+    on_screen = _show_on_terminal(home_dir, four_turns, pager=f"cat > {paged}")
+    assert on_screen == ""  # all of it went to the pager
+    text = paged.read_text()
+    assert text.startswith(f"session {four_turns} (idle)")
+    assert "(1 earlier turn not shown: " in text and "prompt 1" not in text and "prompt 2" in text
+
+    everything = _show_on_terminal(home_dir, four_turns, "--all", "--no-pager", pager=f"cat > {tmp_path / 'no'}")
+    assert not (tmp_path / "no").exists()
+    assert "earlier turn" not in everything and "prompt 1" in everything and "reply 4" in everything
+    # A screen the session fits on: all of it, and no pager when ZAGENT_PAGER says none.
+    tall = _show_on_terminal(home_dir, four_turns, pager="", rows=200)
+    assert "earlier turn" not in tall and "prompt 1" in tall
+
+
+def test_off_a_terminal_nothing_is_paged(home_dir: Path, four_turns: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZAGENT_PAGER", f"cat > {tmp_path / 'paged.txt'}")
+    monkeypatch.setenv("PAGER", f"cat > {tmp_path / 'paged.txt'}")
+    shown = zagent(home_dir, "sessions", "show", four_turns)
+    assert shown.exit_code == 0 and "prompt 1" in shown.output and "reply 4" in shown.output
+    assert not (tmp_path / "paged.txt").exists()
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 5, 1000])
+def test_the_last_turns_are_found_from_the_end_whatever_the_first_window(
+        home_dir: Path, four_turns: str, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from zagent_cli import session_view
+
+    monkeypatch.setattr(session_view, "_TAIL_WINDOW", window)
+    shown = zagent(home_dir, "sessions", "show", four_turns, "--last", "2")
+    assert "(2 earlier turns not shown: " in shown.output
+    assert "prompt 2" not in shown.output and "prompt 3" in shown.output and "reply 4" in shown.output
+
+
+def test_last_n_with_events_lists_the_events_of_the_turns_shown(home_dir: Path, four_turns: str) -> None:
+    shown = zagent(home_dir, "sessions", "show", four_turns, "--last", "1", "--events")
+    assert shown.exit_code == 0, shown.output
+    events = shown.output[shown.output.index("\nevents:\n"):]
+    assert 'user_message {"v":1,"text":"prompt 4"}' in events and "prompt 3" not in events
+    assert " session_started " not in events

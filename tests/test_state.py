@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -291,3 +291,53 @@ def test_a_state_rebuilt_with_history_keeps_closed_calls_as_more_events_are_fold
     shown = rebuild(stored[6:], shown)
     assert [(c.call_id, c.output) for c in shown.calls.values()] == [("c1", "one"), ("c2", "two")]
     assert rebuild(stored).calls == {}  # without history, closed calls leave the state
+
+
+def _calls(session_id: str, outputs: list[str], background: bool) -> list:
+    """A well-formed session: its calls one after the other, each with a note; the last one's task
+    started (and left running) when ``background``."""
+    bodies: list = [SessionStarted(origin="test", workspace="/w", zagent_version="0")]
+    for n, output in enumerate(outputs):
+        call_id = f"{session_id}-c{n}"
+        bodies += [ToolCallRequested(call_id=call_id, tool="t", arguments={"n": n}),
+                   ToolCallStarted(call_id=call_id, tool="t", arguments={"n": n}, argv=["t"], cwd="/",
+                                   input_mode="env", output_mode="text", output_dir="/o", notify_file="/n",
+                                   timeout_seconds=1.0, task_id=str(n + 1) if background else None),
+                   NoteReceived(call_id=call_id, text=output, offset=n + 1)]
+        if background:
+            bodies.append(TaskStarted(task_id=str(n + 1), call_id=call_id, tool="t", pid=10 + n, start_ticks=1,
+                                      boot_id="b", task_dir="/t"))
+        bodies.append(ToolCallFinished(call_id=call_id, output=output, is_error=False, exit_code=0, duration_ms=1))
+        if background and n + 1 < len(outputs):
+            bodies.append(TaskExited(task_id=str(n + 1), call_id=call_id, output=output, is_error=False, exit_code=0,
+                                     duration_ms=1))
+    return bodies
+
+
+@given(sessions=st.lists(st.tuples(st.lists(st.text(max_size=3), max_size=4), st.booleans()), min_size=1,
+                         max_size=4),
+       order=st.lists(st.integers(0, 3), max_size=80), history=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_rebuilding_every_session_in_one_pass_over_the_table_is_rebuilding_each(
+        sessions: list[tuple[list[str], bool]], order: list[int], history: bool) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from zagent_core.journal.fold import rebuild_all
+    from zagent_core.journal.protocol import StoredEvent
+
+    pending = {f"s{i}": _calls(f"s{i}", outputs, background) for i, (outputs, background) in enumerate(sessions)}
+    ids = list(pending)
+    # The journal's table order: the sessions' events interleaved as ``order`` says, then the rest in turn.
+    picks = [ids[i % len(ids)] for i in order] + [sid for sid in ids for _ in pending[sid]]
+    versions = dict.fromkeys(ids, 0)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    table: list[StoredEvent] = []
+    for sid in picks:
+        if versions[sid] < len(pending[sid]):
+            versions[sid] += 1
+            seq = len(table) + 1
+            table.append(StoredEvent(seq, sid, versions[sid], start + timedelta(seconds=seq),
+                                     pending[sid][versions[sid] - 1]))
+    states = rebuild_all(table, history=history)
+    assert states == {sid: rebuild([s for s in table if s.session_id == sid], history=history) for sid in ids}
+    assert all(state._history == history for state in states.values())

@@ -250,8 +250,9 @@ class Chat:
     def _show(self, what: str) -> None:
         from zagent_cli.sessions import sessions_show
 
+        # Printed in the chat's own flow, never through a pager (which would take the terminal from it).
         click.get_current_context().invoke(sessions_show, session_id=self.session.session_id, as_json=False,
-                                           show_events=False, fmt="text", tree=what == "tree")
+                                           show_events=False, fmt="text", tree=what == "tree", no_pager=True)
 
     def _compact(self, instructions: str) -> None:
         from zagent_core.agent.conversation import OrphanedCallError

@@ -13,6 +13,7 @@ on a terminal: click leaves it out when the output is piped, and ``NO_COLOR`` tu
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -26,6 +27,8 @@ _VISIBLE = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)
 # JSON already escapes C0; DEL and C1 get the \u form: the same string.
 JSON_ESCAPES = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 _SURROGATES = range(0xD800, 0xE000)
+#: Text with none of the characters above, nor a surrogate: shown as it is.
+_SAFE = re.compile("[^\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]*")
 
 
 def _surrogates_replaced(text: str, replace: Callable[[str], str]) -> str:
@@ -40,6 +43,8 @@ def terminal_safe(text: str) -> str:
 
     A lone surrogate is shown as U+FFFD.
     """
+    if _SAFE.fullmatch(text):  # most text: one scan in C, where translate looks each character up
+        return text
     return _surrogates_replaced(text.translate(_VISIBLE), lambda _: "\ufffd")
 
 
@@ -61,7 +66,12 @@ def say(text: str = "", *, err: bool = False, colour: str | None = None) -> None
 def say_problems(problems: list[Problem]) -> None:
     """One indented line per problem, errors in red, warnings in yellow."""
     for problem in problems:
-        say(f"  {problem.severity}: {problem}", colour=ERROR if problem.severity == "error" else WARNING)
+        say_problem(problem.severity, str(problem))
+
+
+def say_problem(severity: str, text: str) -> None:
+    """A problem's line (``text``: the problem as ``str()`` gives it), as :func:`say_problems` says it."""
+    say(f"  {severity}: {text}", colour=ERROR if severity == "error" else WARNING)
 
 
 def say_part(text: str) -> None:

@@ -13,8 +13,10 @@ from zagent_cli.output import JSON_ESCAPES, OK, WARNING, emit_json, plural, say,
 from zagent_cli.params import SESSION, TEXT, complete_sessions, moment
 
 if TYPE_CHECKING:
+    from zagent_cli.session_view import Part
     from zagent_core.history.retention import PruneReport
     from zagent_core.journal.protocol import AdminJournal
+    from zagent_core.journal.views import SessionState
 
 
 @click.group()
@@ -174,19 +176,24 @@ def _print_prune(report: PruneReport) -> None:
 @click.option("--events", "show_events", is_flag=True, help="Also print the session's events as stored.")
 @click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
               help="text for a terminal, md for Markdown.")
+@click.option("--last", type=click.IntRange(min=1), metavar="N",
+              help="Only the last N turns (on a terminal, the last 3 of a session longer than a screen).")
+@click.option("--all", "show_all", is_flag=True, help="The whole conversation, on a terminal too.")
+@click.option("--no-pager", is_flag=True, help="On a terminal, print straight to it, not through $ZAGENT_PAGER, "
+                                               "$PAGER or less.")
 @click.option("--tree", is_flag=True, help="The session and its sub-agents, at any depth: a line each.")
 @click.pass_obj
 def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_events: bool, fmt: str,
-                  tree: bool) -> None:
+                  last: int | None, show_all: bool, no_pager: bool, tree: bool) -> None:
     """The conversation of SESSION_ID, in order (default: the most recent top-level session)."""
-    from zagent_core import rebuild
-    from zagent_core.journal.events import EventSchemaError
-    from zagent_core.session.status import session_status
-
     if as_json and fmt != "text":
         raise click.UsageError("give --json or --format, not both")
     if tree and (show_events or fmt != "text"):
         raise click.UsageError("--tree prints a line per session: give it alone, or with --json")
+    if (last is not None or show_all) and (as_json or tree):
+        raise click.UsageError("--last and --all choose the turns printed: not with --json or --tree")
+    if last is not None and show_all:
+        raise click.UsageError("give --last N or --all, not both")
 
     with obj.existing_journal() as journal:
         if session_id is None:
@@ -196,21 +203,43 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
             session_id = summaries[0].session_id
         if tree:
             return _show_tree(journal, session_id, as_json)
-        try:
-            events = list(journal.read(session_id))
-        except EventSchemaError as exc:
-            raise click.ClickException(str(exc)) from None
-        state = rebuild(events, history=True)
-        status = session_status(journal, session_id, state)
+        if as_json:
+            return _show_json(journal, session_id, show_events)
+        from zagent_cli.session_view import print_session
+        from zagent_core.journal.snapshots import open_state
+        from zagent_core.session.status import session_status
+
+        state = open_state(journal, session_id)  # the header's: not the fold of every event
+        if state.version == 0:
+            raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+        print_session(journal, state, session_status(journal, session_id, state), fmt=fmt, show_events=show_events,
+                      part=_part_shown(journal, state, last, show_all), page=not no_pager)
+
+
+def _part_shown(journal: AdminJournal, state: SessionState, last: int | None, show_all: bool) -> Part:
+    """The turns ``sessions show`` prints: all of them, the last N (``--last``), or on a
+    terminal the last few of a session longer than a screen."""
+    from zagent_cli.pager import screen_lines
+    from zagent_cli.session_view import DEFAULT_LAST, Part, last_turns
+
+    if last is None:
+        if show_all or not sys.stdout.isatty() or state.version <= screen_lines():
+            return Part()
+        last = DEFAULT_LAST
+    return last_turns(journal, state, last)
+
+
+def _show_json(journal: AdminJournal, session_id: str, show_events: bool) -> None:
+    """``sessions show --json``: the state folded with every call, and the events if asked."""
+    from zagent_core import rebuild
+    from zagent_core.session.status import session_status
+
+    events = list(journal.read(session_id))
+    state = rebuild(events, history=True)
     if state.version == 0:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
-    if as_json:
-        emit_json(state.model_dump() | {"status_detail": status}
-                  | ({"events": [e.to_dict() | {"at": e.at} for e in events]} if show_events else {}))
-        return
-    from zagent_cli.show import print_session
-
-    print_session(state, status, events, fmt=fmt, show_events=show_events)
+    emit_json(state.model_dump() | {"status_detail": session_status(journal, session_id, state)}
+              | ({"events": [e.to_dict() | {"at": e.at} for e in events]} if show_events else {}))
 
 
 def _show_tree(journal: AdminJournal, session_id: str, as_json: bool) -> None:

@@ -8,19 +8,14 @@ journal, so ``zagent --help`` does not load the event models.
 from __future__ import annotations
 
 import json
-import re
-import textwrap
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from zagent_cli.output import head, plural, say, say_part, terminal_safe
 from zagent_core.journal.events import (
     ApprovalDecided,
     ApprovalRequested,
-    ArtifactRecorded,
     ChildEnded,
     ChildSpawned,
     ContextCleared,
@@ -30,10 +25,6 @@ from zagent_core.journal.events import (
     InputRequested,
     ModelReplied,
     NoteReceived,
-    SessionEnded,
-    SessionForked,
-    SessionResumed,
-    SessionStarted,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
@@ -41,23 +32,14 @@ from zagent_core.journal.events import (
     ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
-    ToolCallStarted,
     TurnEnded,
     TurnStarted,
     UserMessage,
-    WakeRequested,
-    dump_event,
 )
 from zagent_core.journal.protocol import SessionSummary, StoredEvent
-from zagent_core.journal.views import ChildView, SessionState, TaskView
 
 if TYPE_CHECKING:
     from zagent_core.history.trees import TreeNode
-
-#: Event bodies up to this long are printed on the event's line by ``sessions show --events``.
-_BODY_ON_ONE_LINE = 100
-#: Below an event line (itself indented by two), a long body is indented by four more.
-_BODY_INDENT = " " * 6
 
 
 def _arguments(arguments: Any, width: int) -> str:
@@ -206,278 +188,9 @@ class LiveConversation:
             self._open = False
 
 
-# -- sessions show: the conversation --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One thing of a session's conversation, as ``sessions show`` prints it.
-
-    A ``section`` starts a new part (who speaks, or what happened to the session); an
-    ``item`` belongs to the section before it (a call, its result, a note). ``text`` is
-    prose (what the user or the model said, a reason); ``code`` is shown verbatim (the
-    arguments, an output)."""
-
-    at: datetime
-    section: bool
-    title: str
-    text: str = ""
-    code: str | None = None
-    language: str = ""
-
-
-def _result_title(result: ToolCallFinished | TaskExited | TaskKilled) -> str:
-    status = f"{'error' if result.is_error else 'ok'}, {result.duration_ms} ms"
-    if result.exit_code is not None:
-        status += f", exit {result.exit_code}"
-    return status + (", timed out" if result.timed_out else "")
-
-
-def _with_files(output: str, result: ToolCallFinished | TaskExited | TaskKilled) -> str:
-    listed = [f"file: {item.path}" for item in result.files if item.path not in output]
-    return "\n".join([output, *listed]) if listed else output
-
-
-class _Conversation:
-    """Turns a session's events, in order, into :class:`Entry` items."""
-
-    def __init__(self) -> None:
-        self.tools: dict[str, str] = {}  # call id -> tool
-        self.background: set[str] = set()  # calls that started a task
-        self.origin = "session"
-        self.unanswered: dict[str, datetime] = {}  # calls without a result so far, and when asked
-        self.parked: dict[str, str] = {}  # calls waiting for a person, and what answers them
-
-    def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
-        opened = False
-        for stored in events:
-            if isinstance(stored.event, SessionStarted):
-                self.origin = stored.event.origin or self.origin
-            entry = self.entry(stored.event, stored.at)
-            if entry is None:
-                continue
-            if not entry.section and not opened:  # a call nobody's reply asked for: a tools run
-                yield Entry(entry.at, True, self.origin)
-            opened = True
-            yield entry
-        for call_id in self.unanswered:
-            yield Entry(self.unanswered[call_id], False, f"<- {self.tools[call_id]} ({call_id}): no result yet",
-                        text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"))
-
-    def _task(self, task_id: str, call_id: str) -> str:
-        return f"task #{task_id} ({self.tools.get(call_id, '?')})"
-
-    def entry(self, event: Event, at: datetime) -> Entry | None:  # noqa: C901 - one case per event type
-        if isinstance(event, (ToolCallFinished, ToolCallRejected, ToolCallInterrupted)):
-            self.unanswered.pop(event.call_id, None)
-        match event:
-            case UserMessage(text=text):
-                return Entry(at, True, "user", text=text)
-            case ModelReplied(text=text):
-                return Entry(at, True, "assistant", text=text)
-            case ToolCallRequested(call_id=call_id, tool=tool, arguments=arguments):
-                self.tools[call_id] = tool
-                self.unanswered[call_id] = at
-                return Entry(at, False, f"-> {tool} ({call_id})",
-                             code=json.dumps(arguments, ensure_ascii=False), language="json")
-            case ToolCallStarted(call_id=call_id, task_id=task_id) if task_id is not None:
-                self.background.add(call_id)
-            case ToolCallFinished(call_id=call_id) as result if call_id in self.background and not result.is_error:
-                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: {head(result.output, 60)}")
-            case ToolCallFinished(call_id=call_id) as result:
-                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: {_result_title(result)}",
-                             code=_with_files(result.output, result))
-            case ToolCallRejected(call_id=call_id, message=message):
-                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: rejected", code=message)
-            case ToolCallInterrupted(call_id=call_id, message=message):
-                return Entry(at, False, f"<- {self.tools.get(call_id, '?')}: interrupted", code=message)
-            case NoteReceived(call_id=call_id, task_id=task_id, text=text):
-                source = self._task(task_id, call_id) if task_id else self.tools.get(call_id, "?")
-                return Entry(at, False, f"note from {source}", text=text)
-            case TaskExited(task_id=task_id, call_id=call_id) | TaskKilled(task_id=task_id, call_id=call_id) as ended:
-                verb = "exited" if isinstance(ended, TaskExited) else "was killed"
-                return Entry(at, True, f"{self._task(task_id, call_id)} {verb}: {_result_title(ended)}",
-                             code=_with_files(ended.output, ended))
-            case TaskInterrupted(task_id=task_id, call_id=call_id, message=message):
-                return Entry(at, True, f"{self._task(task_id, call_id)} was interrupted", code=message)
-            case WakeRequested(text=text):
-                return Entry(at, False, "wake-up queued", text=head(text, 100))
-            case TurnStarted(reason="wake", wakes=wakes, notes=notes):
-                return Entry(at, True, "woken", text=f"{len(wakes)} wake-up(s) and {len(notes)} note(s) delivered")
-            case TurnStarted(reason="resume"):
-                return Entry(at, True, "resumed turn", text="the turn that was cut off goes on")
-            case InputRequested(call_id=call_id, question=question, choices=choices):
-                self.parked[call_id] = "it waits for the user's answer (zagent answer)"
-                return Entry(at, True, "asked the user", text=question,
-                             code="\n".join(choices) if choices else None)
-            case InputAnswered(call_id=call_id, answer=answer, via=via):
-                self.parked.pop(call_id, None)
-                return Entry(at, True, f"the user answered ({via})", text=answer)
-            case ApprovalRequested(call_id=call_id, tool=tool, why=why):  # the call's arguments are shown with it
-                self.parked[call_id] = "it waits for approval (zagent approve, or zagent deny)"
-                return Entry(at, True, f"asked the user to approve {tool}", text=why)
-            case ApprovalDecided(call_id=call_id, approved=approved, via=via, reason=reason):
-                self.parked.pop(call_id, None)
-                return Entry(at, True, f"the call was {'approved' if approved else 'denied'} ({via})", text=reason)
-            case TurnEnded(reason=reason) if reason != "idle":
-                return Entry(at, True, "turn stopped", text=reason)
-            case SessionResumed(taken_over_from=taken):
-                return Entry(at, True, "session resumed", text="from a dead driver" if taken else "")
-            case ChildSpawned(label=label, child_session_id=child, task=task, resumed=resumed):
-                return Entry(at, False, f"{label} {'resumed' if resumed else 'started'} as session {child}",
-                             text=head(task, 100))
-            case SessionForked(parent_session_id=parent, parent_seq=seq):
-                return Entry(at, True, "forked", text=f"from session {parent} at #{seq}")
-            case SessionEnded(reason=reason):
-                return Entry(at, True, "session ended", text=reason)
-            case ArtifactRecorded() as artifact:
-                return Entry(at, False, f"artifact recorded: {artifact_line(artifact)}")
-            case ContextCompacted() as compacted:
-                return Entry(at, True, f"context compacted ({compacted.trigger}): about {compacted.tokens_before:,} "
-                                       f"tokens -> {compacted.tokens_after:,}, summary by {compacted.model}",
-                             text=f"the model is shown this summary and what follows; everything above stays in the "
-                                  f"journal\n\n{compacted.summary}")
-            case ContextCleared() as cleared:
-                return Entry(at, True, f"context cleared: {cleared.results} old tool results ({cleared.bytes:,} bytes) "
-                                       f"no longer shown to the model, about {cleared.tokens_before:,} tokens -> "
-                                       f"{cleared.tokens_after:,}")
-        return None
-
-
-#: How much of a call's output the text format shows (--format md shows all of it).
-_TEXT_LINES = 12
-_TEXT_WIDTH = 200
-
-
-def _text_block(code: str, indent: str) -> list[str]:
-    lines = code.split("\n")
-    shown = [indent + (line if len(line) <= _TEXT_WIDTH else line[: _TEXT_WIDTH - 3] + "...")
-             for line in lines[:_TEXT_LINES]]
-    if len(lines) > _TEXT_LINES:
-        shown.append(f"{indent}... ({len(lines) - _TEXT_LINES} more lines)")
-    return shown
-
-
-#: Sections whose text is what someone said: shown as a block, even when short.
-_SPEAKERS = ("user", "assistant")
-
-
-def _text_entry(entry: Entry) -> list[str]:
-    if entry.section:
-        title = f"{entry.at:%H:%M:%S}Z  {entry.title}"
-        if entry.title not in _SPEAKERS and entry.code is None and "\n" not in entry.text:
-            return ["", title + (f": {entry.text}" if entry.text else "")]  # what happened, on one line
-        lines = ["", title + (":" if entry.text or entry.code else "")]
-        lines += [f"  {line}" for line in entry.text.split("\n")] if entry.text else []
-        return lines + (_text_block(entry.code, "  ") if entry.code is not None else [])
-    if entry.code is not None and entry.language == "json":
-        return [f"  {entry.title} {head(entry.code, 100)}"]
-    lines = [f"  {entry.title}" + (f": {entry.text}" if entry.text else "")]
-    return lines + (_text_block(entry.code, "     ") if entry.code is not None else [])
-
-
-def _fenced(code: str, language: str = "") -> list[str]:
-    # A fence longer than any run of backticks in the content, so the content cannot close it.
-    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [f"{fence}{language}", *code.split("\n"), fence, ""]
-
-
-def _md_entry(entry: Entry) -> list[str]:
-    title = entry.title.replace("-> ", "Call: ", 1).replace("<- ", "Result of ", 1)
-    title = title[:1].upper() + title[1:]
-    lines = [f"## {title} · {entry.at:%H:%M:%S}Z", ""] if entry.section else [f"**{title}**", ""]
-    if entry.text:
-        lines += [entry.text, ""]
-    return lines + (_fenced(entry.code, entry.language) if entry.code is not None else [])
-
-
-def artifact_line(artifact: ArtifactRecorded) -> str:
-    """An artifact in a line: its kind, title, and where it is."""
-    where = [value for value in (artifact.url, artifact.path, artifact.ref) if value]
-    return f"{artifact.kind.replace('_', ' ')} {artifact.title}" + (f" ({', '.join(where)})" if where else "")
-
-
-def _header_facts(state: SessionState, status: str, failure: str | None,
-                  artifacts: list[ArtifactRecorded]) -> list[tuple[str, str]]:
-    started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
-    facts = [("status", status + (f": {failure}" if failure and status == "failed" else "")),
-             ("origin", f"{state.origin}, started {started}")]
-    if state.model_replies:
-        facts.append(("model", f"{state.model + ', ' if state.model else ''}"
-                               f"{plural(state.model_replies, 'reply', 'replies')} in {plural(state.turns, 'turn')}, "
-                               f"{state.input_tokens} tokens in, {state.output_tokens} out"))
-    facts.append(("workspace", str(state.workspace)))
-    if state.forked_from:
-        facts.append(("forked from", state.forked_from))
-    if state.parent is not None:
-        facts.append(("spawned by", f"{state.parent.session_id} as {state.parent.label} (call "
-                                     f"{state.parent.call_id}, depth {state.parent.depth})"))
-    facts += [(child.label, _child_line(child)) for child in state.children.values()]
-    facts.append(("tools offered", ", ".join(t.name for t in state.tools) or "none"))
-    facts += [("warning", warning) for warning in state.warnings]
-    facts += [(f"task #{task.task_id} {task.tool}", _task_line(task)) for task in sorted(
-        state.tasks.values(), key=lambda t: int(t.task_id) if t.task_id.isdigit() else 0)]
-    facts += [("pending wake-up", head(wake.text)) for wake in state.pending_wakes.values()]
-    facts += [("artifact", artifact_line(artifact)) for artifact in artifacts]
-    return facts
-
-
-def _child_line(child: ChildView) -> str:
-    return f"session {child.session_id}, {child.status}: {_first_line(child.task)}"
-
-
-def _first_line(text: str, width: int = 60) -> str:
+def first_line(text: str, width: int = 60) -> str:
     """A task's first line (a task may be a whole brief), shortened."""
     return head(text.strip().split("\n")[0], width)
-
-
-def _task_line(task: TaskView) -> str:
-    ended = f", ended {task.ended_at:%H:%M:%S}Z" if task.ended_at else ""
-    code = f", exit {task.exit_code}" if task.exit_code is not None else ""
-    error = ", error" if task.is_error and task.status == "exited" else ""
-    return (f"{task.status}{error}{code}, pid {task.pid}, "
-            f"started {task.started_at:%H:%M:%S}Z{ended}")
-
-
-def print_session(state: SessionState, status: str, events: list[StoredEvent], *, fmt: str = "text",
-                  show_events: bool = False) -> None:
-    """``zagent sessions show``: the header (status, model, workspace, tools, tasks, pending
-    wake-ups), then the conversation in order (``fmt``: ``text`` or ``md``), then the
-    stored events if asked."""
-    from zagent_core.session.status import turn_failure
-
-    facts = _header_facts(state, status, turn_failure(state),
-                          [e.event for e in events if isinstance(e.event, ArtifactRecorded)])
-    if fmt == "md":
-        say(f"# Session {state.session_id}\n")
-        for name, value in facts:
-            say(f"- **{name}:** {value}")
-        for entry in _Conversation().entries(events):
-            say("\n".join(["", *_md_entry(entry)]).rstrip("\n"))
-    else:
-        say(f"session {state.session_id} ({facts[0][1]}), {facts[1][1]}")
-        for name, value in facts[2:]:
-            say(f"{name}: {value}")
-        for entry in _Conversation().entries(events):
-            say("\n".join(_text_entry(entry)))
-    if show_events:
-        lines = [f"#{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
-                 + f" {stored.event.type}" + _event_body(stored) for stored in events]
-        if fmt == "md":
-            say("\n".join(["", "## Events", "", *_fenced("\n".join(lines))]).rstrip("\n"))
-        else:
-            say("\nevents:")
-            for line in lines:
-                say(f"  {line}")
-
-
-def _event_body(stored: StoredEvent) -> str:
-    """An event's body as stored: on its line when short, else as indented JSON below it."""
-    body = dump_event(stored.event)
-    if len(body) <= _BODY_ON_ONE_LINE:
-        return f" {body}"
-    return "\n" + textwrap.indent(json.dumps(json.loads(body), indent=2, ensure_ascii=False), _BODY_INDENT)
 
 
 def print_sessions(summaries: list[SessionSummary], statuses: dict[str, str], prompts: dict[str, str | None]) -> None:
@@ -557,7 +270,7 @@ def print_tree(root: TreeNode) -> None:
     def lines(node: TreeNode, lead: str, branch: str) -> Iterator[str]:
         numbers = spawn_numbers(node.total("requests"), node.total("input_tokens"), node.total("output_tokens"),
                                 node.duration_ms)
-        task = _first_line(node.task) if node.task else "-"
+        task = first_line(node.task) if node.task else "-"
         name = f"{node.label}  {node.session_id}" if node.label else node.session_id
         yield f"{lead}{branch}{name}  {node.outcome}  {numbers}  {task}"
         below = lead + {"": "", "├─ ": "│  ", "└─ ": "   "}[branch]

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from zagent_cli.asking import ask_here
 from zagent_cli.context import Context
 from zagent_cli.inputs import arguments_object
-from zagent_cli.output import ERROR, OK, WARNING, emit_json, head, say, say_problems, terminal_safe
+from zagent_cli.output import ERROR, OK, WARNING, emit_json, head, say, say_problem, terminal_safe
 from zagent_cli.params import TEXT, complete_tools
 from zagent_cli.refusals import refusals_said, waiting_lines
 
 if TYPE_CHECKING:
-    from zagent_core import StoredEvent
+    from zagent_core import Home, StoredEvent
     from zagent_core.drive.calling import ToolRun
 
 #: The exit code of a ``tools run`` whose call waits on a person: neither done (0) nor failed (1).
@@ -32,48 +33,63 @@ def tools() -> None:
 @click.pass_obj
 def tools_list(obj: Context, as_json: bool) -> None:
     """Loaded tools, and the folders that did not load with the reason."""
+    from zagent_cli.tools_cache import cached_listing
+
+    home = obj.home
+    listing = cached_listing(home.root, home.config_path, home.tools_dir) or _listing(obj, home)
+    if as_json:
+        emit_json(listing)
+        return
+    tools, builtins, mcp = listing["tools"], listing["builtins"], listing["mcp"]
+    disabled = frozenset(row["name"] for row in [*tools, *builtins, *mcp] if row["disabled"])
+    if not tools:
+        say(f"no tools loaded from {home.tools_dir}")
+    _say_table([(t["name"], t["description"].splitlines()[0] if t["description"] else "",
+                 f"tools/{Path(t['folder']).name}") for t in tools], disabled)
+    say("")
+    _say_table([(b["name"], b["description"].split(". ")[0].rstrip("."), "built-in") for b in builtins], disabled)
+    if mcp:
+        say("")
+        _say_table([(m["name"], m["description"].split(". ")[0].rstrip("."), f"mcp server {m['server']}")
+                    for m in mcp], disabled)
+    if listing["problems"]:
+        say("\nproblems:")
+        for problem in listing["problems"]:
+            say_problem(problem["severity"], f"{problem['source']}: {problem['message']}")
+
+
+def _listing(obj: Context, home: Home) -> dict[str, Any]:
+    """What ``tools list --json`` prints, from the home's files (kept for the next listing
+    when it holds no tool that failed to load and no MCP server)."""
+    from zagent_cli.tools_cache import keep_listing, watched
     from zagent_core.config import load_config
     from zagent_core.drive.offers import home_tools, mcp_tools
 
-    home = obj.home
+    before = watched(home.root, home.config_path, home.tools_dir)
     config, config_problems = load_config(home.config_path)
     with _StartLine(sorted(config.mcp.servers)) as line:
         mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace, home, started=line.started)
     toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
     problems = config_problems + builtin_problems + mcp_problems + toolset.problems
-    if as_json:
-        emit_json({
-            "home": str(home.root),
-            "tools": [
-                {"name": t.name, "description": t.description, "folder": str(t.folder),
-                 "disabled": t.name in toolset.disabled, "input": t.manifest.input, "output": t.manifest.output,
-                 "background": t.manifest.background, "permission": t.manifest.permission}
-                for t in sorted(toolset.tools.values(), key=lambda t: t.name)
-            ],
-            "builtins": [{"name": b.name, "description": b.description, "disabled": b.name in toolset.disabled,
-                          "concurrency_safe": b.concurrency_safe if isinstance(b.concurrency_safe, bool)
-                          else "depends on the arguments", "replay": b.replay} for b in builtins.values()],
-            "mcp": [{"name": t.name, "server": server_of[t.name], "description": t.description,
-                     "disabled": t.name in toolset.disabled, "identity": t.identity, "schema_hash": t.definition_hash,
-                     "concurrency_safe": t.concurrency_safe, "replay": t.replay} for t in mcp.values()],
-            "problems": [p.model_dump() for p in problems],
-        })
-        return
-    if not toolset.tools:
-        say(f"no tools loaded from {home.tools_dir}")
-    folders = [(name, tool.description.splitlines()[0] if tool.description else "", f"tools/{tool.folder.name}")
-               for name, tool in sorted(toolset.tools.items())]
-    _say_table(folders, toolset.disabled)
-    say("")
-    _say_table([(name, builtin.description.split(". ")[0].rstrip("."), "built-in")
-                for name, builtin in builtins.items()], toolset.disabled)
-    if mcp:
-        say("")
-        _say_table([(name, tool.description.split(". ")[0].rstrip("."), f"mcp server {server_of[name]}")
-                    for name, tool in mcp.items()], toolset.disabled)
-    if problems:
-        say("\nproblems:")
-        say_problems(problems)
+    listing = {
+        "home": str(home.root),
+        "tools": [
+            {"name": t.name, "description": t.description, "folder": str(t.folder),
+             "disabled": t.name in toolset.disabled, "input": t.manifest.input, "output": t.manifest.output,
+             "background": t.manifest.background, "permission": t.manifest.permission}
+            for t in sorted(toolset.tools.values(), key=lambda t: t.name)
+        ],
+        "builtins": [{"name": b.name, "description": b.description, "disabled": b.name in toolset.disabled,
+                      "concurrency_safe": b.concurrency_safe if isinstance(b.concurrency_safe, bool)
+                      else "depends on the arguments", "replay": b.replay} for b in builtins.values()],
+        "mcp": [{"name": t.name, "server": server_of[t.name], "description": t.description,
+                 "disabled": t.name in toolset.disabled, "identity": t.identity, "schema_hash": t.definition_hash,
+                 "concurrency_safe": t.concurrency_safe, "replay": t.replay} for t in mcp.values()],
+        "problems": [p.model_dump() for p in problems],
+    }
+    if not config.mcp.servers and not any(p.severity == "error" for p in problems):
+        keep_listing(home.root, before, listing, [t.argv_template[0] for t in toolset.tools.values()])
+    return listing
 
 
 class _StartLine:

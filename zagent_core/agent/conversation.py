@@ -94,6 +94,7 @@ class Conversation:
         self.session_id = session_id
         self.notes_cap = notes_cap
         self._messages: list[Message] = []
+        self._system: Message | None = None
         #: Per message: the version of the event it came from, and what it counts for in an estimate.
         self._origins: list[int] = []
         self._sizes: list[int] = []
@@ -273,7 +274,14 @@ class Conversation:
         if self._unanswered:
             call = next(iter(self._unanswered.values()))
             raise OrphanedCallError(f"tool call {call.call_id} ({call.name}) has no result")
-        return [Message(role="system", content=self.system_prompt), *self._messages]
+        return [self._system_message(), *self._messages]
+
+    def _system_message(self) -> Message:
+        """The system prompt as a message: the same one while the prompt is, as every other message
+        stays the same object from request to request (providers keep each one's wire form by it)."""
+        if self._system is None or self._system.content != self.system_prompt:
+            self._system = Message(role="system", content=self.system_prompt)
+        return self._system
 
     def within(self, size: int) -> list[Message]:
         """:meth:`messages`, the oldest left out (whole exchanges, never a call without its

@@ -8,7 +8,7 @@ answered with a short stub instead of the same text again.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,11 +99,14 @@ class _Source:
         edit tools may load (``files.WHOLE_FILE_CAP``). A larger one is never hashed (a 20 GiB
         sparse file took 118 s to hash, for an answer its first bytes gave): it is known by its
         inode, size and times, which tell a re-read that it changed, and the gate never reads it."""
+        return files.stream_hash(self.hashed())
+
+    def hashed(self) -> Iterable[bytes]:
+        """The bytes :meth:`digest` hashes."""
         if self.size <= files.WHOLE_FILE_CAP:
-            return files.stream_hash(self.chunks())
+            return self.chunks()
         info = os.fstat(self.fd)
-        return files.content_hash(f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:"
-                                  f"{info.st_ctime_ns}".encode())
+        return (f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}".encode(),)
 
 
 @dataclass
@@ -147,7 +150,8 @@ def _read_one(context: BuiltinContext, reading: _Reading, request: dict[str, Any
         digest = source.digest()
         before = context.seen(path)
         if (before is not None and not before.elided and before.offset == offset and before.limit == limit
-                and before.line_numbers == line_numbers and before.hash == digest):
+                and before.line_numbers == line_numbers
+                and files.same_content(before.hash, digest, source.hashed)):
             return f"{shown}: unchanged since your read at {before.at}; what that read showed is still current"
         output, shown_lines = _render(path, shown, source, offset, limit, line_numbers, context, reading)
     # A read cut by the byte cap is remembered as the lines it showed, so a re-read is not a stub hiding the rest.

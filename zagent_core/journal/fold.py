@@ -169,19 +169,36 @@ def _on(event_type: type[_E]) -> Callable[[_Handler[_E]], _Handler[_E]]:
 
 
 _V = TypeVar("_V", bound=BaseModel)
+_new = object.__new__
+_set = object.__setattr__
+#: The views the fold derives from others, and their fields' names: what such a view has set
+#: (every field, as one read from a snapshot has), one set shared rather than one made per event.
+_ALL_FIELDS: dict[type[BaseModel], set[str]] = {
+    cls: set(cls.model_fields) for cls in (CallView, TaskView, ApprovalView, ChildView)}
 
 
 def _changed(view: _V, changes: dict[str, Any]) -> _V:
-    """``view.model_copy(update=changes)`` for the fold's own views, at half its cost: one
+    """``view.model_copy(update=changes)`` for the fold's own views, at a fraction of its cost: one
     is made per event, and the values come from events pydantic has already validated."""
-    new = object.__new__(type(view))
-    fields = view.__dict__.copy()
-    fields.update(changes)
-    object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(new, "__pydantic_fields_set__", view.__pydantic_fields_set__ | changes.keys())
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
+    cls = type(view)
+    new = _new(cls)
+    _set(new, "__dict__", {**view.__dict__, **changes})
+    _set(new, "__pydantic_fields_set__", _ALL_FIELDS.get(cls) or view.__pydantic_fields_set__ | changes.keys())
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
     return new
+
+
+#: What each new call's view is derived from (validating a view the fold makes from validated
+#: events cost twice as much): its list fields are made anew for each, as their factories would.
+_REQUESTED = CallView(call_id="", tool="", arguments=None, requested_at=datetime.min)
+_CALL_LISTS = tuple(name for name, field in CallView.model_fields.items() if field.default_factory is list)
+
+
+def _new_call(call_id: str, tool: str, arguments: Any, at: datetime) -> CallView:
+    fields: dict[str, Any] = {name: [] for name in _CALL_LISTS}
+    fields.update(call_id=call_id, tool=tool, arguments=arguments, requested_at=at)
+    return _changed(_REQUESTED, fields)
 
 
 _RESULT_FIELDS = tuple(ResultView.model_fields)
@@ -197,23 +214,27 @@ def _update_call(f: _Folding, call_id: str, changes: dict[str, Any]) -> None:
     f.calls[call_id] = _changed(f.calls[call_id], changes)
 
 
-def _close_call(f: _Folding, call_id: str, changes: dict[str, Any]) -> None:
-    """A call got its result: it leaves the state, unless its background task still runs."""
+def _closed(f: _Folding, call_id: str) -> CallView | None:
+    """A call got its result: it leaves the state, unless its background task still runs (or the
+    fold keeps history); returns it then, for the caller to write its result into. Most calls
+    leave: their result's fields are not even gathered."""
     call = f.calls.get(call_id)
-    f.questions.pop(call_id, None)  # a result, whatever it is, ends the wait
-    for child in list(f.children.values()):
+    if f.questions:
+        f.questions.pop(call_id, None)  # a result, whatever it is, ends the wait
+    for child in list(f.children.values()) if f.children else ():
         if child.call_id == call_id and child.status == "running":
             # Its call got a result with no outcome of the child (it could not go on): the
             # child no longer runs for it, and `resume` may give it a new task.
             f.children[child.label] = _changed(child, {"status": "aborted"})
-    f.approvals.pop(call_id, None)
+    if f.approvals:
+        f.approvals.pop(call_id, None)
     if call is None:  # closed already (a result journaled twice, as old journals may hold): nothing is open
-        return
+        return None
     task = f.tasks.get(call.task_id) if call.task_id is not None else None
     if f.history or (task is not None and task.status == "running"):
-        f.calls[call_id] = _changed(call, changes)
-    else:
-        del f.calls[call_id]
+        return call
+    del f.calls[call_id]
+    return None
 
 
 def _end_task(f: _Folding, task_id: str, changes: dict[str, Any]) -> None:
@@ -277,8 +298,7 @@ def _session_forked(f: _Folding, event: SessionForked, stored: StoredEvent) -> N
 
 @_on(ToolCallRequested)
 def _call_requested(f: _Folding, event: ToolCallRequested, stored: StoredEvent) -> None:
-    f.calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
-                                      requested_at=stored.at)
+    f.calls[event.call_id] = _new_call(event.call_id, event.tool, event.arguments, stored.at)
     f.unrequested.pop(event.call_id, None)
     f.calls_requested += 1
     f.last_call_id = event.call_id
@@ -286,15 +306,15 @@ def _call_requested(f: _Folding, event: ToolCallRequested, stored: StoredEvent) 
 
 @_on(ToolCallRejected)
 def _call_rejected(f: _Folding, event: ToolCallRejected, stored: StoredEvent) -> None:
-    _close_call(f, event.call_id, {"status": "rejected", "finished_at": stored.at, "output": event.message,
-                                   "is_error": True})
+    if (call := _closed(f, event.call_id)) is not None:
+        f.calls[event.call_id] = _changed(call, {"status": "rejected", "finished_at": stored.at,
+                                                 "output": event.message, "is_error": True})
 
 
 @_on(ToolCallStarted)
 def _call_started(f: _Folding, event: ToolCallStarted, stored: StoredEvent) -> None:
     if event.call_id not in f.calls:  # a cut-off call run again after its interruption closed it
-        f.calls[event.call_id] = CallView(call_id=event.call_id, tool=event.tool, arguments=event.arguments,
-                                          requested_at=stored.at)
+        f.calls[event.call_id] = _new_call(event.call_id, event.tool, event.arguments, stored.at)
     f.approvals.pop(event.call_id, None)  # approved and started: the usual cut-off rules apply now
     _update_call(f, event.call_id, {
         "status": "running", "started_at": stored.at, "argv": event.argv, "arguments": event.arguments,
@@ -308,14 +328,16 @@ def _call_started(f: _Folding, event: ToolCallStarted, stored: StoredEvent) -> N
 
 @_on(ToolCallFinished)
 def _call_finished(f: _Folding, event: ToolCallFinished, stored: StoredEvent) -> None:
-    _close_call(f, event.call_id, {"status": "finished", "finished_at": stored.at, "pid": event.pid}
-                | _result_of(event))
+    if (call := _closed(f, event.call_id)) is not None:
+        f.calls[event.call_id] = _changed(call, {"status": "finished", "finished_at": stored.at, "pid": event.pid}
+                                          | _result_of(event))
 
 
 @_on(ToolCallInterrupted)
 def _call_interrupted(f: _Folding, event: ToolCallInterrupted, stored: StoredEvent) -> None:
-    _close_call(f, event.call_id, {"status": "interrupted", "finished_at": stored.at, "output": event.message,
-                                   "is_error": True})
+    if (call := _closed(f, event.call_id)) is not None:
+        f.calls[event.call_id] = _changed(call, {"status": "interrupted", "finished_at": stored.at,
+                                                 "output": event.message, "is_error": True})
 
 
 @_on(TaskStarted)
@@ -469,24 +491,40 @@ def _context_compacted(f: _Folding, event: ContextCompacted, stored: StoredEvent
 
 
 def _fold(f: _Folding, stored: StoredEvent) -> None:
-    if stored.version != f.version + 1:
-        # A hole: what the missing events said (a call finished, a task ended) is unknown, and
-        # a session driven from here would contradict them (a finished call reported not run).
-        raise InconsistentJournalError(
-            f"session {stored.session_id} is damaged: its version {stored.version} follows version {f.version} "
-            f"(events were deleted or written around zagent), so it cannot be shown or driven; "
-            "`zagent journal recover JOURNAL NEW_FILE` copies each session up to its first gap into a new journal")
-    handler = _HANDLERS.get(type(stored.event))
-    try:
+    _fold_events((stored,), lambda session_id: f)
+
+
+def _fold_events(events: Iterable[StoredEvent], folding_of: Callable[[str], _Folding]) -> None:
+    """Fold each of ``events`` into its session's :class:`_Folding` (``folding_of(session_id)``,
+    asked once per session), in one loop: the per-event work is what a long rebuild pays most for."""
+    handlers = _HANDLERS
+    foldings: dict[str, _Folding] = {}
+    for stored in events:
+        f = foldings.get(stored.session_id)
+        if f is None:
+            f = foldings[stored.session_id] = folding_of(stored.session_id)
+        if stored.version != f.version + 1:
+            raise _hole(stored, f.version)
+        handler = handlers.get(type(stored.event))
         if handler is not None:
-            handler(f, stored.event, stored)
-    except KeyError as missing:
-        raise InconsistentJournalError(
-            f"event #{stored.seq} ({stored.event.type}) of session {stored.session_id} refers to {missing}, which "
-            "the session never had: the journal was edited or damaged") from None
-    f.session_id = stored.session_id
-    f.version = stored.version
-    f.last_at = stored.at
+            try:
+                handler(f, stored.event, stored)
+            except KeyError as missing:
+                raise InconsistentJournalError(
+                    f"event #{stored.seq} ({stored.event.type}) of session {stored.session_id} refers to {missing}, "
+                    "which the session never had: the journal was edited or damaged") from None
+        f.session_id = stored.session_id
+        f.version = stored.version
+        f.last_at = stored.at
+
+
+def _hole(stored: StoredEvent, version: int) -> InconsistentJournalError:
+    # What the missing events said (a call finished, a task ended) is unknown, and a session
+    # driven from here would contradict them (a finished call reported not run).
+    return InconsistentJournalError(
+        f"session {stored.session_id} is damaged: its version {stored.version} follows version {version} "
+        f"(events were deleted or written around zagent), so it cannot be shown or driven; "
+        "`zagent journal recover JOURNAL NEW_FILE` copies each session up to its first gap into a new journal")
 
 
 def fold(state: SessionState, stored: StoredEvent) -> None:
@@ -525,6 +563,23 @@ def rebuild(events: Iterable[StoredEvent], state: SessionState | None = None, *,
     state = _own_copy(state) if state is not None else SessionState()
     state._history = history = history or state._history
     folding = _Folding.over(state, history=history)
-    for stored in events:
-        _fold(folding, stored)
+    _fold_events(events, lambda session_id: folding)
     return state
+
+
+def rebuild_all(events: Iterable[StoredEvent], *, history: bool = False) -> dict[str, SessionState]:
+    """Every session's state, folded in one pass over ``events`` of many sessions, in the order
+    the journal holds them (by ``seq``: each session's events in its version order).
+
+    A table scan reads each page of the journal once, where reading session after session
+    jumps about the file; each event goes to its session's own state as it comes.
+    """
+    states: dict[str, SessionState] = {}
+
+    def new_session(session_id: str) -> _Folding:
+        state = states[session_id] = SessionState()
+        state._history = history
+        return _Folding.over(state, history=history)
+
+    _fold_events(events, new_session)
+    return states

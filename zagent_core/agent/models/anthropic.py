@@ -132,10 +132,15 @@ class _ToolUseIds:
                     wire = f"{base}_{number}"
                 self._used.add(wire)
                 self._latest[call.id] = wire
-                calls.append(call.model_copy(update={"id": wire}))
+                calls.append(call if wire == call.id else call.model_copy(update={"id": wire}))
+            # Ids already as the API takes them (its own are) leave the message as it is: no copy
+            # per message and request.
+            if all(new is old for new, old in zip(calls, message.tool_calls)):
+                return message
             return message.model_copy(update={"tool_calls": calls})
-        if message.role == "tool" and message.tool_call_id in self._latest:
-            return message.model_copy(update={"tool_call_id": self._latest[message.tool_call_id]})
+        answered = self._latest.get(message.tool_call_id or "") if message.role == "tool" else None
+        if answered is not None and answered != message.tool_call_id:
+            return message.model_copy(update={"tool_call_id": answered})
         return message
 
 

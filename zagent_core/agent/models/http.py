@@ -222,6 +222,10 @@ class HTTPModel:
         """The request body for ``messages`` (what a test checks against the documented shape)."""
         raise NotImplementedError
 
+    def encoded(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> bytes:
+        """:meth:`request`'s body as the JSON bytes sent."""
+        return json.dumps(self.request(messages, tools, stream=stream)).encode()
+
     def _fold(self, events: Iterator[tuple[str, Any]], on_text: Callable[[str], None]) -> Any:
         """A streamed reply folded into the answer a whole one would have been; raises
         :class:`StreamCut` when the stream ends (or reports an error) before the reply is complete."""
@@ -242,7 +246,7 @@ class HTTPModel:
                 return self._fold(sse_events(response), relay.piece if relay is not None else _ignored)
             return read_json(response)
 
-        answer = self._send(self.path, self.request(messages, tools, stream=self.config.stream), read, relay)
+        answer = self._send(self.path, self.encoded(messages, tools, stream=self.config.stream), read, relay)
         reply = self._reply(self._clean(answer))
         if relay is not None:
             relay.finish(reply.text)
@@ -252,12 +256,11 @@ class HTTPModel:
         """What to change, for an HTTP error that will not go away by asking again."""
         return ""
 
-    def _send(self, path: str, body: dict[str, Any], read: Callable[[http.client.HTTPResponse], T],
+    def _send(self, path: str, data: bytes, read: Callable[[http.client.HTTPResponse], T],
               relay: TextRelay | None = None) -> T:
-        """POST ``body`` to ``path`` and ``read`` the response, retrying what may pass (429, 5xx,
-        a lost connection, a stream cut short: ``relay`` is told the reply starts over);
+        """POST ``data`` (a JSON body) to ``path`` and ``read`` the response, retrying what may pass
+        (429, 5xx, a lost connection, a stream cut short: ``relay`` is told the reply starts over);
         raises :class:`ModelError` with what failed."""
-        data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json", "User-Agent": f"zagent/{zagent_version()}", **self._headers(),
                    **self._basic_auth()}
         url, shown = self.endpoint.at(path), self.endpoint.shown_at(path)

@@ -68,16 +68,23 @@ def _shown(media: Media) -> str:
 
 
 def within_capabilities(messages: list[Message], caps: CapabilitiesConfig) -> list[Message]:
-    """``messages`` with the media the model cannot take (``capabilities``) taken out, and said."""
-    kept: list[Message] = []
-    for message in messages:
+    """``messages`` with the media the model cannot take (``capabilities``) taken out, and said.
+
+    The messages without media are the very ones given (a provider keeps each one's wire form by
+    its identity), and the whole list is, when nothing is taken out: it is made for every request.
+    """
+    kept = messages
+    for index, message in enumerate(messages):
+        if not message.media:
+            continue
         refused = [m for m in message.media if not getattr(caps, capability_of(m.mime) or "", False)]
         if refused:
             notes = [f"[{_shown(m)} not sent: the model cannot take {capability_of(m.mime) or m.mime} "
                      f"({capability_of(m.mime) or 'kind'}=false)]" for m in refused]
-            message = message.model_copy(update={"media": [m for m in message.media if m not in refused],
-                                                 "content": "\n".join([message.content, *notes])})
-        kept.append(message)
+            if kept is messages:
+                kept = list(messages)
+            kept[index] = message.model_copy(update={"media": [m for m in message.media if m not in refused],
+                                                     "content": "\n".join([message.content, *notes])})
     return kept
 
 

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 from zagent_core.agent.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.agent.models.http import HTTPModel, StreamCut
-from zagent_core.agent.models.media import NOTHING, Attachment, MediaPolicy, prepare_all
+from zagent_core.agent.models.media import NOTHING, Attachment, MediaPolicy, Prepared, prepare_all
 from zagent_core.config import ModelConfig
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+T = TypeVar("T")
 
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refused"}
 #: What Chat Completions takes in a user message: images in these formats, up to 20 MB each,
@@ -33,32 +34,40 @@ MEDIA = MediaPolicy(provider="openai", limits={"image": 20 * 1024 * 1024},
                     max_files=50, max_bytes=30 * 1024 * 1024)
 
 
-def _wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def _wire_messages(messages: list[Message], entry: Callable[[Message, Prepared], T],
+                   images: Callable[[list[tuple[Message, Attachment]]], T]) -> list[T]:
     """The conversation as Chat Completions takes it: tool results as ``tool`` messages, their
-    images in one ``user`` message after the last tool message of the reply."""
-    wire: list[dict[str, Any]] = []
+    images in one ``user`` message after the last tool message of the reply. Each message's own
+    entry is ``entry(message, its media as prepared for this request)``, the images message
+    ``images(...)``: the entries as dicts (:meth:`OpenAIModel.request`) or as JSON text."""
+    wire: list[T] = []
     pending: list[tuple[Message, Attachment]] = []
     media = prepare_all(messages, MEDIA)
     for index, message in enumerate(messages):
+        prepared = media.get(index, NOTHING)
+        wire.append(entry(message, prepared))
         if message.role == "tool":
-            prepared = media.get(index, NOTHING)
-            wire.append({"role": "tool", "tool_call_id": message.tool_call_id,
-                         "content": prepared.text_with_notes(message.content)})
             pending += [(message, attachment) for attachment in prepared.attachments]
             if pending and (index + 1 == len(messages) or messages[index + 1].role != "tool"):
-                wire.append(_images_message(pending))
+                wire.append(images(pending))
                 pending = []
-            continue
-        entry: dict[str, Any] = {"role": message.role, "content": message.content}
-        if message.tool_calls:
-            entry["content"] = message.content or None
-            entry["tool_calls"] = [
-                {"id": call.id, "type": "function",
-                 "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
-                for call in message.tool_calls
-            ]
-        wire.append(entry)
     return wire
+
+
+def _entry(message: Message, prepared: Prepared) -> dict[str, Any]:
+    """One message's own entry (its images, if any, go in the message after its reply's results)."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id,
+                "content": prepared.text_with_notes(message.content)}
+    entry: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        entry["content"] = message.content or None
+        entry["tool_calls"] = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+            for call in message.tool_calls
+        ]
+    return entry
 
 
 def _images_message(attached: list[tuple[Message, Attachment]]) -> dict[str, Any]:
@@ -153,9 +162,40 @@ class OpenAIModel(HTTPModel):
         return (f"; OpenAI-compatible servers usually serve the API under /v1: try the base URL {self.endpoint.base}/v1 "
                 "(OPENAI_BASE_URL, or model.base_url in config.json)")
 
+    def __init__(self, model: str, **options: Any) -> None:
+        super().__init__(model, **options)
+        #: Each message's entry as JSON text, by the message's id (the message is kept with it, so
+        #: the id is not another's): a conversation only grows, so a request serialises what is new.
+        self._known: dict[int, tuple[Message, str]] = {}
+
     def request(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> dict[str, Any]:
         """The request body for ``messages`` (what a test checks against the documented shape)."""
-        body: dict[str, Any] = {"model": self.model, "messages": _wire_messages(messages)}
+        return self._request(_wire_messages(messages, _entry, _images_message), tools, stream)
+
+    def encoded(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> bytes:
+        """:meth:`request`'s body as JSON, the same bytes, with the entries of the messages sent
+        before taken as they were serialised then (a message with files is made again: its files
+        are read for each request)."""
+        seen: dict[int, tuple[Message, str]] = {}
+
+        def entry(message: Message, prepared: Prepared) -> str:
+            if message.media:
+                return json.dumps(_entry(message, prepared))
+            known = self._known.get(id(message))
+            if known is None or known[0] is not message:
+                known = (message, json.dumps(_entry(message, prepared)))
+            seen[id(message)] = known
+            return known[1]
+
+        parts = _wire_messages(messages, entry, lambda pending: json.dumps(_images_message(pending)))
+        self._known = seen  # the messages no longer sent (compacted, cleared) are let go
+        head = json.dumps(self._request([], tools, stream))
+        # "messages" is the body's second key, after the model's name (a string, whose quotes are
+        # escaped): the first '"messages": []' is the key's own.
+        return head.replace('"messages": []', '"messages": [' + ", ".join(parts) + "]", 1).encode()
+
+    def _request(self, wire: list[Any], tools: list[ToolSpec], stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": wire}
         if tools:
             body["tools"] = [{"type": "function", "function": spec.model_dump()} for spec in tools]
         if self.config.temperature is not None:

@@ -16,6 +16,7 @@ grandchild's ``scripted:PATH#child-1/child-2``, keys %-quoted), so a resume read
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,9 @@ def _part(script: Any, child: str) -> list[Any]:
     return replies
 
 
+_CONTENT = operator.attrgetter("content")
+
+
 class ScriptedModel:
     """Serves ``replies`` in order, one per request."""
 
@@ -119,5 +123,5 @@ class ScriptedModel:
         if on_text is not None and reply.text:
             on_text(reply.text)  # the whole text at once: a script has nothing to stream
         # Rough usage, so loops and audits have numbers to show.
-        size = sum(len(m.content) for m in messages)
+        size = sum(map(len, map(_CONTENT, messages)))
         return reply.model_copy(update={"usage": Usage(input_tokens=size // 4, output_tokens=len(reply.text) // 4)})

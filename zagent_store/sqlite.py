@@ -20,6 +20,7 @@ and transaction of ``sqlite_base.py`` (whose docstring says why it is built so).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime
@@ -212,6 +213,15 @@ _SAVE_SNAPSHOT = (
 _READ = "SELECT seq, version, type, at, data FROM events WHERE session_id = ?"
 
 
+@functools.cache
+def _dump_event() -> Callable[[Event], str]:
+    """``dump_event``, imported by who writes events, not by who lists sessions (once: an import
+    statement in ``append`` cost a microsecond per call)."""
+    from zagent_core.journal.events import dump_event
+
+    return dump_event
+
+
 class _Conflict(Exception):
     """The session is not at the version an append expected (raised inside its transaction)."""
 
@@ -279,8 +289,7 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
                snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
         if not events:
             return []
-        from zagent_core.journal.events import dump_event  # imported by who writes events, not by who lists sessions
-
+        dump_event = _dump_event()
         if at is None:
             moment = clock.now()
             times = [moment] * len(events)
@@ -297,7 +306,7 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
         ]
         version = expected_version + len(rows)
         kinds: list[str] = [row[2] for row in rows]
-        calls, tasks, replies = (kinds.count(kind) for kind in _COUNTED)
+        calls, tasks, replies = [kinds.count(kind) for kind in _COUNTED]
         ended = "session_ended" in kinds
         try:
             with self._transaction("append to") as conn:

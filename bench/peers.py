@@ -455,7 +455,7 @@ def main() -> None:
                 print(f"  {package}: skipped, not installed ({exc.name})")
     print()
     with tempfile.TemporaryDirectory(prefix="zagent-peers-", dir=args.dir) as tmp:
-        for workload, title, per_round in (("W1", "one durable append per transaction (FULL), built in the loop", 50),
+        for workload, title, per_round in (("W1", "one durable append per transaction (FULL), built in the loop", 100),
                                            ("W2", f"{BATCH} appends per transaction (FULL), built in the loop", 1000)):
             if workload not in only:
                 continue

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import os
 import sqlite3
 import statistics
@@ -41,6 +42,7 @@ from collections.abc import Callable
 
 from zagent_core.journal.events import (
     Event,
+    SessionStarted,
     ModelReplied,
     NoteReceived,
     RepliedCall,
@@ -110,6 +112,14 @@ _STEP: list[Callable[[str], Event]] = [
     lambda c: ToolCallFinished(call_id=c, output="9 words", is_error=False, exit_code=0, duration_ms=35),
     lambda c: TurnEnded(reason="idle"),
 ]
+
+
+def session_events(n: int) -> list[Event]:
+    """A session of ``n`` events: its start, then agent steps (``make_event``'s, less its notes,
+    which a real session delivers and these steps never would: the state would keep them all)."""
+    start: Event = SessionStarted(origin="bench", workspace="/work", zagent_version="bench")
+    steps = (event for event in map(make_event, itertools.count()) if event.type != "note_received")
+    return [start, *itertools.islice(steps, n - 1)]
 
 
 def row_of(session_id: str, version: int, event: Event, at: str) -> tuple:
@@ -194,8 +204,11 @@ def one_round(tmp: Path, tag: str, synchronous: str, events: list, rows: list, p
 class _NoSQL:
     """Stands in for the sqlite3 connection: every statement is free."""
 
+    in_transaction = False
+
     class _Cursor:
         lastrowid = 1
+        rowcount = 1
 
         def fetchone(self) -> tuple[int]:
             return (1,)

@@ -48,9 +48,9 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from journal_append import BATCH, _now, in_alternating_blocks, make_event, row_of  # noqa: E402
+from journal_append import BATCH, _now, in_alternating_blocks, make_event, row_of, session_events  # noqa: E402
 
-from zagent_core.journal.events import Event, SessionStarted  # noqa: E402
+from zagent_core.journal.events import Event  # noqa: E402
 from zagent_core.journal.fold import rebuild  # noqa: E402
 from zagent_core.journal.snapshots import open_state, projection_tag, to_snapshot  # noqa: E402
 from zagent_core.journal.views import status_of  # noqa: E402
@@ -173,14 +173,6 @@ def appends(server_url: str, rounds: int, n: int, per_txn: int, raw_kind: str) -
 
 
 # -- W3, W4: reads -----------------------------------------------------------------------
-
-
-def session_events(n: int) -> list[Event]:
-    """A session of ``n`` events: its start, then agent steps (``make_event``'s, less its notes,
-    which a real session delivers and these steps never would: the state would keep them all)."""
-    start: Event = SessionStarted(origin="bench", workspace="/work", zagent_version="bench")
-    steps = (event for event in map(make_event, itertools.count()) if event.type != "note_received")
-    return [start, *itertools.islice(steps, n - 1)]
 
 
 def write_session(journal: PostgresJournal, session_id: str, events: list[Event], snapshot_at: int | None) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zagent_core.journal.events import SessionEnded, SessionStarted, ToolCallRequested, dump_event
-from zagent_core.journal.protocol import ConcurrencyError, Journal
+from zagent_core.journal.protocol import ConcurrencyError, Journal, JournalError
 from zagent_store import SQLiteJournal
 from zagent_store.sql import JournalVersionError
 from zagent_store.sqlite import MIGRATIONS
@@ -150,6 +150,21 @@ def test_an_older_journal_is_migrated_in_place(home_dir: Path, schema: int) -> N
         journal.append("b", [request(2)], 1)
         assert journal.check() == []
 
+
+
+def test_a_read_only_open_reads_a_schema_8_journal_as_it_is_and_refuses_an_older_one(home_dir: Path) -> None:
+    # Schema 9 changed an index's condition and a view's spelling only: a reading command need not wait for a writer.
+    path = home_dir / "journal.db"
+    _journal_of_schema(path, 8)
+    with SQLiteJournal(path, read_only=True) as journal:
+        assert journal.stats()["schema_version"] == 8
+        assert [e.version for e in journal.read("a")] == [1, 2, 3]
+        assert journal.db.execute("SELECT count(*) FROM decisions").fetchone() == (0,)
+    with SQLiteJournal(path) as journal:
+        assert journal.stats()["schema_version"] == len(MIGRATIONS)
+    _journal_of_schema(home_dir / "seven.db", 7)
+    with pytest.raises(JournalError, match="schema 7 and this zagent writes"):
+        SQLiteJournal(home_dir / "seven.db", read_only=True)
 
 def test_a_journal_from_a_newer_zagent_is_refused(home_dir: Path) -> None:
     path = home_dir / "journal.db"

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zagent_core.journal.events import (
+    EVENT_TYPES,
     EventSchemaError,
     NoteReceived,
     SessionEnded,
@@ -23,6 +24,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.protocol import ConcurrencyError, Journal, LeaseHeldError, Snapshot
 from zagent_store import SQLiteJournal
+from zagent_store.views import CALLS_AND_TASKS, TASK_ENDS, people_9
 
 
 def started() -> SessionStarted:
@@ -156,6 +158,20 @@ def test_sessions_counts_match_the_events_after_many_appends(journal: SQLiteJour
     assert (summary.events, summary.calls, summary.ended) == (30, 29, False)
     events = list(journal.read("s"))
     assert (summary.started_at, summary.last_at) == (events[0].at, events[-1].at)
+
+
+
+@pytest.mark.parametrize(("condition", "types"), [
+    (CALLS_AND_TASKS, {"task_exited", "task_interrupted", "task_killed", "task_started", "tool_call_finished",
+                       "tool_call_interrupted", "tool_call_rejected", "tool_call_requested", "tool_call_started"}),
+    (TASK_ENDS, {"task_exited", "task_interrupted", "task_killed"}),
+    (people_9(""), {"approval_decided", "approval_requested", "input_answered", "input_requested"}),
+])
+def test_each_range_of_types_a_partial_index_is_on_holds_exactly_its_types(condition: str, types: set[str]) -> None:
+    # Ranges cost an append less than IN lists; a new event type sorting inside one would join its index.
+    conn = sqlite3.connect(":memory:")
+    held = {kind for kind in EVENT_TYPES if conn.execute(f"SELECT {condition} FROM (SELECT ? AS type)", (kind,)).fetchone()[0]}
+    assert held == types
 
 
 # -- leases ---------------------------------------------------------------------------------

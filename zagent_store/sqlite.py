@@ -20,6 +20,7 @@ and transaction of ``sqlite_base.py`` (whose docstring says why it is built so).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime
@@ -54,6 +55,7 @@ from zagent_store.views import (
     create_audit_views,
     decisions_view,
     lean_audit_schema,
+    people_ranges,
     task_outcome_views,
 )
 
@@ -99,7 +101,8 @@ def _create_events(db: sqlite_utils.Database) -> None:
         )
 
 
-_COUNTED = {"tool_call_requested": "calls", "task_started": "tasks", "model_replied": "model_replies"}
+#: The event types ``heads`` counts, in the order of its columns ``calls``, ``tasks`` and ``model_replies``.
+_COUNTED = ("tool_call_requested", "task_started", "model_replied")
 
 #: The ``heads`` rows of sessions as their events say; ``{where}`` picks the sessions.
 _HEAD_OF_EVENTS = """SELECT g.session_id, g.version,
@@ -185,19 +188,22 @@ def _expiring_leases(db: sqlite_utils.Database) -> None:
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views, _lean_hot_path,
                                                               task_outcome_views, artifacts_view, decisions_view,
-                                                              _session_tree, _expiring_leases]
+                                                              _session_tree, _expiring_leases, people_ranges]
 
+#: The oldest schema this zagent reads without migrating it (what a read-only open can do): the
+#: migrations since changed only indexes and the views' spelling, not what reading relies on.
+READ_AS_IS = 8
 
 _INSERT = "INSERT INTO events (session_id, version, type, at, call_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _NEW_HEAD = (
     "INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies, ended,"
     " parent_session_id, parent_call_id, label, depth)"
-    " VALUES (?, ?, ?, ?, last_insert_rowid(), ?, ?, ?, ?, ?, ?, ?, ?) RETURNING last_seq"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _MOVE_HEAD = (
-    "UPDATE heads SET version = ?, last_at = ?, last_seq = last_insert_rowid(), calls = calls + ?,"
+    "UPDATE heads SET version = ?, last_at = ?, last_seq = ?, calls = calls + ?,"
     " tasks = tasks + ?, model_replies = model_replies + ?, ended = ended OR ?"
-    " WHERE session_id = ? AND version = ? RETURNING last_seq"
+    " WHERE session_id = ? AND version = ?"
 )
 _SAVE_SNAPSHOT = (
     "INSERT INTO snapshots (session_id, projection, version, status, data) VALUES (?, ?, ?, ?, ?)"
@@ -205,6 +211,15 @@ _SAVE_SNAPSHOT = (
     " data = excluded.data WHERE excluded.version >= snapshots.version"
 )
 _READ = "SELECT seq, version, type, at, data FROM events WHERE session_id = ?"
+
+
+@functools.cache
+def _dump_event() -> Callable[[Event], str]:
+    """``dump_event``, imported by who writes events, not by who lists sessions (once: an import
+    statement in ``append`` cost a microsecond per call)."""
+    from zagent_core.journal.events import dump_event
+
+    return dump_event
 
 
 class _Conflict(Exception):
@@ -251,6 +266,8 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
         current = self._conn.execute("PRAGMA user_version").fetchone()[0]
         if current == len(MIGRATIONS):
             return  # the common case: no write lock just to open
+        if self.read_only and READ_AS_IS <= current < len(MIGRATIONS):
+            return
         if self.read_only and current < len(MIGRATIONS):
             raise JournalError(f"{self.path} has journal schema {current} and this zagent writes {len(MIGRATIONS)}: "
                                "run a command that writes (zagent doctor) where the home is writable to upgrade it")
@@ -272,8 +289,7 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
                snapshot: tuple[str, str, str | None] | None = None) -> list[StoredEvent]:
         if not events:
             return []
-        from zagent_core.journal.events import dump_event  # imported by who writes events, not by who lists sessions
-
+        dump_event = _dump_event()
         if at is None:
             moment = clock.now()
             times = [moment] * len(events)
@@ -290,36 +306,32 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
         ]
         version = expected_version + len(rows)
         kinds: list[str] = [row[2] for row in rows]
-        counts = {column: kinds.count(kind) for kind, column in _COUNTED.items()}
+        calls, tasks, replies = [kinds.count(kind) for kind in _COUNTED]
         ended = "session_ended" in kinds
         try:
             with self._transaction("append to") as conn:
-                if len(rows) == 1:
-                    conn.execute(_INSERT, rows[0])
-                else:
-                    conn.executemany(_INSERT, rows)
+                if len(rows) > 1:  # executemany sets no lastrowid: the last row goes alone, and gives its seq
+                    conn.executemany(_INSERT, rows[:-1])
+                seq = conn.execute(_INSERT, rows[-1]).lastrowid
                 if expected_version == 0:
-                    head = conn.execute(_NEW_HEAD, (session_id, version, stamps[0], stamps[-1], counts["calls"],
-                                                    counts["tasks"], counts["model_replies"], ended,
-                                                    *parent_columns(events))).fetchone()
-                else:
-                    head = conn.execute(_MOVE_HEAD, (version, stamps[-1], counts["calls"], counts["tasks"],
-                                                     counts["model_replies"], ended, session_id,
-                                                     expected_version)).fetchone()
-                if head is None:
-                    head = self._repair_head(conn, session_id, version)
+                    conn.execute(_NEW_HEAD, (session_id, version, stamps[0], stamps[-1], seq, calls, tasks, replies,
+                                             ended, *parent_columns(events)))
+                elif conn.execute(_MOVE_HEAD, (version, stamps[-1], seq, calls, tasks, replies, ended, session_id,
+                                               expected_version)).rowcount != 1:
+                    self._repair_head(conn, session_id, version)
                 if snapshot is not None:
                     conn.execute(_SAVE_SNAPSHOT, (session_id, snapshot[0], version, snapshot[2], snapshot[1]))
         except (sqlite3.IntegrityError, _Conflict):  # a unique violation: the version is taken
             raise ConcurrencyError(session_id, expected_version, self.head(session_id)) from None
-        first = head[0] - len(rows) + 1  # the write lock was held: the rows got consecutive seqs
+        assert seq is not None
+        first = seq - len(rows) + 1  # the write lock was held: the rows got consecutive seqs
         return [
             StoredEvent(first + i, session_id, expected_version + i + 1, times[i], event)
             for i, event in enumerate(events)
         ]
 
     @staticmethod
-    def _repair_head(conn: sqlite3.Connection, session_id: str, version: int) -> tuple[int]:
+    def _repair_head(conn: sqlite3.Connection, session_id: str, version: int) -> None:
         """The head row did not match: a conflict, unless the row is missing or stale.
 
         Events are the truth and the head a cache of them: a session written by a raw
@@ -335,7 +347,6 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
         conn.execute("DELETE FROM heads WHERE session_id = ?", (session_id,))
         conn.execute(_INSERT_HEADS.format(where="WHERE session_id = ?"), (session_id,))
         conn.execute(_PARENTS_OF_HEADS.format(where="heads.session_id = ? AND"), (session_id,))
-        return (conn.execute("SELECT max(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()[0],)
 
     def head(self, session_id: str) -> int:
         with self._lock, reported(self.path, "read"):

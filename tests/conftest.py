@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 
 from zagent_core import Engine, Home
 from zagent_core.config import Config, LimitsConfig
@@ -148,7 +149,7 @@ def run_on_terminal(argv: list[str], cwd: Path, typed: bytes) -> bytes:
     import subprocess
 
     controller, terminal = pty.openpty()
-    run = subprocess.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal, cwd=cwd)
+    run = forked.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal, cwd=cwd)
     os.close(terminal)
     os.write(controller, typed)  # waits in the terminal's buffer until the program reads it
     shown = read_terminal(controller)
@@ -203,8 +204,8 @@ def crashed_shell_session(tmp_path: Path, arguments: dict[str, Any],
     home, workspace = tmp_path / "home", tmp_path / "ws"
     (home / "tools").mkdir(parents=True)
     workspace.mkdir(exist_ok=True)
-    driver = subprocess.Popen([PYTHON, "-c", SHELL_DRIVER, str(home), str(workspace), json.dumps(arguments)],
-                              stdout=subprocess.PIPE, text=True)
+    driver = forked.Popen([PYTHON, "-c", SHELL_DRIVER, str(home), str(workspace), json.dumps(arguments)],
+                          stdout=subprocess.PIPE, text=True)
     try:
         assert driver.stdout is not None
         session_id = driver.stdout.readline().split()[1]

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import forked
 from crash_driver import engine_for, install_tools, journal_of
 
 from zagent_core.tools.notes import parse_line
@@ -31,8 +32,8 @@ def crash(home: Path, workspace: Path, *, after: float | None = None, point: str
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(DRIVER.parent), os.environ.get("PYTHONPATH", "")])}
     if point:
         env["ZAGENT_CRASH_AT"] = point
-    proc = subprocess.Popen([sys.executable, str(DRIVER), str(home), str(workspace)], stdout=subprocess.PIPE,
-                            text=True, env=env)
+    proc = forked.Popen([sys.executable, str(DRIVER), str(home), str(workspace)], stdout=subprocess.PIPE, text=True,
+                        env=env)
     assert proc.stdout is not None
     first = proc.stdout.readline().split()
     assert first and first[0] == "SESSION", first

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import EXAMPLES, PYTHON
 from crashcheck import check_invariants
 
@@ -54,8 +55,8 @@ def test_sigkill_mid_run_then_resume_finishes_the_task(tmp_path: Path, seed: int
     home, script = prepare(tmp_path)
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    run = subprocess.Popen(zagent(home, "--workspace", str(workspace), "run", "--model", f"scripted:{script}", "go"),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    run = forked.Popen(zagent(home, "--workspace", str(workspace), "run", "--model", f"scripted:{script}", "go"),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert run.stderr is not None
     first = run.stderr.readline()
     session_id = first.split()[1].rstrip(",")
@@ -63,11 +64,11 @@ def test_sigkill_mid_run_then_resume_finishes_the_task(tmp_path: Path, seed: int
     run.send_signal(signal.SIGKILL)
     run.wait()
 
-    resumed = subprocess.run(zagent(home, "--workspace", str(workspace), "resume", session_id, "--model",
+    resumed = forked.run(zagent(home, "--workspace", str(workspace), "resume", session_id, "--model",
                                     f"scripted:{script}"), capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert "Traceback" not in resumed.stderr
-    listing = subprocess.run(zagent(home, "sessions", "list", "--json"), capture_output=True, text=True)
+    listing = forked.run(zagent(home, "sessions", "list", "--json"), capture_output=True, text=True)
     (summary,) = json.loads(listing.stdout)["sessions"]
     assert summary["status"] == "idle"
     with SQLiteJournal(home / "journal.db") as journal:
@@ -86,8 +87,8 @@ def test_sigkill_mid_run_then_resume_finishes_the_task(tmp_path: Path, seed: int
 
 def test_ctrl_c_stops_the_run_cleanly_and_resume_continues(tmp_path: Path) -> None:
     home, script = prepare(tmp_path)
-    run = subprocess.Popen(zagent(home, "run", "--model", f"scripted:{script}", "go"), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    run = forked.Popen(zagent(home, "run", "--model", f"scripted:{script}", "go"), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
     assert run.stderr is not None and run.stdout is not None
     session_id = run.stderr.readline().split()[1].rstrip(",")
     while "-> slow_count" not in run.stdout.readline():
@@ -101,6 +102,6 @@ def test_ctrl_c_stops_the_run_cleanly_and_resume_continues(tmp_path: Path) -> No
         events = [e.event for e in journal.read(session_id)]
     assert [e.type for e in events[-2:]] == ["tool_call_interrupted", "turn_ended"]
     assert events[-1].reason == "interrupted" and "zagent was stopped while the tool ran" in events[-2].message
-    resumed = subprocess.run(zagent(home, "resume", session_id, "--model", f"scripted:{script}"),
-                             capture_output=True, text=True, timeout=120)
+    resumed = forked.run(zagent(home, "resume", session_id, "--model", f"scripted:{script}"),
+                         capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr

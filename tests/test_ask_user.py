@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import PYTHON, run_on_terminal
 
 from zagent_core.journal.events import InputAnswered, InputRequested, ToolCallFinished
@@ -30,8 +31,8 @@ def zagent(home: Path, *args: str, crash_at: str | None = None) -> subprocess.Co
     if crash_at is not None:
         env["ZAGENT_CRASH_AT"] = crash_at
     # stdin is no terminal (DEVNULL), as in a script or CI: a question parks the session.
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, env=env, cwd=home.parent, timeout=120)
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      stdin=subprocess.DEVNULL, env=env, cwd=home.parent, timeout=120)
 
 
 @pytest.fixture

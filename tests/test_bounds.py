@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import PYTHON, run_on_terminal
 from test_approvals import SCRIPT as DEPLOY_SCRIPT, deploy  # noqa: F401 - deploy: a fixture
 from test_ask_user import SCRIPT as ASK_SCRIPT, asked_once_answered_once, events, only_session, status, zagent
@@ -44,8 +45,8 @@ def script_file(tmp_path: Path, script: Any) -> Path:
 def zagent_reading(home: Path, stdin: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real CLI, its stdin redirected from a file (``zagent run -`` reads the prompt there)."""
     with stdin.open("rb") as given:
-        return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
-                              text=True, stdin=given, cwd=home.parent, timeout=120)
+        return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
+                          text=True, stdin=given, cwd=home.parent, timeout=120)
 
 
 def sessions(home: Path) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import python_tool, write_tool
 
 from zagent_core import Engine, Home
@@ -77,13 +78,13 @@ def test_a_disabled_built_in_is_not_offered_and_its_calls_are_refused(
 
 def test_tools_list_shows_the_built_ins_marked(home_dir: Path) -> None:
     python_tool(home_dir, "echo", "print('hi')")
-    listing = subprocess.run([*ZAGENT, "--home", str(home_dir), "tools", "list"], capture_output=True, text=True,
-                             check=True).stdout
+    listing = forked.run([*ZAGENT, "--home", str(home_dir), "tools", "list"], capture_output=True, text=True,
+                         check=True).stdout
     lines = listing.splitlines()
     assert lines[0].startswith("echo") and "[tools/echo]" in lines[0]
     assert any(line.startswith("terminal") and line.endswith("[built-in]") for line in lines)
-    as_json = json.loads(subprocess.run([*ZAGENT, "--home", str(home_dir), "tools", "list", "--json"],
-                                        capture_output=True, text=True, check=True).stdout)
+    as_json = json.loads(forked.run([*ZAGENT, "--home", str(home_dir), "tools", "list", "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
     assert [t["name"] for t in as_json["tools"]] == ["echo"]
     assert {b["name"]: b["replay"] for b in as_json["builtins"]}["terminal"] == "safe"
 
@@ -271,8 +272,8 @@ def test_artifacts_are_in_their_audit_view_and_in_sessions_show(home_dir: Path, 
     assert rows == [
         {"kind": "pull_request", "title": "Fix retries", "url": "https://example.com/o/r/pull/7", "ref": None},
         {"kind": "branch", "title": "Retry work", "url": None, "ref": "fix-retries"}]
-    shown = subprocess.run([*ZAGENT, "--home", str(home_dir), "sessions", "show", session.session_id],
-                           capture_output=True, text=True, check=True).stdout.splitlines()
+    shown = forked.run([*ZAGENT, "--home", str(home_dir), "sessions", "show", session.session_id],
+                       capture_output=True, text=True, check=True).stdout.splitlines()
     assert "artifact: pull request Fix retries (https://example.com/o/r/pull/7)" in shown
     assert "artifact: branch Retry work (fix-retries)" in shown
     assert "  artifact recorded: branch Retry work (fix-retries)" in shown  # in the conversation, in order
@@ -324,7 +325,7 @@ def test_doctor_counts_the_built_ins_says_which_grep_runs_and_reports_a_folder_t
     write_tool(home_dir, "grep", {"description": "my grep", "command": [sys.executable]})
     (home_dir / "config.json").write_text(json.dumps({"tools": {"disabled": ["shell"]}}))
     env = {"PATH": "/usr/bin:/bin", "ZAGENT_RG": "none"}
-    doctor = subprocess.run([*ZAGENT, "--home", str(home_dir), "doctor"], capture_output=True, text=True, env=env)
+    doctor = forked.run([*ZAGENT, "--home", str(home_dir), "doctor"], capture_output=True, text=True, env=env)
     lines = doctor.stdout.splitlines()
     assert f"built-ins: {len(registry.names()) - 1} offered; grep runs its Python search (no rg on PATH)" in lines
     assert '  error: tools/grep: not loaded: "grep" is the name of a built-in tool; choose another name' in lines
@@ -404,9 +405,9 @@ def test_ctrl_c_stops_calls_running_side_by_side_and_journals_them_interrupted(t
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"text": "both", "tool_calls": [
         {"name": "slow", "arguments": {"me": "a"}}, {"name": "slow", "arguments": {"me": "b"}}]}, {"text": "done"}]))
-    proc = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(work), "run",
-                             "--model", f"scripted:{script}", "go"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(work), "run",
+                         "--model", f"scripted:{script}", "go"],
+                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: (work / "a").exists() and (work / "b").exists(), "both calls running", 30)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)

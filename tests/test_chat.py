@@ -12,6 +12,7 @@ from typing import Any
 
 import pexpect
 import pytest
+import forked
 from conftest import PYTHON, python_tool, wait_for
 
 from zagent_store import SQLiteJournal
@@ -172,6 +173,6 @@ def test_slash_commands_answer_without_a_turn(home: Path, tmp_path: Path) -> Non
 
 
 def test_chat_off_a_terminal_says_to_use_run(home: Path) -> None:
-    done = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "chat"], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=TIMEOUT)
+    done = forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "chat"], stdin=subprocess.DEVNULL,
+                      capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 2 and "zagent chat needs a terminal" in done.stderr and "Traceback" not in done.stderr

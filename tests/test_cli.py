@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import forked
 from click.testing import CliRunner
 from conftest import EXAMPLES, PYTHON, python_tool, write_tool
 
@@ -139,13 +140,13 @@ def test_the_installed_command_never_shows_a_traceback_for_a_users_mistake(tmp_p
     home = tmp_path / "home"
     python_tool(home, "crash", "raise SystemExit('boom')")
     base = [sys.executable, "-m", "zagent_cli", "--home", str(home)]
-    bad = subprocess.run([*base, "tools", "run", "nope"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    bad = forked.run([*base, "tools", "run", "nope"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown tool" in bad.stderr and "Traceback" not in bad.stderr
-    crash = subprocess.run([*base, "tools", "run", "crash"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    crash = forked.run([*base, "tools", "run", "crash"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert crash.returncode == 1 and "boom" in crash.stdout and "[exit code 1]" in crash.stdout
     (home / "journal.db").unlink()
     (home / "journal.db").write_text("not a database")
-    broken = subprocess.run([*base, "sessions", "list"], capture_output=True, text=True)
+    broken = forked.run([*base, "sessions", "list"], capture_output=True, text=True)
     assert broken.returncode == 1 and "cannot open the journal" in broken.stderr
     assert "Traceback" not in broken.stderr
 
@@ -165,8 +166,8 @@ def test_ctrl_c_during_tools_run_stops_the_tool_and_exits_130(tmp_path: Path) ->
     home = tmp_path / "home"
     started = tmp_path / "started"
     python_tool(home, "sleepy", f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(30)")
-    proc = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), "tools", "run", "sleepy"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = forked.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), "tools", "run", "sleepy"],
+                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not started.exists():  # the tool runs: Ctrl-C now lands in the call, not in start-up
         assert time.monotonic() < deadline and proc.poll() is None, "the tool never started"
@@ -174,8 +175,8 @@ def test_ctrl_c_during_tools_run_stops_the_tool_and_exits_130(tmp_path: Path) ->
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "Traceback" not in err and "[stopped;" in err
-    shown = subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "sessions", "list", "--json"],
-                           capture_output=True, text=True)
+    shown = forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "sessions", "list", "--json"],
+                       capture_output=True, text=True)
     assert json.loads(shown.stdout)["sessions"][0]["status"] == "ended"
 
 

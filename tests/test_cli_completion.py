@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked
 from click.testing import CliRunner
 from conftest import python_tool
 
@@ -17,9 +18,9 @@ from zagent_core.builtins import registry
 def complete(words: str, env: dict[str, str] | None = None) -> list[str]:
     """What bash completion offers for the last word of ``words`` (the zagent command line)."""
     parts = words.split(" ")
-    done = subprocess.run([sys.executable, "-m", "zagent_cli"], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **(env or {}), "_ZAGENT_COMPLETE": "bash_complete",
-                                                      "COMP_WORDS": words, "COMP_CWORD": str(len(parts) - 1)})
+    done = forked.run([sys.executable, "-m", "zagent_cli"], stdin=subprocess.DEVNULL, capture_output=True,
+                      text=True, timeout=60, env={**os.environ, **(env or {}), "_ZAGENT_COMPLETE": "bash_complete",
+                                                  "COMP_WORDS": words, "COMP_CWORD": str(len(parts) - 1)})
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     return [line.split(",", 1)[1] for line in done.stdout.splitlines() if line]
 

@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import python_tool
 
 
 def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True)
+    return forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], stdin=subprocess.DEVNULL,
+                      capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("below", ["", "sub"])

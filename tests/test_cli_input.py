@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked
 from click.testing import CliRunner
 from conftest import python_tool
 
@@ -20,8 +21,8 @@ ECHO = "import json, sys\nprint(json.dumps(json.load(sys.stdin), sort_keys=True)
 
 def zagent(home: Path, *args: str, stdin: object = subprocess.DEVNULL,
            text_in: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], input=text_in,
-                          stdin=None if text_in is not None else stdin, capture_output=True, text=True, timeout=60)
+    return forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], input=text_in,
+                      stdin=None if text_in is not None else stdin, capture_output=True, text=True, timeout=60)
 
 
 def invoke(home: Path, *args: str, stdin: str = ""):
@@ -157,9 +158,9 @@ def test_a_pipe_nobody_writes_to_is_waited_on_briefly_then_the_prompt_goes_alone
     read_end, write_end = os.pipe()  # held open by this test, never written to, as a harness may leave it
     try:
         with (tmp_path / "err").open("w") as err_file:
-            run = subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "run", "--model",
-                                  script_of(tmp_path, "ok"), "hello"], stdin=read_end,
-                                 stdout=subprocess.DEVNULL, stderr=err_file, timeout=60)
+            run = forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "run", "--model",
+                              script_of(tmp_path, "ok"), "hello"], stdin=read_end,
+                             stdout=subprocess.DEVNULL, stderr=err_file, timeout=60)
     finally:
         os.close(read_end)
         os.close(write_end)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import python_tool
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,8 +20,8 @@ HOSTILE = "A\x1b]0;pwned\x07B\x1b[2JC\x9b31mD\rE\x7f"
 
 
 def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, encoding="utf-8")
+    return forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], stdin=subprocess.DEVNULL,
+                      capture_output=True, text=True, encoding="utf-8")
 
 
 def controls(text: str) -> set[str]:
@@ -94,8 +95,8 @@ def _on_a_terminal(home: Path, *args: str, env: dict[str, str] | None = None) ->
     import pty
 
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), *args],
-                            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env={**os.environ, **(env or {})})
+    proc = forked.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), *args],
+                        stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env={**os.environ, **(env or {})})
     os.close(follower)
     chunks = []
     while True:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import forked
 from conftest import python_tool
 
 QUESTION = {"question": "Which colour should the button be?", "choices": ["red", "blue"]}
@@ -17,8 +18,8 @@ QUESTION = {"question": "Which colour should the button be?", "choices": ["red",
 
 def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # stdin is no terminal (as in a script): a question or an approval parks the session
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, cwd=home.parent, timeout=120)
+    return forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
+                      text=True, stdin=subprocess.DEVNULL, cwd=home.parent, timeout=120)
 
 
 def script(tmp_path: Path, replies: list[dict[str, Any]]) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 import pytest
+import forked
 from click.testing import CliRunner
 
 from zagent_cli.main import cli
@@ -91,8 +92,8 @@ def test_resume_by_the_random_end_of_an_id_continues_that_session(tmp_path: Path
     script.write_text(json.dumps([{"text": "first"}, {"text": "second"}]))
 
     def zagent(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        return forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
 
     first = zagent("run", "--model", f"scripted:{script}", "hello")
     assert first.returncode == 0, first.stderr

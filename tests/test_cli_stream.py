@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import PYTHON, read_terminal
 from test_openai import USAGE, FakeServer, _echo_tool, call_delta, chunk, completion, text_stream
 
@@ -39,11 +40,11 @@ def _zagent_run(home: Path, url: str, *, watch: tuple[str, threading.Event] | No
     argv = [PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", "openai:m", "go"]
     env = {**os.environ, "OPENAI_BASE_URL": url, "NO_COLOR": "1"}
     if not terminal:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60)
+        done = forked.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout
     leader, follower = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=env)
+    proc = forked.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=env)
     os.close(follower)
 
     def seen(shown: bytes) -> None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import NAMESPACED_PID, PYTHON, python_tool, read_terminal, running, wait_for
 
 from zagent_store import SQLiteJournal
@@ -50,8 +51,8 @@ def home_with_servers(tmp_path: Path, servers: dict[str, list[str]]) -> Path:
 
 
 def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, cwd=home.parent, timeout=120)
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      stdin=subprocess.DEVNULL, cwd=home.parent, timeout=120)
 
 
 def started(tmp_path: Path) -> list[str]:
@@ -98,8 +99,8 @@ def test_tools_list_on_a_terminal_shows_which_mcp_servers_are_still_starting(tmp
 
     home = home_with_servers(tmp_path, {"a": ["b"], "b": ["a"]})
     controller, terminal = pty.openpty()
-    listing = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "list"], stdin=terminal,
-                               stdout=terminal, stderr=terminal, cwd=tmp_path)
+    listing = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "list"], stdin=terminal,
+                           stdout=terminal, stderr=terminal, cwd=tmp_path)
     os.close(terminal)
     shown = read_terminal(controller).decode()
     assert listing.wait(timeout=60) == 0, shown
@@ -157,9 +158,9 @@ def test_ctrl_c_while_the_mcp_server_of_tools_run_starts_is_one_line_and_exit_13
     (tmp_path / "mute.py").write_text(mute)
     (home / "config.json").write_text(json.dumps({"mcp": {"servers": {
         "mute": {"command": [PYTHON, str(tmp_path / "mute.py"), str(tmp_path / "started")]}}}}))
-    run = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "mute__anything"],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           cwd=tmp_path)
+    run = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "mute__anything"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       cwd=tmp_path)
     wait_for(lambda: (tmp_path / "started").exists() or run.poll() is not None, "the server to start", 60)
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=60)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import PYTHON, python_tool
 from test_anthropic import FakeServer as AnthropicServer
 from test_anthropic import message
@@ -249,8 +250,8 @@ def test_anthropic_usage_drives_automatic_compaction_and_tools_go_with_the_summa
 
 
 def zagent(home: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, env={**os.environ, **(env or {})})
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      cwd=cwd, timeout=120, env={**os.environ, **(env or {})})
 
 
 def session_of(result: subprocess.CompletedProcess[str]) -> str:

@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
+import forked
 from crashcheck import crash, parse_output, resume_and_check
 from hypothesis import given
 from hypothesis import strategies as st
@@ -88,7 +89,7 @@ def test_a_built_in_background_call_killed_before_its_result_is_settled_by_resum
     home, workspace = tmp_path / "home", tmp_path / "workspace"
     workspace.mkdir()
     arguments = json.dumps({"command": "sleep 0.3; echo hi", "run_in_background": True})
-    killed = subprocess.run(
+    killed = forked.run(
         [sys.executable, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace), "tools", "run",
          "shell", "--args", arguments],
         env={**os.environ, "ZAGENT_CRASH_AT": "before_tool_call_finished"}, capture_output=True, timeout=60)

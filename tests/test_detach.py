@@ -9,14 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked
 from conftest import sql
 
 from zagent_store import SQLiteJournal
 
 
 def zagent(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, cwd=cwd, timeout=120)
+    return forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
+                      text=True, stdin=subprocess.DEVNULL, cwd=cwd, timeout=120)
 
 
 def listed(home: Path, cwd: Path) -> dict[str, str]:

@@ -30,6 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import get_args
 
+import forked
 import pytest
 from pydantic import BaseModel
 
@@ -114,9 +115,26 @@ def _clean_env(tmp: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def tutorial_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, list[str], str]:
-    """Run the tutorial once: (exit status, the output of each command block, all output)."""
-    tmp = tmp_path_factory.mktemp("tutorial")
-    return run_steps(tutorial_steps(), tmp, _clean_env(tmp))
+    """Run the tutorial once: (exit status, the output of each command block, all output).
+
+    Once per test run, not per worker: pytest-xdist may hand its two tests to two workers, and
+    the first to get here runs it while the other waits for what it printed.
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:  # one test process
+        tmp = tmp_path_factory.mktemp("tutorial")
+        return run_steps(tutorial_steps(), tmp, _clean_env(tmp))
+    import fcntl
+    import json
+
+    shared = tmp_path_factory.getbasetemp().parent / f"tutorial-{run}"  # the run's folder, above each worker's
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not Path(f"{shared}.json").exists():
+            tmp = tmp_path_factory.mktemp("tutorial")
+            Path(f"{shared}.json").write_text(json.dumps(run_steps(tutorial_steps(), tmp, _clean_env(tmp))))
+        status, blocks, output = json.loads(Path(f"{shared}.json").read_text())
+    return status, blocks, output
 
 
 def test_tutorial_has_command_blocks() -> None:
@@ -278,8 +296,8 @@ def _zagent_argv() -> list[str]:
 @cache
 def _help_text(path: tuple[str, ...]) -> str:
     """What ``zagent *path --help`` prints."""
-    proc = subprocess.run([*_zagent_argv(), *path, "--help"], capture_output=True, text=True, timeout=60,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("ZAGENT_")})
+    proc = forked.run([*forked.CLI, *path, "--help"], capture_output=True, text=True, timeout=60,
+                      env={k: v for k, v in os.environ.items() if not k.startswith("ZAGENT_")})
     assert proc.returncode == 0, f"zagent {' '.join(path)} --help failed:\n{proc.stdout}{proc.stderr}"
     return proc.stdout
 

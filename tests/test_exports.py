@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import forked
 from click.testing import CliRunner
 from conftest import PYTHON, python_tool
 from test_ask_user import zagent
@@ -220,8 +221,8 @@ def _open_call(notify_file: str, output_dir: str = "/h/sessions/s1/calls/c1/outp
 
 
 def _zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          timeout=60, cwd=home.parent)
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      timeout=60, cwd=home.parent)
 
 
 @pytest.mark.parametrize("notify_file", [

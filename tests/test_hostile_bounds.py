@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import python_tool, wait_for
 from test_compaction import Recording
 
@@ -148,8 +149,8 @@ def test_a_flood_of_notes_holds_a_bounded_number_and_the_model_is_told_the_rest(
 
 def zagent(home: Path, workspace: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ZAGENT_RG": "none"}  # the Python search: no ripgrep
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
-                           *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=timeout)
+    return forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
+                       *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def test_the_python_grep_reads_a_huge_file_in_bounded_memory(home_dir: Path, workspace: Path, engine: Engine,
@@ -339,9 +340,9 @@ def test_a_wake_storm_under_a_worker_stops_at_max_turns(tmp_path: Path, home_dir
     session = Engine(Home(home_dir), journal, workspace=workspace).start_session("run")
     session.record_user_message("weather it")
     session.release()
-    worker = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home_dir), "--workspace",
-                               str(workspace), "worker", "--model", f"scripted:{script}", "--poll", "0.1"],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = forked.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home_dir), "--workspace",
+                           str(workspace), "worker", "--model", f"scripted:{script}", "--poll", "0.1"],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: any(e.event.type == "task_started" for e in journal.read(session.session_id)),
                  "the storm to start", seconds=60)
@@ -367,9 +368,9 @@ def test_a_worker_counts_max_turns_across_claims_since_a_person_last_acted(tmp_p
     session.record([ModelReply(text="Noted.").journaled(1) for _ in range(3)])
     session.record([WakeRequested(wake_id="w1", reason="note", text="wake up")])
     session.release()
-    done = subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home_dir), "--workspace", str(workspace),
-                           "worker", "--model", f"scripted:{script}", "--poll", "0.1", "--until-idle"],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home_dir), "--workspace", str(workspace),
+                       "worker", "--model", f"scripted:{script}", "--poll", "0.1", "--until-idle"],
+                      capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     assert [e.event.type for e in journal.read(session.session_id)].count("model_replied") == 3
     assert (f"session {session.session_id}: left for a person: it made agent.max_turns (3) model requests since "

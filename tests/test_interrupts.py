@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import NAMESPACED_PID, PYTHON, python_tool, running, wait_for
 
 from zagent_core import Engine, Home
@@ -27,8 +28,8 @@ FLOOD = ("import os\nwith open(os.environ['ZAGENT_NOTIFY_FILE'], 'a') as notes:\
 def test_ctrl_c_during_a_note_flood_ends_the_session_cleanly(tmp_path: Path, notes_first: int) -> None:
     home = tmp_path / "home"
     python_tool(home, "flood", FLOOD, timeout_seconds=60)
-    proc = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "flood"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "flood"],
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while True:  # wait until the flood is being journaled
         assert time.monotonic() < deadline, "the flood was never journaled"
@@ -49,8 +50,8 @@ def test_ctrl_c_during_a_note_flood_ends_the_session_cleanly(tmp_path: Path, not
 
 
 def _zagent_tools_run(home: Path, name: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", name],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", name],
+                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_ctrl_c_during_start_up_exits_130_without_clicks_aborted(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ sub-agent), the PostgreSQL journal a database of the throwaway test server.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,21 +49,35 @@ def drive(engine: Engine, tmp_path: Path, script: dict[str, Any], prompt: str, *
         return session.session_id
 
 
-@pytest.fixture
-def source(home_dir: Path, workspace: Path, tmp_path: Path) -> Iterator[SQLiteJournal]:
-    """A SQLite journal of real sessions: tool calls, a background task, a sub-agent, an ended one."""
+@pytest.fixture(scope="session")
+def source_made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite journal of real sessions: tool calls, a background task, a sub-agent, an ended one
+    (made once per test process; each test gets a copy of it: :func:`source`)."""
+    made = tmp_path_factory.mktemp("journal-copy-source")
+    home_dir, workspace = made / "home", made / "workspace"
+    workspace.mkdir()
     python_tool(home_dir, "echo", "import json, sys\nprint(json.load(sys.stdin)['say'])",
                 parameters={"type": "object", "properties": {"say": {"type": "string"}}, "required": ["say"]})
     python_tool(home_dir, "job", "print('job finished')", background=True)
-    with SQLiteJournal(tmp_path / "source.db") as journal:
+    with SQLiteJournal(made / "source.db") as journal:
         engine = Engine(Home(home_dir), journal, workspace=workspace,
                         config=Config(limits=LimitsConfig(kill_grace_seconds=0.3)))
-        drive(engine, tmp_path, {"replies": [reply("saying", call("echo", say="hi"), call("job")),
-                                             reply("started the job"), reply("the job is done")]}, "calls and a task")
-        drive(engine, tmp_path, {"replies": [reply("", call("spawn", task="say hello")), reply("it said hello")],
-                                 "children": {"say hello": [reply("", call("echo", say="hello")), reply("hello")]}},
+        drive(engine, made, {"replies": [reply("saying", call("echo", say="hi"), call("job")),
+                                         reply("started the job"), reply("the job is done")]}, "calls and a task")
+        drive(engine, made, {"replies": [reply("", call("spawn", task="say hello")), reply("it said hello")],
+                             "children": {"say hello": [reply("", call("echo", say="hello")), reply("hello")]}},
               "a sub-agent")
-        drive(engine, tmp_path, {"replies": [reply("bye")]}, "an ended one", end=True)
+        drive(engine, made, {"replies": [reply("bye")]}, "an ended one", end=True)
+    assert not (made / "source.db-wal").exists()  # closed: the file alone holds every event
+    return made
+
+
+@pytest.fixture
+def source(source_made: Path, home_dir: Path, tmp_path: Path) -> Iterator[SQLiteJournal]:
+    """The test's own copy of the journal :func:`source_made` made, its home's tools in ``home_dir``."""
+    shutil.copytree(source_made / "home", home_dir, dirs_exist_ok=True)
+    shutil.copyfile(source_made / "source.db", tmp_path / "source.db")
+    with SQLiteJournal(tmp_path / "source.db") as journal:
         yield journal
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import PYTHON, python_tool, wait_for
 
 from zagent_core import Engine, Home
@@ -49,8 +50,8 @@ def test_a_second_resume_while_one_settles_is_refused_at_once_and_journals_nothi
     python_tool(home_dir, "slow_lookup", f"import os, time\nwhile not os.path.exists({str(gate)!r}): "
                 "time.sleep(0.01)\nprint('looked up')", replay="safe", timeout_seconds=30)
     session_id = cut_off_call(engine, home_dir, "slow_lookup")
-    first = subprocess.Popen(zagent(home_dir, workspace, "resume", session_id), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    first = forked.Popen(zagent(home_dir, workspace, "resume", session_id), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     try:
         journal = engine.journal
         wait_for(lambda: (lease := journal.lease(session_id)) is not None and lease.owner["pid"] == first.pid,
@@ -58,8 +59,8 @@ def test_a_second_resume_while_one_settles_is_refused_at_once_and_journals_nothi
         wait_for(lambda: sum(e.event.type == "tool_call_started" for e in journal.read(session_id)) == 2,
                  "the first resume to run the cut-off call again (it waits at the gate)", 20)
         before = journal.head(session_id)
-        second = subprocess.run(zagent(home_dir, workspace, "resume", session_id), capture_output=True, text=True,
-                                timeout=60)
+        second = forked.run(zagent(home_dir, workspace, "resume", session_id), capture_output=True, text=True,
+                            timeout=60)
         assert second.returncode == 2, second.stderr
         assert f"is being driven by pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
         assert "zagent resume" in second.stderr and "since" in second.stderr
@@ -76,8 +77,8 @@ def test_a_second_resume_while_one_settles_is_refused_at_once_and_journals_nothi
 def test_the_lease_of_a_driver_that_was_killed_is_taken_over_and_the_takeover_journaled(
         home_dir: Path, workspace: Path, engine: Engine) -> None:
     python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
-    driver = subprocess.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    driver = forked.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
     journal = engine.journal
     wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
     session_id = journal.sessions()[0].session_id
@@ -103,8 +104,8 @@ def test_a_stopped_driver_keeps_its_session_past_its_leases_expiry_and_loses_it_
     when continued, and once it is dead its session is taken over."""
     python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
     (home_dir / "config.json").write_text('{"journal": {"lease_seconds": 1}}')
-    driver = subprocess.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    driver = forked.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
     journal = engine.journal
     try:
         wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
@@ -149,14 +150,14 @@ def test_a_resume_from_another_pid_namespace_leaves_a_live_drivers_session_alone
     python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
     # Long enough that the lease outlives the first resume after the kill even on a loaded machine.
     (home_dir / "config.json").write_text('{"journal": {"lease_seconds": 10}}')
-    driver = subprocess.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    driver = forked.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
     journal = engine.journal
     try:
         wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
         session_id = journal.sessions()[0].session_id
         resume = [*namespaced, *zagent(home_dir, workspace, "resume", session_id)]
-        refused = subprocess.run(resume, capture_output=True, text=True, timeout=60)
+        refused = forked.run(resume, capture_output=True, text=True, timeout=60)
         assert refused.returncode == 2, refused.stderr
         assert (f"is being driven by pid {driver.pid} on {socket.gethostname()} (zagent tools run) in another PID "
                 "namespace since") in refused.stderr
@@ -167,9 +168,13 @@ def test_a_resume_from_another_pid_namespace_leaves_a_live_drivers_session_alone
         driver.wait(timeout=10)
     # This namespace sees the driver is dead; the other cannot, and waits for the lease to expire.
     assert engine.status(session_id) == "interrupted"
-    assert "another PID namespace" in subprocess.run(resume, capture_output=True, text=True, timeout=60).stderr
-    wait_for(lambda: journal.lease(session_id).expired, "the dead driver's lease to expire", 30)
-    taken = subprocess.run(resume, capture_output=True, text=True, timeout=60)
+    assert "another PID namespace" in forked.run(resume, capture_output=True, text=True, timeout=60).stderr
+    # Its lease runs out as if its last beat were 10 s old: the dead driver's own renewal, made short.
+    held = journal.lease(session_id)
+    assert held is not None and not held.expired and held.owner["pid"] == driver.pid
+    assert journal.renew_leases(held.owner, [session_id], 0.01) == {session_id}
+    wait_for(lambda: journal.lease(session_id).expired, "the dead driver's lease to expire")
+    taken = forked.run(resume, capture_output=True, text=True, timeout=60)
     (resumed,) = [e.event for e in journal.read(session_id) if e.event.type == "session_resumed"]
     assert resumed.taken_over_from is not None and resumed.taken_over_from["pid"] == driver.pid, taken.stderr
     assert taken.returncode == 0, taken.stderr

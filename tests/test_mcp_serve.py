@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+import forked
 from click.testing import CliRunner
 from conftest import EXAMPLES, PYTHON, python_tool, wait_for, write_tool
 from mcp import Client
@@ -250,7 +251,7 @@ def test_stdout_carries_only_protocol_messages(home: Path) -> None:
     argv.insert(3, "-vv")  # the engine's logs too
     log = home.parent / "stderr.txt"
     with log.open("wb") as stderr:
-        server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+        server = forked.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
     assert server.stdin is not None and server.stdout is not None
     server.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
     server.stdin.flush()
@@ -276,8 +277,8 @@ def test_a_call_cut_off_by_the_client_leaving_is_journaled_so(home: Path) -> Non
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "slow_count", "arguments": {"n": 20, "delay": 2}, "_meta": {"progressToken": "p"}}},
     ]
-    server = subprocess.Popen(serve_argv(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL)
+    server = forked.Popen(serve_argv(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL)
     assert server.stdin is not None and server.stdout is not None
     server.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
     server.stdin.flush()
@@ -305,7 +306,7 @@ def free_port() -> int:
 @contextmanager
 def http_server(home: Path) -> Iterator[str]:
     port = free_port()
-    server = subprocess.Popen(serve_argv(home, "--http", f"127.0.0.1:{port}"), stderr=subprocess.PIPE)
+    server = forked.Popen(serve_argv(home, "--http", f"127.0.0.1:{port}"), stderr=subprocess.PIPE)
     try:
         def accepts() -> bool:
             assert server.poll() is None, server.communicate()[1]
@@ -428,8 +429,8 @@ def test_a_server_killed_mid_call_leaves_a_session_that_resume_settles(home: Pat
     run(scenario)
     ((session_id, events),) = sessions(home)
     assert events[-1].type == "note_received"  # cut off: no result, no end
-    resumed = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "resume", session_id],
-                             capture_output=True, text=True, timeout=60)
+    resumed = forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "resume", session_id],
+                         capture_output=True, text=True, timeout=60)
     assert resumed.returncode == 0, resumed.stderr
     assert "zagent stopped while slow_count was running" in resumed.stdout
     ((_, events),) = sessions(home)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from click.testing import CliRunner
 from conftest import running, wait_for
 
@@ -179,9 +180,9 @@ def engine_with(home: Path, journal: Journal, workspace: Path, config: dict[str,
 
 def zagent(home: Path, workspace: Path, *args: str,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
-                           *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                          env={**os.environ, **(env or {})})
+    return forked.run([sys.executable, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
+                       *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                      env={**os.environ, **(env or {})})
 
 
 def write_home(home: Path, config: dict[str, Any], replies: list[dict[str, Any]]) -> Path:
@@ -330,9 +331,9 @@ def test_no_mcp_server_outlives_zagent_run(entries: dict[str, list[str]], mark: 
         {"tool_calls": [{"name": "everything__gzip-file-as-resource", "arguments": {"data": stall.url}}]},
         {"text": "done"},
     ])
-    run = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home_dir), "--workspace",
-                            str(workspace), "run", "--model", f"scripted:{script}", "go"],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = forked.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home_dir), "--workspace",
+                        str(workspace), "run", "--model", f"scripted:{script}", "go"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert stall.arrived.wait(60), "the call never reached the server"
         seen = servers_running(mark)  # while the call is inside the server: both are up

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import forked
 from conftest import PYTHON
 from test_anthropic import FakeServer as MessagesServer, message
 from test_openai import FakeServer, completion
@@ -86,8 +87,8 @@ def test_an_http_error_names_the_url_masked_even_when_the_server_echoes_it(serve
 
 
 def _zagent(home: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          timeout=60, cwd=home.parent, env=env)
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      timeout=60, cwd=home.parent, env=env)
 
 
 def _journal_text(home: Path) -> bytes:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import PYTHON, sql
 
 from zagent_core.journal.events import EVENT_TYPES
@@ -58,9 +59,9 @@ class Old:
 
     def zagent(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         """The real CLI in the fixture's folder, with its home and workspace; ``ok``: it must exit 0."""
-        result = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", "home", "--workspace", "workspace", *args],
-                                cwd=self.root, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                env=ENV, timeout=120)
+        result = forked.run([PYTHON, "-m", "zagent_cli", "--home", "home", "--workspace", "workspace", *args],
+                            cwd=self.root, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            env=ENV, timeout=120)
         if ok:
             assert result.returncode == 0, f"zagent {' '.join(args)}: {result.stdout}{result.stderr}"
             assert "Traceback" not in result.stderr, result.stderr

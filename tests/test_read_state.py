@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+import forked
 from files_driver import content
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -147,9 +148,8 @@ def _step(session: Session, workspace: Path, reference: Reference, op: str, name
 
 
 def _start(home: Path, workspace: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(DRIVER), str(home), str(workspace), *args],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            cwd=DRIVER.parent)
+    return forked.Popen([sys.executable, str(DRIVER), str(home), str(workspace), *args],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=DRIVER.parent)
 
 
 def _line(stream: IO[str] | None, prefix: str) -> str:

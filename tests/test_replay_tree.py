@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from click.testing import CliRunner
 from conftest import PYTHON, python_tool
 from hypothesis import HealthCheck, given, settings
@@ -286,14 +287,14 @@ def test_a_tree_a_sigkill_cut_and_resume_finished_replays_and_matches(home_dir: 
                                   "children": {"greet": [reply("", greet()), reply("greeted")]}}))
     env = {key: value for key, value in os.environ.items() if key != "ZAGENT_CRASH_AT"}
     base = [PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "--workspace", str(workspace)]
-    killed = subprocess.run([*base, "run", "--model", f"scripted:{script}", "go"],
-                            env={**env, "ZAGENT_CRASH_AT": point}, capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, timeout=120)
+    killed = forked.run([*base, "run", "--model", f"scripted:{script}", "go"],
+                        env={**env, "ZAGENT_CRASH_AT": point}, capture_output=True, text=True,
+                        stdin=subprocess.DEVNULL, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     with SQLiteJournal(home_dir / "journal.db") as journal:
         (parent_id,) = tree_roots(journal, [summary.session_id for summary in journal.sessions()])
-    resumed = subprocess.run([*base, "resume", parent_id], env=env, capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL, timeout=120)
+    resumed = forked.run([*base, "resume", parent_id], env=env, capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
 
     for tools in ("recorded", "rerun"):

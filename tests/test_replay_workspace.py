@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import forked
 from conftest import PYTHON, python_tool
 
 from zagent_core import Engine, Home
@@ -129,8 +130,8 @@ def test_a_killed_replay_leaves_a_folder_in_the_home_that_the_next_replay_remove
     script = home.tools_dir / "look" / "main.py"
     script.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
     before = set(Path("/tmp").glob("zagent-replay-*"))
-    proc = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home.root), "replay", session_id,
-                             "--tools", "rerun"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home.root), "replay", session_id,
+                         "--tools", "rerun"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -148,8 +149,8 @@ def test_a_killed_replay_leaves_a_folder_in_the_home_that_the_next_replay_remove
     alive = home.tmp_dir / f"replay-{me.pid}-{me.start_ticks}-live"
     alive.mkdir()
     script.write_text("print('done')\n")
-    done = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home.root), "replay", session_id,
-                           "--tools", "rerun"], capture_output=True, text=True, timeout=60)
+    done = forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home.root), "replay", session_id,
+                       "--tools", "rerun"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr  # the tool changed: a divergence
     assert _replay_folders(home) == [alive]
 
@@ -241,8 +242,8 @@ def test_an_mcp_server_of_the_workspaces_repository_runs_in_a_replay_and_one_tha
                                                       {"text": "on main"}]))
 
     def zagent(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
-                              text=True, cwd=workspace, stdin=subprocess.DEVNULL, timeout=120)
+        return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True,
+                          text=True, cwd=workspace, stdin=subprocess.DEVNULL, timeout=120)
 
     ran = zagent("run", "--model", f"scripted:{tmp_path / 'script.json'}", "which branch?")
     assert ran.returncode == 0 and "ref: refs/heads/main" in ran.stdout, ran.stdout + ran.stderr

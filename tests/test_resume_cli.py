@@ -7,14 +7,15 @@ import json
 import subprocess
 from pathlib import Path
 
+import forked
 from conftest import PYTHON, python_tool
 
 from zagent_store import SQLiteJournal
 
 
 def zagent(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      cwd=cwd, timeout=120)
 
 
 def turns(home: Path, session_id: str) -> list:
@@ -55,8 +56,8 @@ def test_a_tools_run_killed_with_its_task_running_is_settled_by_resume_and_ended
     gate = tmp_path / "gate"
     python_tool(home_dir, "later", f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
                 "print('later done')", background=True, timeout_seconds=60)
-    driver = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "tools", "run", "later"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path)
+    driver = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "tools", "run", "later"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path)
     assert driver.stdout is not None
     assert driver.stdout.readline().startswith("started as task #1")  # the task runs: now the driver dies
     driver.kill()

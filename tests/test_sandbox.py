@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import NAMESPACED, PYTHON, crashed_shell_session, host_pid, python_tool, running, wait_for
 
 from zagent_core import Engine, Home
@@ -48,8 +49,8 @@ def shell(engine: Engine, command: str, **arguments: Any) -> Any:
 
 
 def zagent(home: Path, workspace: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace), *args],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace), *args],
+                      capture_output=True, text=True, timeout=120, env=env)
 
 
 # -- the file system ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import python_tool
 
 from zagent_core import Engine, Home
@@ -390,8 +391,8 @@ def test_doctor_names_what_in_spawn_would_make_a_spawn_fail(home_dir: Path, tmp_
     (home_dir / "config.json").write_text(json.dumps({"spawn": {
         "models": {"fast": "gpt-4o"},
         "subagents": {"explore": {"tools": ["reed_file", "grep"], "model": "fats"}}}}))
-    doctor = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "doctor"], capture_output=True,
-                            text=True, cwd=tmp_path, timeout=60)
+    doctor = forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "doctor"], capture_output=True,
+                        text=True, cwd=tmp_path, timeout=60)
     said = doctor.stdout + doctor.stderr
     assert ('spawn.subagents.explore.tools names "reed_file", which is not a loaded tool (did you mean '
             '"read_file" or "write_file"?)') in said

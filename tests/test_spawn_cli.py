@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import PYTHON, python_tool, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -53,8 +54,8 @@ TREE = {
 
 
 def zagent(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      cwd=cwd, timeout=120)
 
 
 def run_tree(home: Path, folder: Path) -> tuple[str, subprocess.CompletedProcess[str]]:
@@ -220,9 +221,9 @@ def test_the_tree_of_a_running_run_and_of_one_killed_says_where_each_session_is(
     script = {"replies": [reply("", spawn("wait at the gate")), reply("done")],
               "children": {"*": [reply("", {"name": "wait_gate", "arguments": {}}), reply("passed")]}}
     (tmp_path / "gate.json").write_text(json.dumps(script))
-    driver = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
-                               "scripted:gate.json", "go"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    driver = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
+                           "scripted:gate.json", "go"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
     try:
         def waiting_child() -> str | None:  # the child whose call waits at the gate, once it does
             try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import PYTHON, wait_for
 from test_ask_user import zagent
 
@@ -149,9 +150,9 @@ def test_a_kill_at_a_named_point_resumes_the_whole_tree(tree: tuple[Path, str], 
 @pytest.mark.parametrize("after", [0.15, 0.3, 0.45, 0.6, 0.8])
 def test_a_kill_at_any_moment_resumes_the_whole_tree(tree: tuple[Path, str], after: float) -> None:
     home, model = tree
-    process = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "go", "--model", model],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               cwd=home.parent)
+    process = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "go", "--model", model],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           cwd=home.parent)
     time.sleep(after)  # the moment of the crash is the test's input, not a wait for something
     process.kill()
     process.wait(30)
@@ -169,9 +170,9 @@ def test_a_kill_at_any_moment_resumes_the_whole_tree(tree: tuple[Path, str], aft
 
 def test_ctrl_c_stops_the_whole_tree_and_every_session_in_it_resumes(tree: tuple[Path, str]) -> None:
     home, model = tree
-    process = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "go", "--model", model],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               cwd=home.parent)
+    process = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "go", "--model", model],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           cwd=home.parent)
 
     def children_running_processes() -> bool:
         if not (home / "journal.db").exists():
@@ -251,9 +252,9 @@ def test_ctrl_c_of_tools_run_spawn_leaves_it_to_resume(tmp_path: Path) -> None:
                                                 {"text": "done"}]}}
     home, model = setup_home(tmp_path, script, {})
     (home / "config.json").write_text(json.dumps({"agent": {"model": model}}))  # what the child inherits
-    process = subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "spawn", "--args",
-                                '{"task": "t"}'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    process = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "tools", "run", "spawn", "--args",
+                            '{"task": "t"}'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)
 
     # The shell runs (not only its call journaled): the stop reaches a running process.
     wait_for((tmp_path / "started").exists, "the child's shell to run", seconds=30)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import PYTHON, read_terminal
 
 from zagent_store import SQLiteJournal
@@ -74,7 +75,7 @@ def on_a_terminal(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[subp
     """``argv`` started with a terminal for its output (zagent streams replies only there),
     and the terminal's other end to read it from."""
     leader, follower = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=env, cwd=cwd)
+    proc = forked.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=env, cwd=cwd)
     os.close(follower)
     return proc, leader
 

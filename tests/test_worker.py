@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from conftest import PYTHON, python_tool, wait_for
 from crashcheck import check_invariants
 
@@ -68,9 +69,9 @@ def submit(home: Path, journal: Journal, workspace: Path, count: int) -> list[st
 
 
 def worker(home: Path, workspace: Path, script: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
-                             "worker", "--model", f"scripted:{script}", "--poll", "0.2", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "--workspace", str(workspace),
+                         "worker", "--model", f"scripted:{script}", "--poll", "0.2", *args],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finished(journal: Journal, session_id: str) -> bool:
@@ -139,6 +140,10 @@ def test_a_killed_workers_sessions_are_taken_over_when_its_leases_expire(
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
     assert all(journal.lease(sid) is not None for sid in ids)  # left behind, to expire
+    # They run out now, as LEASE_SECONDS after its last beat: the dead worker's own renewal, made short.
+    for owner in {json.dumps(journal.lease(sid).owner, sort_keys=True) for sid in ids}:
+        journal.renew_leases(json.loads(owner), ids, 0.01)
+    wait_for(lambda: all(journal.lease(sid).expired for sid in ids), "the killed worker's leases to expire")
     second = worker(home_dir, workspace, script, "--concurrency", "4")
     try:
         wait_for(lambda: all(finished(journal, sid) for sid in ids), "the second worker to finish every session", 90)

@@ -30,9 +30,13 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from zagent_store.sqlite_base import SQLiteBase
 
 #: The command line this module forks instead of executing.
 CLI = [sys.executable, "-m", "zagent_cli"]
@@ -73,16 +77,57 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
                 p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
                 start_new_session, *rest)
             return
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover (the fork's own coverage is not collected)
-            try:
-                _run_here(program, cwd, env, (p2cread, c2pwrite, errwrite), tuple(pass_fds), start_new_session,
-                          process_group)
-            finally:
-                os._exit(1)  # never back into pytest, whatever happened
+        with _journals_at_rest() as at_rest:
+            if not at_rest:  # a thread of this process stayed inside SQLite: a fork could inherit its mutexes
+                super()._execute_child(  # type: ignore[misc]
+                    args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags, shell,
+                    p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
+                    start_new_session, *rest)
+                return
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover (the fork's own coverage is not collected)
+                try:
+                    _run_here(program, cwd, env, (p2cread, c2pwrite, errwrite), tuple(pass_fds),
+                              start_new_session, process_group)
+                finally:
+                    os._exit(1)  # never back into pytest, whatever happened
         self.pid = pid
         self._child_created = True
         self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)  # type: ignore[attr-defined]
+
+
+#: Every SQLite journal this process opened (the tests', and their engines' heartbeat threads').
+_journals: weakref.WeakSet[SQLiteBase] = weakref.WeakSet()
+_open_journal = SQLiteBase.__init__
+
+
+def _tracked(self: SQLiteBase, *args: Any, **kwargs: Any) -> None:
+    _open_journal(self, *args, **kwargs)
+    _journals.add(self)
+
+
+SQLiteBase.__init__ = _tracked  # type: ignore[method-assign]
+#: How long a fork waits for a journal's query in another thread to end before it execs instead.
+_REST_WAIT_S = 2.0
+
+
+@contextmanager
+def _journals_at_rest() -> Iterator[bool]:
+    """Hold every open journal's lock across the fork, so no other thread of this process (a lease
+    heartbeat, above all) is inside SQLite at that moment: a fork copies SQLite's mutexes as they
+    are, held ones included, and the command would hang on its first open of a journal. A journal
+    takes its lock around every use of its connection. Yields False when one stays busy."""
+    held: list[SQLiteBase] = []
+    try:
+        for journal in list(_journals):
+            if not journal._lock.acquire(timeout=_REST_WAIT_S):
+                yield False
+                return
+            held.append(journal)
+        yield True
+    finally:
+        for journal in held:  # in the fork too: its copies of the journals are never used there
+            journal._lock.release()
 
 
 def run(args: list[str], *, input: Any = None, capture_output: bool = False, timeout: float | None = None,

@@ -214,3 +214,29 @@ def test_a_setsid_grandchild_of_a_background_task_is_stopped_with_it(home_dir: P
         task = session.wait_task("1", 10)
     assert task.output == "left a daemon"
     wait_for(lambda: not any(running(pid) for pid in pids(workspace)))
+
+
+def test_a_task_supervisor_starts_without_pydantic_structlog_or_the_config() -> None:
+    # Every background task starts one: their imports were 160 ms of each task's start.
+    import subprocess
+    import sys
+
+    heavy = ("pydantic", "structlog", "zagent_core.config", "jsonschema", "httpx")
+    shown = subprocess.run([sys.executable, "-c", "import sys, zagent_core.tools.supervisor;"
+                            f" print(sorted(m for m in {heavy!r} if m in sys.modules))"],
+                           capture_output=True, text=True, check=True).stdout
+    assert shown.strip() == "[]"
+
+
+def test_a_task_folders_identity_record_is_read_as_untrusted(tmp_path: Path) -> None:
+    from zagent_core.tools import tasks
+    from zagent_core.tools.processes import ProcessIdentity, write_identity, write_json
+
+    me = ProcessIdentity.of(os.getpid())
+    assert me is not None
+    write_identity(tmp_path / tasks.SUPERVISOR_FILE, os.getpid())
+    assert tasks.identity(tmp_path) == me
+    for record in ({"pid": "1", "start_ticks": 2, "boot_id": "b"}, {"pid": True, "start_ticks": 2, "boot_id": "b"},
+                   {"pid": 1}, [1, 2, "b"], None):
+        write_json(tmp_path / tasks.SUPERVISOR_FILE, record)
+        assert tasks.identity(tmp_path) is None, record

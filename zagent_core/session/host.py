@@ -23,7 +23,7 @@ from zagent_core.tools import sandbox, tasks
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.inprocess import Arguments, BuiltinContext
 from zagent_core.tools.invocation import CallContext
-from zagent_core.tools.processes import ProcessIdentity, write_json
+from zagent_core.tools.processes import write_identity
 from zagent_core.tools.results import FULL_OUTPUT_NAME, ToolResult
 from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
 
@@ -125,8 +125,7 @@ class SessionHost:
 
         def started(pid: int) -> None:
             # Who the tool is, so a resume after a crash can stop it if it still runs.
-            who = ProcessIdentity.of(pid)
-            write_json(call_dir / tasks.TOOL_FILE, who.model_dump() if who else {"pid": pid})
+            write_identity(call_dir / tasks.TOOL_FILE, pid)
 
         outcome = run_process(self._confined(context, spec), on_tick=tick, on_start=started)
         self._background.collect_notes(call_id)  # what it wrote last

@@ -14,10 +14,9 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
-
-from pydantic import BaseModel, ConfigDict
 
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
@@ -50,10 +49,12 @@ def stat_fields(pid: int | str) -> list[bytes] | None:
         return None
 
 
-class ProcessIdentity(BaseModel):
-    """Who a process is, beyond its pid."""
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """Who a process is, beyond its pid.
 
-    model_config = ConfigDict(frozen=True)
+    A dataclass, not a pydantic model: a background task's supervisor imports this module,
+    and pydantic's import was a fifth of its start-up."""
 
     pid: int
     #: Start time in clock ticks since boot (field 22 of /proc/PID/stat).
@@ -67,6 +68,18 @@ class ProcessIdentity(BaseModel):
             return None
         return cls(pid=pid, start_ticks=int(fields[19]), boot_id=boot_id())
 
+    @classmethod
+    def from_record(cls, record: Any) -> ProcessIdentity | None:
+        """The identity a task folder's record holds, None if it holds none (the folder is in
+        the tool's reach: its files are read as untrusted)."""
+        if not isinstance(record, dict):
+            return None
+        pid, ticks, boot = record.get("pid"), record.get("start_ticks"), record.get("boot_id")
+        if not (isinstance(pid, int) and isinstance(ticks, int) and isinstance(boot, str)) \
+                or isinstance(pid, bool) or isinstance(ticks, bool):
+            return None
+        return cls(pid=pid, start_ticks=ticks, boot_id=boot)
+
     def alive(self) -> bool:
         """The same process is still running (not a zombie, not a reused pid)."""
         fields = stat_fields(self.pid)
@@ -76,6 +89,13 @@ class ProcessIdentity(BaseModel):
             and int(fields[19]) == self.start_ticks
             and self.boot_id == boot_id()
         )
+
+
+def write_identity(path: Path, pid: int) -> None:
+    """Record who the process ``pid`` is (only its pid where /proc cannot tell more), for
+    :meth:`ProcessIdentity.from_record`."""
+    who = ProcessIdentity.of(pid)
+    write_json(path, asdict(who) if who else {"pid": pid})
 
 
 @contextlib.contextmanager

@@ -23,12 +23,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Callable
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Callable
 
-from zagent_core.config import SandboxGrant
 from zagent_core.logs import get_logger
 from zagent_core.tools.output_files import cut_middle
 from zagent_core.tools.processes import create_fresh, stat_fields
+
+if TYPE_CHECKING:  # the config's models: a background task's supervisor runs without pydantic
+    from zagent_core.config import SandboxGrant
 
 log = get_logger(__name__)
 

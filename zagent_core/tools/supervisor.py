@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from zagent_core.tools.output_files import cut_file
-from zagent_core.tools.processes import ProcessIdentity, write_json
+from zagent_core.tools.processes import write_identity, write_json
 from zagent_core.tools.runner import ProcessSpec, run_process
 
 SUPERVISOR_FILE = "supervisor.json"
@@ -54,8 +54,7 @@ def main(task_dir: Path, request: dict[str, Any]) -> int:
         return 0
 
     def started(pid: int) -> None:
-        tool = ProcessIdentity.of(pid)
-        write_json(task_dir / TOOL_FILE, tool.model_dump() if tool else {"pid": pid})
+        write_identity(task_dir / TOOL_FILE, pid)
 
     merge = bool(request["merge_stderr"])
     limit: int | None = request.get("output_file_bytes")

@@ -23,7 +23,14 @@ from typing import Any
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.logs import get_logger
 from zagent_core.tools.credentials import tool_environment
-from zagent_core.tools.processes import ProcessIdentity, boot_id, open_regular, read_json, stat_fields, write_json
+from zagent_core.tools.processes import (
+    ProcessIdentity,
+    boot_id,
+    open_regular,
+    read_json,
+    stat_fields,
+    write_identity,
+)
 from zagent_core.tools.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, build_result
 from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, group_alive
 from zagent_core.tools.supervisor import EXIT_FILE, OUTPUT_FILE, STDERR_FILE, STOP_SIGNALS, SUPERVISOR_FILE, TOOL_FILE
@@ -66,8 +73,7 @@ def launch(task_dir: Path, invocation: ProcessSpec, *, merge_stderr: bool, kill_
             )
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    who = ProcessIdentity.of(proc.pid)
-    write_json(task_dir / SUPERVISOR_FILE, who.model_dump() if who else {"pid": proc.pid})
+    write_identity(task_dir / SUPERVISOR_FILE, proc.pid)
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(request).encode())
     proc.stdin.close()
@@ -82,11 +88,7 @@ def exit_record(task_dir: Path) -> dict | None:
 
 def identity(task_dir: Path, name: str = SUPERVISOR_FILE) -> ProcessIdentity | None:
     """The supervisor's (or with ``TOOL_FILE``, the tool's) identity as it recorded it."""
-    record = read_json(task_dir / name)
-    try:
-        return ProcessIdentity.model_validate(record)
-    except ValueError:
-        return None
+    return ProcessIdentity.from_record(read_json(task_dir / name))
 
 
 def _read(path: Path, offset: int | None, limit: int) -> tuple[bytes, int, int]:

@@ -148,7 +148,8 @@ def test_ctrl_c_in_the_first_half_second_of_tools_run_is_one_line_and_exit_130(t
     assert not pid.exists() or not running(pid.read_text()), "the tool was left running"
     if (home / "journal.db").exists():
         with SQLiteJournal(home / "journal.db") as journal:
-            assert all(summary.ended for summary in journal.sessions())
+            assert all(summary.ended for summary in journal.sessions()), [
+                (e.event.type, getattr(e.event, "status", None)) for s in journal.sessions() for e in journal.read(s.session_id)]
 
 
 def test_ctrl_c_while_the_mcp_server_of_tools_run_starts_is_one_line_and_exit_130(tmp_path: Path) -> None:

@@ -314,8 +314,8 @@ def test_every_path_an_event_holds_is_either_moved_on_import_or_only_describes_t
 
 
 def test_resuming_a_fork_leaves_the_parents_running_foreground_tool_alone(tmp_path: Path) -> None:
-    from zagent_core.tools.processes import ProcessIdentity, write_json
     from zagent_core.journal.fold import rebuild as fold
+    from zagent_core.tools.processes import ProcessIdentity, write_identity
 
     home = Home(tmp_path / "home")
     call_dir = home.call_dir("parent", "c1")
@@ -324,9 +324,8 @@ def test_resuming_a_fork_leaves_the_parents_running_foreground_tool_alone(tmp_pa
     # The parent's tool, still running (the parent's engine is busy with it elsewhere).
     tool = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
-        who = ProcessIdentity.of(tool.pid)
-        assert who is not None
-        write_json(call_dir / "tool.json", who.model_dump())
+        assert ProcessIdentity.of(tool.pid) is not None
+        write_identity(call_dir / "tool.json", tool.pid)
         with SQLiteJournal(home.journal_path) as journal:
             stored = journal.append("parent", [
                 SessionStarted(origin="t", workspace=str(tmp_path), zagent_version="0"),

@@ -182,19 +182,28 @@ class Engine:
             self._mcp_tools()
         session = Session(self, session_id or new_session_id(), tools)
         session.take_lease()
-        warnings = self._warnings(tools)
-        session._append([
-            SessionStarted(
-                origin=origin,
-                workspace=str(self.workspace),
-                zagent_version=zagent_version(),
-                tools=self.toolbox(tools).offers(),
-                warnings=warnings,
-                parent=parent,
-                client=client,
-            )
-        ])
-        log.info("session_started", session=session.session_id, tools=len(tools.tools), warnings=len(warnings))
+        try:
+            warnings = self._warnings(tools)
+            session._append([
+                SessionStarted(
+                    origin=origin,
+                    workspace=str(self.workspace),
+                    zagent_version=zagent_version(),
+                    tools=self.toolbox(tools).offers(),
+                    warnings=warnings,
+                    parent=parent,
+                    client=client,
+                )
+            ])
+            log.info("session_started", session=session.session_id, tools=len(tools.tools), warnings=len(warnings))
+        except BaseException as exc:
+            # A Ctrl-C landing here, before the caller's `with` holds the session: settled as that
+            # block would settle it (ended), or, started or not, its lease let go.
+            if session.state.version:
+                session.__exit__(type(exc), exc, exc.__traceback__)
+            else:
+                session.release()
+            raise
         return session
 
     def resume(self, session_id: str, *, listener: Callable[[StoredEvent], None] | None = None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import os
 import selectors
 import shutil
@@ -25,14 +26,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Callable
 
-from zagent_core.logs import get_logger
 from zagent_core.tools.output_files import cut_middle
 from zagent_core.tools.processes import create_fresh, stat_fields
 
 if TYPE_CHECKING:  # the config's models: a background task's supervisor runs without pydantic
     from zagent_core.config import SandboxGrant
 
-log = get_logger(__name__)
+
+@functools.cache
+def _log() -> Any:
+    """The runner's logger, made when it first logs: a background task's supervisor runs the
+    runner, and structlog's import was a third of its start-up (it logs only a timeout or a
+    tool that escaped its group)."""
+    from zagent_core.logs import get_logger
+
+    return get_logger(__name__)
+
 
 #: After the process exits, how long to wait for its pipes to close before treating
 #: whoever still holds them as left behind.
@@ -358,13 +367,13 @@ class _Run:
                 self.searched = True
                 self.escaped = _tagged(self.spec.tag) if os.path.isdir("/proc/self") else []
                 if self.escaped:
-                    log.info("tool_left_process_group", pids=self.escaped)
+                    _log().info("tool_left_process_group", pids=self.escaped)
                     self.stopping, self.kill_at, self.killed_at = False, None, None
                     self._escalate(now)
                     return False
             return True
         if self.killed_at is not None and now > self.killed_at + _UNREAPED_SECONDS:
-            log.warning("tool_processes_unreaped", pgid=self.pgid, pids=self.escaped)
+            _log().warning("tool_processes_unreaped", pgid=self.pgid, pids=self.escaped)
             return True
         self._escalate(now)  # left behind: stop it
         return False
@@ -377,7 +386,7 @@ class _Run:
         if done.wait(max(0.0, deadline + _LATE_SECONDS - time.monotonic())) or self.timed_out:
             return
         self.timed_out = True
-        log.info("tool_timed_out", pid=self.proc.pid, timeout=self.spec.timeout, loop_busy=True)
+        _log().info("tool_timed_out", pid=self.proc.pid, timeout=self.spec.timeout, loop_busy=True)
         self._signal(signal.SIGTERM)
         if not done.wait(self.spec.kill_grace):
             self._signal(signal.SIGKILL)
@@ -426,7 +435,7 @@ class _Run:
             if self.exited_at is None:
                 if deadline is not None and now >= deadline and not self.timed_out:
                     self.timed_out = True
-                    log.info("tool_timed_out", pid=self.proc.pid, timeout=self.spec.timeout)
+                    _log().info("tool_timed_out", pid=self.proc.pid, timeout=self.spec.timeout)
                 if self.timed_out or self.stopped:
                     self._escalate(now)
             elif self._finished(now):
@@ -444,7 +453,7 @@ class _Run:
         self.next_tick = now + TICK_SECONDS
         if self.on_tick() and not self.stopped and self.exited_at is None:
             self.stopped = True
-            log.info("tool_stop_requested", pid=self.proc.pid)
+            _log().info("tool_stop_requested", pid=self.proc.pid)
 
     def _wait_seconds(self, deadline: float | None, now: float) -> float:
         """How long the loop may wait for the pipes before something else is due."""

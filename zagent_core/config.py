@@ -33,6 +33,13 @@ class ApprovalsConfig(BaseModel):
     allow: list[str] = []
 
 
+class ShellConfig(BaseModel):
+    model_config = _STRICT
+
+    #: Offer ``run_in_background``: off, shell only runs commands to their end (or timeout).
+    background: bool = True
+
+
 class BuiltinsConfig(BaseModel):
     model_config = _STRICT
 
@@ -44,6 +51,8 @@ class BuiltinsConfig(BaseModel):
     #: ``edit``, ``multi_edit`` and ``write_file`` of an existing file need a read of it in
     #: the session, and refuse when it changed since.
     require_read_before_edit: bool = True
+    #: The ``shell`` built-in's options.
+    shell: ShellConfig = ShellConfig()
 
 
 class LimitsConfig(BaseModel):

@@ -23,6 +23,11 @@ class ToolsConfig(BaseModel):
 
     #: Tool names the engine refuses to run (and does not offer to a model).
     disabled: list[str] = []
+    #: What the model is told a tool does, by the tool's name, in place of the tool's own description.
+    descriptions: dict[str, str] = {}
+    #: The name the model sees and calls a tool by, by the tool's own name (which the journal,
+    #: the audit and replays keep): ``{"shell": "bash"}``.
+    aliases: dict[str, str] = {}
 
 
 class ApprovalsConfig(BaseModel):

@@ -587,3 +587,20 @@ def test_a_call_cut_off_by_a_crash_follows_the_replay_rule_of_its_tool(
         assert "it is replay-safe, so it runs again" in interrupted[0].message
         assert attempts == [1, 2] and [f.output for f in finished] == ["Echo: again"]
     assert servers_running(mark) == {}
+
+
+def test_an_mcp_tool_is_shown_by_its_configured_alias_and_description_and_journaled_by_its_own_name(
+        entries: dict[str, list[str]], mark: str, home_dir: Path, journal: Journal, workspace: Path) -> None:
+    from test_tool_names import Seeing
+
+    config = {**server_config(entries, mark, "everything"),
+              "tools": {"aliases": {"everything__echo": "echo"}, "descriptions": {"everything__echo": "Say it back."}}}
+    model = Seeing({"tool_calls": [{"name": "echo", "arguments": {"message": "hi"}}]}, {"text": "done"})
+    with engine_with(home_dir, journal, workspace, config) as engine, engine.start_session("run") as session:
+        Agent(session, model).run("go")
+    assert model.seen("echo").description == "Say it back."
+    assert "everything__echo" not in [spec.name for spec in model.tools[0]]
+    [finished] = [e.event for e in journal.read(session.session_id) if isinstance(e.event, ToolCallFinished)]
+    assert finished.output == "Echo: hi"
+    assert [e.event.tool for e in journal.read(session.session_id) if isinstance(e.event, ToolCallStarted)] == [
+        "everything__echo"]

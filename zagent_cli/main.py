@@ -103,10 +103,12 @@ class ZagentGroup(click.Group):
             from zagent_core.journal.events import EventSchemaError
             from zagent_core.journal.fold import InconsistentJournalError
             from zagent_core.journal.protocol import JournalError
+            from zagent_core.tools.shown import AliasError
 
-            if not isinstance(exc, (JournalError, EventSchemaError, InconsistentJournalError)):
+            if not isinstance(exc, (JournalError, EventSchemaError, InconsistentJournalError, AliasError)):
                 raise
-            # The journal went bad under a command (locked too long, corrupt, disk full): say so.
+            # The journal went bad under a command (locked too long, corrupt, disk full), or config.json's
+            # aliases would mislead the model (no session starts): say so.
             raise click.ClickException(terminal_safe(str(exc))) from None
 
 

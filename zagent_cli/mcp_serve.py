@@ -88,8 +88,10 @@ def tool_listing(session: Session) -> list[types.Tool]:
     """What ``tools/list`` answers: what the session offers, as the model of ``zagent run`` is told
     (name, description, parameters), with hints from the manifest: ``readOnlyHint`` when calls
     may run beside others (``concurrency_safe``), ``idempotentHint`` when a call may be run again
-    (``replay: "safe"``)."""
-    return [types.Tool(name=tool.name, description=tool.description, input_schema=tool.parameters,
+    (``replay: "safe"``), by config.json's names and descriptions (``tools.aliases``, ``tools.descriptions``)."""
+    shown = session.engine.shown
+    return [types.Tool(name=shown.name(tool.name), description=shown.description(tool.name, tool.description),
+                       input_schema=tool.parameters,
                        annotations=types.ToolAnnotations(read_only_hint=tool.safe_beside_others,
                                                          idempotent_hint=tool.replay == "safe"))
             for tool in session.offered()]
@@ -376,7 +378,9 @@ class Bridge:
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
         link = await self.link(ctx)
-        name, arguments = params.name, params.arguments if params.arguments is not None else {}
+        # A call by an alias is journaled by the tool's own name.
+        name = link.session.engine.shown.canonical(params.name)
+        arguments = params.arguments if params.arguments is not None else {}
         call_id = new_call_id()
         route, notes = anyio.create_memory_object_stream[_Note](math.inf)
         call = _Call()

@@ -23,6 +23,11 @@ class ToolsConfig(BaseModel):
 
     #: Tool names the engine refuses to run (and does not offer to a model).
     disabled: list[str] = []
+    #: What the model is told a tool does, by the tool's name, in place of the tool's own description.
+    descriptions: dict[str, str] = {}
+    #: The name the model sees and calls a tool by, by the tool's own name (which the journal,
+    #: the audit and replays keep): ``{"shell": "bash"}``.
+    aliases: dict[str, str] = {}
 
 
 class ApprovalsConfig(BaseModel):
@@ -31,6 +36,13 @@ class ApprovalsConfig(BaseModel):
     #: Tools whose calls run without asking, though their manifest says ``"permission": "ask"``;
     #: each call still journals its approval (``via: config``), so the audit says why it ran.
     allow: list[str] = []
+
+
+class ShellConfig(BaseModel):
+    model_config = _STRICT
+
+    #: Offer ``run_in_background``: off, shell only runs commands to their end (or timeout).
+    background: bool = True
 
 
 class BuiltinsConfig(BaseModel):
@@ -44,6 +56,8 @@ class BuiltinsConfig(BaseModel):
     #: ``edit``, ``multi_edit`` and ``write_file`` of an existing file need a read of it in
     #: the session, and refuse when it changed since.
     require_read_before_edit: bool = True
+    #: The ``shell`` built-in's options.
+    shell: ShellConfig = ShellConfig()
 
 
 class LimitsConfig(BaseModel):

@@ -123,8 +123,11 @@ class Agent:
         return event
 
     def tool_specs(self) -> list[ToolSpec]:
-        """What the model is told about the tools: name, description, parameters."""
-        return [ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+        """What the model is told about the tools: name, description, parameters (the name and
+        description config.json's ``tools.aliases`` and ``tools.descriptions`` give them)."""
+        shown = self.session.engine.shown
+        return [ToolSpec(name=shown.name(t.name), description=shown.description(t.name, t.description),
+                         parameters=t.parameters)
                 for t in self.session.offered()]
 
     def _run_calls(self, calls: Sequence[_Call], run: Callable[[Any], Any] | None = None) -> None:
@@ -227,9 +230,20 @@ class Agent:
             return self._reply(self._messages(specs), specs)
 
     def _reply(self, messages: list[Message], specs: list[ToolSpec]) -> ModelReply:
+        messages = self._aliased(messages)
         if self.on_text is None:
             return self.model.reply(messages, specs)
         return self.model.reply(messages, specs, on_text=self.on_text)
+
+    def _aliased(self, messages: list[Message]) -> list[Message]:
+        """The messages with the calls of earlier replies by the names the model is offered: the
+        journal keeps each tool's own name, the model must see the name it may call."""
+        shown = self.session.engine.shown
+        if not shown.aliases:
+            return messages
+        return [message.model_copy(update={"tool_calls": [
+            call.model_copy(update={"name": shown.name(call.name)}) for call in message.tool_calls]})
+            if message.tool_calls else message for message in messages]
 
     def _limit_reached(self, max_requests: int | None, stop_reason: str) -> str | None:
         """Why the turn ends before its next model request, if a limit says so."""

@@ -11,9 +11,11 @@ that only explore, whose start matters as much; the output is kept in the call's
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from zagent_core.builtins.shell_parse import explores, is_read_only
+from zagent_core.config import Config
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 
 # One wording, for folder tools and shell alike, of how a process ended when it was not exit code 0.
@@ -29,15 +31,34 @@ MAX_TIMEOUT_SECONDS = 3600
 #: How far a cut may move to fall on a line boundary.
 _LINE_SNAP = 256
 
-DESCRIPTION = (
+_RUNS = (
     "Run a shell command (/bin/sh -c) in the workspace and return its output, stdout and stderr together, "
     "with the exit code when it is not 0. The command is killed with everything it started at the timeout. "
     "Output over 32 KiB keeps its end (for commands that only read, like cat, grep or git log, its start "
-    "and end); the whole output is kept in a file the result names. With run_in_background the command "
-    "runs as a background task: the result comes at once with its task number, you are woken when it "
-    "ends, and terminal, wait_task and shell_kill manage it. Prefer read_file, edit, grep and glob "
-    "for files: they are safer and journaled with what you saw."
+    "and end); the whole output is kept in a file the result names."
 )
+_BACKGROUND = (
+    " With run_in_background the command runs as a background task: the result comes at once with its task "
+    "number, you are woken when it ends, and terminal, wait_task and shell_kill manage it."
+)
+#: The file tools shell's description points to, in the order it names them.
+_FILE_TOOLS = ("read_file", "edit", "grep", "glob")
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def describe(*, background: bool = True, file_tools: tuple[str, ...] = _FILE_TOOLS) -> str:
+    """What the model is told of shell: run_in_background only when it is offered, and only the
+    file tools the session offers (a model told of a tool it does not have calls it)."""
+    text = _RUNS + (_BACKGROUND if background else "")
+    if file_tools:
+        text += f" Prefer {_listed(list(file_tools))} for files: they are safer and journaled with what you saw."
+    return text
+
+
+DESCRIPTION = describe()
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -159,3 +180,17 @@ TOOL = Builtin(
     runs_process=_can_run,
     background=lambda arguments: bool(arguments.get("run_in_background")) and _can_run(arguments),
 )
+
+
+def for_config(config: Config) -> Builtin:
+    """shell as ``config`` sets it up: without ``run_in_background`` when ``builtins.shell.background``
+    is off, its description naming only the file tools the session offers."""
+    enabled, disabled = config.builtins.enabled, config.tools.disabled
+    offered = tuple(name for name in _FILE_TOOLS if (enabled is None or name in enabled) and name not in disabled)
+    background = config.builtins.shell.background
+    if background and offered == _FILE_TOOLS:
+        return TOOL
+    properties = {key: value for key, value in PARAMETERS["properties"].items()
+                  if background or key != "run_in_background"}
+    return dataclasses.replace(TOOL, description=describe(background=background, file_tools=offered),
+                               parameters={**PARAMETERS, "properties": properties})

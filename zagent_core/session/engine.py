@@ -65,6 +65,7 @@ from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.manifest import Tool, ToolSet, load_tools
 from zagent_core.tools.mcp import McpServers
 from zagent_core.tools.results import ToolResult
+from zagent_core.tools.shown import Shown, problems as shown_problems, refuse_bad_aliases
 from zagent_core.tools.toolbox import Toolbox, ToolEntry
 from zagent_core.version import zagent_version
 
@@ -120,6 +121,8 @@ class Engine:
         if config is None:
             config, self.config_problems = load_config(home.config_path)
         self.config = config
+        #: The names and descriptions config.json gives the tools, as the model sees them.
+        self.shown = Shown(config)
         #: The built-in tools this config turns on; the MCP servers' tools join them when first
         #: needed (:meth:`load_tools`), their servers started then and stopped by :meth:`close`.
         self.builtins, builtin_problems = registry.enabled(config)
@@ -153,10 +156,21 @@ class Engine:
         self.builtins.update(found)
         return problems
 
+    def _known(self, tools: ToolSet) -> set[str]:
+        """The names of every tool a session of ``tools`` knows, offered or not.
+
+        Raises :class:`~zagent_core.tools.shown.AliasError` when ``tools.aliases`` is wrong: the
+        model would be offered a name it cannot use, or one name for two tools.
+        """
+        known = tools.tools.keys() | self.builtins.keys()
+        refuse_bad_aliases(self.config, known)
+        return known
+
     def _warnings(self, tools: ToolSet) -> list[str]:
         """What a session is told as it starts or resumes: what is wrong with the config and the
         tools, and that there is no sandbox where there is none."""
-        return [str(p) for p in [*self.config_problems, *tools.problems, *sandbox.problems()]]
+        named = shown_problems(self.config, tools.tools.keys() | self.builtins.keys())
+        return [str(p) for p in [*self.config_problems, *named, *tools.problems, *sandbox.problems()]]
 
     def close(self) -> None:
         """Stop the MCP servers this engine started (the journal is the caller's to close)."""
@@ -180,6 +194,7 @@ class Engine:
             tools = self.load_tools()
         else:
             self._mcp_tools()
+        self._known(tools)
         session = Session(self, session_id or new_session_id(), tools)
         session.take_lease()
         try:
@@ -227,6 +242,7 @@ class Engine:
         if state.status == "ended":
             raise SessionEndedError(f"session {session_id} has ended; it has nothing to resume")
         tools = self.load_tools()
+        self._known(tools)
         session = Session(self, session_id, tools, state)
         previous = session.take_lease() or (claim.previous if claim else None)
         try:
@@ -515,8 +531,9 @@ class Session:
         self._turns.record_user_message(text, model)
 
     def record_reply(self, reply: ModelReplied) -> list[RepliedCall]:
-        """Journal a model reply before any of its calls runs; returns its calls with ids new in the session."""
-        return self._turns.record_reply(reply)
+        """Journal a model reply before any of its calls runs, its calls by the tools' own names
+        (never an alias, see :mod:`zagent_core.tools.shown`); returns its calls with ids new in the session."""
+        return self._turns.record_reply(self.engine.shown.canonical_reply(reply))
 
     def end_turn(self, reason: str) -> None:
         self._turns.end_turn(reason)

@@ -100,6 +100,11 @@ def same_content(recorded: str, digest: str, chunks: Callable[[], Iterable[bytes
     return sha.hexdigest()[:16] == recorded
 
 
+def same_bytes(recorded: str, data: bytes) -> bool:
+    """:func:`same_content` of bytes already in hand."""
+    return same_content(recorded, content_hash(data), lambda: (data,))
+
+
 def now_iso() -> str:
     """Now, UTC, to the second: when the model saw a file."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -241,7 +246,7 @@ def gate(context: BuiltinContext, path: Path, shown: str, data: bytes) -> None:
     if entry is None:
         raise FileProblem(f"{shown} has not been read in this session; read it with read_file first, "
                           f"so the change is made to what is really there{_one_call_hint(context)}")
-    if same_content(entry.hash, content_hash(data), lambda: (data,)):
+    if same_bytes(entry.hash, data):
         return
     refusals = entry.stale_rejections + 1
     context.remember(entry.model_copy(update={"stale_rejections": refusals}))

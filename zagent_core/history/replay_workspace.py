@@ -23,7 +23,7 @@ from zagent_core.tools.processes import ProcessIdentity, boot_id
 def changed_since(events: Iterable[StoredEvent], workspace_then: str | None, workspace: Path) -> str | None:
     """A note naming the files of the workspace copy that are not what the recording first
     read: a rerun from them reads something else, and diverges for that reason alone."""
-    from zagent_core.builtins.files import content_hash, same_content
+    from zagent_core.builtins.files import same_bytes
 
     changed = []
     for path, digest in _first_read(events).items():
@@ -31,8 +31,7 @@ def changed_since(events: Iterable[StoredEvent], workspace_then: str | None, wor
         if digest is None or now is None or not now.is_relative_to(workspace):
             continue  # written before it was read, or outside the workspace: the copy says nothing of it
         try:
-            data = now.read_bytes()
-            same = same_content(digest, content_hash(data), lambda: (data,))
+            same = same_bytes(digest, now.read_bytes())
         except OSError:
             same = False
         if not same:

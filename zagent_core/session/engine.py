@@ -156,20 +156,19 @@ class Engine:
         self.builtins.update(found)
         return problems
 
-    def _known(self, tools: ToolSet) -> set[str]:
-        """The names of every tool a session of ``tools`` knows, offered or not.
+    def _tool_names(self, tools: ToolSet) -> set[str]:
+        """The names of every tool a session of ``tools`` knows, offered or not."""
+        return tools.tools.keys() | self.builtins.keys()
 
-        Raises :class:`~zagent_core.tools.shown.AliasError` when ``tools.aliases`` is wrong: the
-        model would be offered a name it cannot use, or one name for two tools.
-        """
-        known = tools.tools.keys() | self.builtins.keys()
-        refuse_bad_aliases(self.config, known)
-        return known
+    def _refuse_bad_aliases(self, tools: ToolSet) -> None:
+        """Raise :class:`~zagent_core.tools.shown.AliasError` when ``tools.aliases`` is wrong: the
+        model would be offered a name it cannot use, or one name for two tools."""
+        refuse_bad_aliases(self.config, self._tool_names(tools))
 
     def _warnings(self, tools: ToolSet) -> list[str]:
         """What a session is told as it starts or resumes: what is wrong with the config and the
         tools, and that there is no sandbox where there is none."""
-        named = shown_problems(self.config, tools.tools.keys() | self.builtins.keys())
+        named = shown_problems(self.config, self._tool_names(tools))
         return [str(p) for p in [*self.config_problems, *named, *tools.problems, *sandbox.problems()]]
 
     def close(self) -> None:
@@ -194,7 +193,7 @@ class Engine:
             tools = self.load_tools()
         else:
             self._mcp_tools()
-        self._known(tools)
+        self._refuse_bad_aliases(tools)
         session = Session(self, session_id or new_session_id(), tools)
         session.take_lease()
         try:
@@ -242,7 +241,7 @@ class Engine:
         if state.status == "ended":
             raise SessionEndedError(f"session {session_id} has ended; it has nothing to resume")
         tools = self.load_tools()
-        self._known(tools)
+        self._refuse_bad_aliases(tools)
         session = Session(self, session_id, tools, state)
         previous = session.take_lease() or (claim.previous if claim else None)
         try:

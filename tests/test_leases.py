@@ -74,14 +74,25 @@ def test_a_second_resume_while_one_settles_is_refused_at_once_and_journals_nothi
     assert engine.journal.lease(session_id) is None  # the winner let go when it stopped
 
 
-def test_the_lease_of_a_driver_that_was_killed_is_taken_over_and_the_takeover_journaled(
-        home_dir: Path, workspace: Path, engine: Engine) -> None:
+def napping_driver(home_dir: Path, workspace: Path, engine: Engine) -> tuple[subprocess.Popen[bytes], str]:
+    """``zagent tools run`` of a tool that naps for a minute, once its call has started: the
+    driver and its session (the driver killed if its call never starts)."""
     python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
     driver = forked.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: any(s.calls for s in engine.journal.sessions()), "the call to start", 20)
+    except BaseException:
+        driver.kill()
+        driver.wait(timeout=10)
+        raise
+    return driver, engine.journal.sessions()[0].session_id
+
+
+def test_the_lease_of_a_driver_that_was_killed_is_taken_over_and_the_takeover_journaled(
+        home_dir: Path, workspace: Path, engine: Engine) -> None:
+    driver, session_id = napping_driver(home_dir, workspace, engine)
     journal = engine.journal
-    wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
-    session_id = journal.sessions()[0].session_id
     holder = journal.lease(session_id)
     assert holder is not None and holder.owner["pid"] == driver.pid
     assert engine.status(session_id) == "running"
@@ -102,14 +113,10 @@ def test_a_stopped_driver_keeps_its_session_past_its_leases_expiry_and_loses_it_
     """A live holder on this host is late, not gone: neither resume nor a worker's claim takes its
     session however long its lease lapsed (SIGSTOP: a loaded machine, a stalled disk); it goes on
     when continued, and once it is dead its session is taken over."""
-    python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
     (home_dir / "config.json").write_text('{"journal": {"lease_seconds": 1}}')
-    driver = forked.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+    driver, session_id = napping_driver(home_dir, workspace, engine)
     journal = engine.journal
     try:
-        wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
-        session_id = journal.sessions()[0].session_id
         driver.send_signal(signal.SIGSTOP)
         wait_for(lambda: journal.lease(session_id).expired, "the stopped driver's lease to expire")
         with pytest.raises(SessionBusyError, match=f"is being driven by pid {driver.pid} on "):
@@ -147,15 +154,11 @@ def test_a_resume_from_another_pid_namespace_leaves_a_live_drivers_session_alone
     pid is nowhere to be seen, which is no sign that it died: it keeps its session while it renews
     its lease, and a dead one loses it only once the lease expired."""
     namespaced = in_another_pid_namespace()
-    python_tool(home_dir, "nap", "import time\ntime.sleep(60)", timeout_seconds=120)
     # Long enough that the lease outlives the first resume after the kill even on a loaded machine.
     (home_dir / "config.json").write_text('{"journal": {"lease_seconds": 10}}')
-    driver = forked.Popen(zagent(home_dir, workspace, "tools", "run", "nap"), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+    driver, session_id = napping_driver(home_dir, workspace, engine)
     journal = engine.journal
     try:
-        wait_for(lambda: any(s.calls for s in journal.sessions()), "the call to start", 20)
-        session_id = journal.sessions()[0].session_id
         resume = [*namespaced, *zagent(home_dir, workspace, "resume", session_id)]
         refused = forked.run(resume, capture_output=True, text=True, timeout=60)
         assert refused.returncode == 2, refused.stderr

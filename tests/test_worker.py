@@ -127,18 +127,23 @@ def test_two_workers_share_the_sessions_and_never_drive_one_twice(
     check(journal, ids)
 
 
-def test_a_killed_workers_sessions_are_taken_over_when_its_leases_expire(
-        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
-    script = prepare(home_dir, tmp_path, nap_seconds=1.0)
-    ids = submit(home_dir, journal, workspace, 4)
-    first = worker(home_dir, workspace, script, "--concurrency", "4")
+def killed_once_every_task_runs(first: subprocess.Popen[str], journal: Journal, ids: list[str]) -> subprocess.Popen[str]:
+    """``first``, a worker, SIGKILLed while every session's nap runs: its turn over, its wake-up
+    still to come."""
     try:
-        # Killed while every session's nap runs: its turn over, its wake-up still to come.
         wait_for(lambda: all(any(e.event.type == "task_started" for e in journal.read(sid)) for sid in ids),
                  "the first worker to start every session's task", 60)
     finally:
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
+    return first
+
+
+def test_a_killed_workers_sessions_are_taken_over_when_its_leases_expire(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    script = prepare(home_dir, tmp_path, nap_seconds=1.0)
+    ids = submit(home_dir, journal, workspace, 4)
+    first = killed_once_every_task_runs(worker(home_dir, workspace, script, "--concurrency", "4"), journal, ids)
     assert all(journal.lease(sid) is not None for sid in ids)  # left behind, to expire
     # They run out now, as LEASE_SECONDS after its last beat: the dead worker's own renewal, made short.
     for owner in {json.dumps(journal.lease(sid).owner, sort_keys=True) for sid in ids}:
@@ -160,13 +165,7 @@ def test_until_idle_waits_out_a_killed_workers_leases_and_takes_its_sessions_ove
         home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
     script = prepare(home_dir, tmp_path, nap_seconds=1.0)
     ids = submit(home_dir, journal, workspace, 2)
-    first = worker(home_dir, workspace, script, "--concurrency", "2")
-    try:
-        wait_for(lambda: all(any(e.event.type == "task_started" for e in journal.read(sid)) for sid in ids),
-                 "the first worker to start every session's task", 60)
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.communicate(timeout=30)
+    first = killed_once_every_task_runs(worker(home_dir, workspace, script, "--concurrency", "2"), journal, ids)
     # Its leases live on for up to LEASE_SECONDS: a batch worker waits them out, not exits at once.
     second = worker(home_dir, workspace, script, "--until-idle", "--concurrency", "2")
     out, err = second.communicate(timeout=120)

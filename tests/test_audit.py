@@ -112,7 +112,9 @@ def test_a_background_task_that_failed_is_an_error_in_the_audit(home_dir: Path, 
 
 
 def test_a_background_call_is_running_while_its_task_runs(home_dir: Path, engine: Engine, journal_url: str) -> None:
-    python_tool(home_dir, "waits", "import sys\nsys.stdin.read()", background=True)
+    # Waits until killed: stdin is no wait (it holds the arguments, then ends), and a supervisor
+    # that starts in 50 ms let such a tool finish before the kill.
+    python_tool(home_dir, "waits", "import time\ntime.sleep(60)", background=True)
     with engine.start_session("test") as session:
         session.call("waits", {})
         assert [row["status"] for row in sql(journal_url, "SELECT status FROM tool_calls")] == ["running"]

@@ -270,3 +270,53 @@ def test_a_skill_activated_before_a_sigkill_is_still_active_after_resume(home_di
     assert (read.is_error, read.output) == (False, "Pages are counted from 1.\n")
     assert cut.call_id != read.call_id
     assert rebuild(events).active_skills.keys() == {"pdf-tools"}
+
+
+# -- the CLI: skills list, doctor, tools list --------------------------------------------------
+
+
+def test_skills_list_shows_the_skills_and_the_problems_as_text_and_json(home_dir: Path, workspace: Path) -> None:
+    make_skill(home_dir)
+    make_skill(home_dir, "Bad_Name", "---\nname: Bad_Name\ndescription: d\n---\n")
+    text = zagent(home_dir, "skills", "list", cwd=workspace)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines() == [
+        "pdf-tools  Count the pages of PDF files. Use when asked about PDFs.  [skills/pdf-tools]",
+        "",
+        "problems:",
+        '  error: skills/Bad_Name/SKILL.md: not loaded: its name "Bad_Name" is not lowercase letters, digits and '
+        "hyphens of at most 64 characters: rename it",
+    ]
+    listed = json.loads(zagent(home_dir, "skills", "list", "--json", cwd=workspace).stdout)
+    assert listed["skills"] == [{"name": "pdf-tools", "description": "Count the pages of PDF files. Use when asked "
+                                 "about PDFs.", "folder": str((home_dir / "skills" / "pdf-tools").resolve()),
+                                 "allowed_tools": ["Read", "Bash"]}]
+    assert [p["source"] for p in listed["problems"]] == ["skills/Bad_Name/SKILL.md"]
+
+
+def test_a_home_without_skills_says_so(home_dir: Path, workspace: Path) -> None:
+    listed = zagent(home_dir, "skills", "list", cwd=workspace)
+    assert listed.stdout == f"no skills loaded from {home_dir.resolve() / 'skills'}\n"
+
+
+def test_doctor_counts_the_skills_and_reports_a_broken_one(home_dir: Path, workspace: Path) -> None:
+    make_skill(home_dir)
+    make_skill(home_dir, "half", "---\nname: half\n---\n")
+    doctor = zagent(home_dir, "doctor", cwd=workspace)
+    lines = doctor.stdout.splitlines()
+    assert "skills: 1 loaded, 1 not loaded" in lines
+    assert '  error: skills/half/SKILL.md: not loaded: the front matter has no "description"; add description: ...' \
+        in lines
+    assert doctor.returncode == 1
+    as_json = json.loads(zagent(home_dir, "doctor", "--json", cwd=workspace).stdout)
+    assert as_json["skills"] == {"loaded": ["pdf-tools"]}
+
+
+def test_tools_list_offers_the_skill_tools_once_a_skill_is_added(home_dir: Path, workspace: Path) -> None:
+    def builtins() -> list[str]:
+        listed = json.loads(zagent(home_dir, "tools", "list", "--json", cwd=workspace).stdout)
+        return [b["name"] for b in listed["builtins"]]
+
+    assert "skills_use" not in builtins()
+    make_skill(home_dir)  # the listing kept from before is not served: skills/ changed
+    assert builtins()[-3:] == ["skills_use", "skills_read", "skills_run_script"]

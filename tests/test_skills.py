@@ -320,3 +320,13 @@ def test_tools_list_offers_the_skill_tools_once_a_skill_is_added(home_dir: Path,
     assert "skills_use" not in builtins()
     make_skill(home_dir)  # the listing kept from before is not served: skills/ changed
     assert builtins()[-3:] == ["skills_use", "skills_read", "skills_run_script"]
+
+
+def test_a_session_with_skills_replays_without_a_difference_served_or_rerun(home_dir: Path, workspace: Path) -> None:
+    make_skill(home_dir)
+    session_id, _ = run_script(home_dir, workspace, reply(call("skills_use", name="pdf-tools")),
+                               reply(call("skills_read", name="pdf-tools", path="reference.md")))
+    for tools in ("recorded", "rerun"):
+        replayed = zagent(home_dir, "replay", session_id, "--tools", tools, cwd=workspace)
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        assert f"replay of {session_id} (tools {tools}): matches, 2 of 2 steps" in replayed.stdout

@@ -324,12 +324,13 @@ def _servers_down(engine: Engine) -> list[str]:
 
 
 def _scratch_home(home: Home, workdir: Path) -> Home:
-    """The replay's own home in ``workdir``: nothing of ``home`` but its tools (as they are now)."""
-    scratch = workdir / "home"
-    scratch.mkdir(parents=True, exist_ok=True)
-    if home.tools_dir.is_dir() and not (scratch / "tools").exists():
-        (scratch / "tools").symlink_to(home.tools_dir, target_is_directory=True)
-    return Home(scratch)
+    """The replay's own home in ``workdir``: nothing of ``home`` but its tools and skills (as they are now)."""
+    scratch = Home(workdir / "home")
+    scratch.root.mkdir(parents=True, exist_ok=True)
+    for theirs, ours in ((home.tools_dir, scratch.tools_dir), (home.skills_dir, scratch.skills_dir)):
+        if theirs.is_dir() and not ours.exists():
+            ours.symlink_to(theirs, target_is_directory=True)
+    return scratch
 
 
 class _SessionReplay:

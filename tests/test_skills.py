@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import forked
+import pytest
 from conftest import PYTHON, wait_for
 from crashcheck import check_invariants
 
@@ -26,7 +27,8 @@ from zagent_core.config import Config
 from zagent_core.journal.events import SkillActivated, ToolCallFinished, ToolCallInterrupted, ToolCallStarted
 from zagent_core.journal.fold import rebuild
 from zagent_core.journal.protocol import Journal
-from zagent_core.tools.skills import MAX_DESCRIPTION_CHARS, load_skills, parse
+from zagent_core.tools import sandbox
+from zagent_core.tools.skills import MAX_DESCRIPTION_CHARS, MAX_LISTING_CHARS, listing, load_skills, parse
 from zagent_store import SQLiteJournal
 
 SKILL = """---
@@ -235,6 +237,20 @@ def test_a_script_outside_scripts_or_missing_or_failing_says_so(home_dir: Path, 
     }
 
 
+@pytest.mark.skipif(sandbox.unavailable() is not None, reason="no sandbox here (bubblewrap)")
+def test_a_script_runs_in_the_sandbox_seeing_its_skill_but_not_the_rest_of_the_home(home_dir: Path,
+                                                                                  workspace: Path) -> None:
+    folder = make_skill(home_dir)
+    (home_dir / "config.json").write_text("{}")
+    (folder / "scripts" / "look.py").write_text(
+        "import sys\nfor path in sys.argv[1:]:\n    try:\n        print(open(path).read().strip())\n"
+        "    except OSError as exc:\n        print(type(exc).__name__)\n")
+    paths = [str(folder / "reference.md"), str(home_dir / "config.json")]
+    _, events = run_script(home_dir, workspace, reply(call("skills_use", name="pdf-tools")),
+                           reply(call("skills_run_script", name="pdf-tools", script="look.py", args=paths)))
+    assert results(events)[1].output == "Pages are counted from 1.\nFileNotFoundError"
+
+
 # -- a crash after an activation ---------------------------------------------------------------
 
 
@@ -330,3 +346,14 @@ def test_a_session_with_skills_replays_without_a_difference_served_or_rerun(home
         replayed = zagent(home_dir, "replay", session_id, "--tools", tools, cwd=workspace)
         assert replayed.returncode == 0, replayed.stdout + replayed.stderr
         assert f"replay of {session_id} (tools {tools}): matches, 2 of 2 steps" in replayed.stdout
+
+
+def test_skills_past_the_listing_budget_are_left_out_and_reported(home_dir: Path) -> None:
+    description = "d" * 1000
+    for index in range(20):
+        make_skill(home_dir, f"s{index:02}", f"---\nname: s{index:02}\ndescription: {description}\n---\n")
+    catalog = load_skills(Home(home_dir))
+    fits = MAX_LISTING_CHARS // len(f"- s00: {description}\n")
+    assert list(catalog.skills) == [f"s{index:02}" for index in range(fits)]
+    assert len(listing(catalog)) <= MAX_LISTING_CHARS
+    assert [p.source for p in catalog.problems] == [f"skills/s{index:02}" for index in range(fits, 20)]

@@ -25,8 +25,11 @@ from zagent_core.problems import Problem
 SKILL_FILE = "SKILL.md"
 #: A SKILL.md larger than this is not loaded: its instructions become a tool result whole.
 MAX_SKILL_BYTES = 256 * 1024
-#: Skills offered at most; the rest are reported and left out (every request lists them all).
+#: Skills offered at most, and the characters their listing takes at most (every request
+#: carries it, in skills_use's description): the skills past either, in name order, are
+#: reported and left out.
 MAX_SKILLS = 100
+MAX_LISTING_CHARS = 16 * 1024
 #: The Agent Skills limits on what each request carries of a skill.
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
@@ -149,6 +152,7 @@ def load_skills(home: Home) -> Catalog:
         return Catalog()
     skills: dict[str, Skill] = {}
     problems: list[Problem] = []
+    listed = 0
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         source = f"skills/{folder.name}"
         try:
@@ -166,14 +170,24 @@ def load_skills(home: Home) -> Catalog:
         if len(skills) == MAX_SKILLS:
             problems.append(Problem(source=source, message=f"not loaded: a home offers at most {MAX_SKILLS} skills"))
             continue
+        listed += len(_line(skill)) + 1
+        if listed > MAX_LISTING_CHARS:
+            problems.append(Problem(source=source, message=(
+                f"not loaded: the skills before it (in name order) and it would take over {MAX_LISTING_CHARS} "
+                "characters of every request to list; shorten their descriptions or remove some")))
+            continue
         skills[skill.name] = Skill(name=skill.name, description=skill.description, folder=folder.resolve(),
                                    allowed_tools=skill.allowed_tools)
     return Catalog(skills=skills, problems=problems)
 
 
+def _line(skill: Skill) -> str:
+    return f"- {skill.name}: {skill.description}"
+
+
 def listing(catalog: Catalog) -> str:
     """The skills as the model is told of them, one line each: the same text on every request."""
-    return "\n".join(f"- {skill.name}: {skill.description}" for skill in catalog.skills.values())
+    return "\n".join(_line(skill) for skill in catalog.skills.values())
 
 
 def inside(skill: Skill, path: str, *, under: str = "") -> Path:

@@ -357,3 +357,23 @@ def test_skills_past_the_listing_budget_are_left_out_and_reported(home_dir: Path
     assert list(catalog.skills) == [f"s{index:02}" for index in range(fits)]
     assert len(listing(catalog)) <= MAX_LISTING_CHARS
     assert [p.source for p in catalog.problems] == [f"skills/s{index:02}" for index in range(fits, 20)]
+
+
+def test_a_session_is_warned_of_the_skills_that_did_not_load(home_dir: Path, journal: Journal,
+                                                            workspace: Path) -> None:
+    make_skill(home_dir)
+    make_skill(home_dir, "half", "---\nname: half\n---\n")
+    session = Engine(Home(home_dir), journal, workspace=workspace, config=Config()).start_session()
+    assert 'skills/half/SKILL.md: not loaded: the front matter has no "description"; add description: ...' \
+        in session.state.warnings
+
+
+def test_a_skill_file_that_cannot_be_opened_is_an_error_result_not_a_crash(home_dir: Path, workspace: Path) -> None:
+    import socket
+
+    folder = make_skill(home_dir)
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(folder / "live.sock"))
+        _, events = run_script(home_dir, workspace, reply(call("skills_use", name="pdf-tools")),
+                               reply(call("skills_read", name="pdf-tools", path="live.sock")))
+    assert results(events)[1].output == "live.sock of skill pdf-tools could not be read: No such device or address"

@@ -103,6 +103,8 @@ def read(catalog: Catalog, context: BuiltinContext, arguments: Arguments) -> Too
         return ToolResult(output=str(exc), is_error=True)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return ToolResult(output=f"skill {skill.name} has no file {path}", is_error=True)
+    except OSError as exc:  # unreadable (its mode): the model is told, the session goes on
+        return ToolResult(output=f"{path} of skill {skill.name} could not be read: {exc.strerror}", is_error=True)
     if b"\x00" in data:
         return ToolResult(output=f"{path} of skill {skill.name} is not a text file: skills_read shows text only",
                           is_error=True)

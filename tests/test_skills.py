@@ -22,7 +22,7 @@ from conftest import PYTHON, wait_for
 from crashcheck import check_invariants
 
 from zagent_core import Engine, Home
-from zagent_core.builtins import registry
+from zagent_core.builtins import registry, skills
 from zagent_core.config import Config
 from zagent_core.journal.events import SkillActivated, ToolCallFinished, ToolCallInterrupted, ToolCallStarted
 from zagent_core.journal.fold import rebuild
@@ -377,3 +377,8 @@ def test_a_skill_file_that_cannot_be_opened_is_an_error_result_not_a_crash(home_
         _, events = run_script(home_dir, workspace, reply(call("skills_use", name="pdf-tools")),
                                reply(call("skills_read", name="pdf-tools", path="live.sock")))
     assert results(events)[1].output == "live.sock of skill pdf-tools could not be read: No such device or address"
+
+
+def test_skills_use_and_skills_read_only_read_so_a_read_only_sub_agent_is_given_them_and_not_scripts() -> None:
+    assert {tool.name: tool.read_only for tool in skills.TOOLS} == {
+        "skills_use": True, "skills_read": True, "skills_run_script": False}

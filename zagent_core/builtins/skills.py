@@ -157,8 +157,9 @@ def _always(arguments: Arguments) -> bool:
 #: The three tools, as a catalog with no skill offers them (their names are reserved all the same).
 TOOLS = (
     Builtin(name=USE, description=_USE, parameters=_parameters(), run=functools.partial(use, Catalog()),
-            # Not beside others: the calls after it in a reply see the skill active.
-            replay="safe"),
+            # It only reads: it runs beside other calls, and a read-only sub-agent is given it (and
+            # skills_read). A skills_read of the same reply may run first: it says to activate the skill.
+            concurrency_safe=True, replay="safe"),
     Builtin(name=READ, description="Read a file of an active skill (one skills_use activated), by its path in the "
                                    "skill's folder.",
             parameters=READ_PARAMETERS, run=functools.partial(read, Catalog()), concurrency_safe=True, replay="safe"),

@@ -16,7 +16,7 @@ from conftest import python_tool, write_tool
 from zagent_core import Engine, Home
 from zagent_core.agent.conversation import conversation
 from zagent_core.agent.loop import Agent
-from zagent_core.builtins import registry
+from zagent_core.builtins import registry, skills
 from zagent_core.tools.inprocess import Builtin, BuiltinContext, StateValueError
 from zagent_core.config import AgentConfig, BuiltinsConfig, Config, ToolsConfig
 from zagent_core.journal.events import ToolCallStarted, ToolStateWritten
@@ -327,7 +327,9 @@ def test_doctor_counts_the_built_ins_says_which_grep_runs_and_reports_a_folder_t
     env = {"PATH": "/usr/bin:/bin", "ZAGENT_RG": "none"}
     doctor = forked.run([*ZAGENT, "--home", str(home_dir), "doctor"], capture_output=True, text=True, env=env)
     lines = doctor.stdout.splitlines()
-    assert f"built-ins: {len(registry.names()) - 1} offered; grep runs its Python search (no rg on PATH)" in lines
+    # shell disabled; the skill tools are offered only by a home with skills.
+    offered = len(registry.names()) - 1 - len(skills.TOOLS)
+    assert f"built-ins: {offered} offered; grep runs its Python search (no rg on PATH)" in lines
     assert '  error: tools/grep: not loaded: "grep" is the name of a built-in tool; choose another name' in lines
     assert doctor.returncode == 1
 

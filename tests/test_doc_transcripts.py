@@ -71,7 +71,8 @@ def demo_for(tmp: Path, normalize: Callable[[str], str] = _varies) -> Demo:
 
 #: Each page run, how many of its transcripts at least, and how what varies is normalised.
 PAGES = {"cli.md": (50, _varies), "audit.md": (21, _varies_in_tables), "manifest.md": (1, _varies),
-         "models.md": (1, _varies)}
+         "models.md": (1, _varies),
+         "skills.md": (5, _varies)}
 #: Pages with transcripts that no test runs yet, and why.
 NOT_YET = {
     "journal.md": "its SQL examples read the homes of both cli.md and audit.md, after all their examples",

@@ -24,6 +24,7 @@ from zagent_core.journal.events import (
     NoteReceived,
     ReadEntry,
     ReadStateUpdated,
+    SkillActivated,
     ToolStateWritten,
     SessionEnded,
     TaskExited,
@@ -63,6 +64,8 @@ class SessionHistory(RuleBasedStateMachine):
         #: What the tool state and the read-state map must be, kept by hand.
         self.tool_state: dict[str, dict] = {}
         self.hashes: dict[str, str] = {}
+        #: The active skills, by name: the sha256 of the SKILL.md last read.
+        self.skills: dict[str, str] = {}
         self._append([SessionStarted(origin="test", workspace="/w", zagent_version="0", warnings=["w"])])
 
     def teardown(self) -> None:
@@ -152,8 +155,10 @@ class SessionHistory(RuleBasedStateMachine):
     @rule(data=st.data(), writes=st.dictionaries(st.sampled_from(["k1", "k2", "k3"]), st.one_of(st.none(), json_scalars),
                                                  max_size=3),
           reads=st.dictionaries(st.sampled_from(["/w/a", "/w/b"]), st.text("0123456789abcdef", min_size=16,
-                                                                           max_size=16), max_size=2))
-    def finish_with_effects(self, data: st.DataObject, writes: dict, reads: dict) -> None:
+                                                                           max_size=16), max_size=2),
+          skill=st.one_of(st.none(), st.tuples(st.sampled_from(["pdf", "csv"]), st.sampled_from(["ab" * 32, "cd" * 32]))))
+    def finish_with_effects(self, data: st.DataObject, writes: dict, reads: dict,
+                            skill: tuple[str, str] | None) -> None:
         """A call's staged effects, committed with its result in one transaction."""
         call_id = data.draw(st.sampled_from(self.running))
         self.running.remove(call_id)
@@ -167,12 +172,16 @@ class SessionHistory(RuleBasedStateMachine):
             events.append(ToolStateWritten(call_id=call_id, tool=tool, values=writes))
             merged = {**self.tool_state.get(tool, {}), **writes}
             self.tool_state[tool] = {k: v for k, v in merged.items() if v is not None}
+        if skill:
+            events.append(SkillActivated(call_id=call_id, name=skill[0], sha256=skill[1]))
+            self.skills[skill[0]] = skill[1]
         self._append([*events, ToolCallFinished(call_id=call_id, output="ok", is_error=False, exit_code=0,
                                                 duration_ms=1)])
 
     @invariant()
     def tool_state_and_read_state_are_what_the_calls_committed(self) -> None:
         assert self.state.tool_state == self.tool_state
+        assert self.state.active_skills == self.skills
         assert {path: entry.hash for path, entry in self.state.read_state.items()} == self.hashes
 
     @precondition(lambda self: self.running)

@@ -12,6 +12,7 @@ from zagent_cli.output import ERROR, OK, emit_json, plural, say, say_problems
 
 if TYPE_CHECKING:
     from zagent_core import Config, Home, Problem, ToolSet
+    from zagent_core.tools.skills import Catalog
 
 
 def _journal_report(obj: Context, home: Home) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def _sandbox_line(report: dict[str, Any]) -> str:
 
 
 def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[Problem], journal: dict[str, Any],
-                  builtins: str) -> None:
+                  builtins: str, skills: Catalog) -> None:
     from zagent_core.version import zagent_version
 
     limits = config.limits
@@ -68,6 +69,8 @@ def _print_doctor(home: Home, config: Config, toolset: ToolSet, problems: list[P
     say(f"tools: {len(toolset.tools)} loaded, {not_loaded} not loaded, "
         f"{len(toolset.disabled & toolset.tools.keys())} disabled")
     say(builtins)
+    if home.skills_dir.is_dir():  # a home without skills is not told of them
+        say(f"skills: {len(skills.skills)} loaded, {len({p.source for p in skills.problems})} not loaded")
     if problems:
         say_problems(problems)
     say(f"limits: default timeout {limits.default_timeout_seconds:g} s, output cap "
@@ -100,6 +103,7 @@ def doctor(obj: Context, as_json: bool) -> None:
     from zagent_core.problems import Problem
     from zagent_core.tools import sandbox
     from zagent_core.tools.manifest import start_problem
+    from zagent_core.tools.skills import load_skills
     from zagent_core.version import zagent_version
 
     home = obj.locate_home()
@@ -107,6 +111,7 @@ def doctor(obj: Context, as_json: bool) -> None:
     config, config_problems = load_config(home.config_path)
     mcp, mcp_problems, server_of = mcp_tools(config, obj.workspace, home) if not unusable else ({}, [], {})
     toolset, builtins, builtin_problems = home_tools(home, config, reserved=mcp.keys())
+    skills = load_skills(home)  # what home_tools reported of them, counted here
     unstartable = [Problem(source=f"tools/{tool.folder.name}", message=f"cannot start: {why}")
                    for _, tool in sorted(toolset.tools.items()) if (why := start_problem(tool))]
     # No sandbox is a warning: zagent runs as it always did, and says so.
@@ -128,6 +133,7 @@ def doctor(obj: Context, as_json: bool) -> None:
             "home": str(home.root),
             "tools": {"loaded": sorted(toolset.tools), "disabled": sorted(toolset.disabled)},
             "builtins": {"offered": offered, "ripgrep": find_rg()},
+            "skills": {"loaded": list(skills.skills)},
             "mcp": {"servers": sorted(config.mcp.servers), "started": sorted(set(server_of.values())),
                     "tools": [name for name in mcp if name not in toolset.disabled]},
             "problems": [p.model_dump() for p in problems],
@@ -144,6 +150,6 @@ def doctor(obj: Context, as_json: bool) -> None:
                     if config.mcp.servers else "")
         _print_doctor(home, config, toolset, problems, journal,
                       f"built-ins: {len(offered)} offered; grep runs "
-                      + (f"ripgrep ({rg})" if rg else "its Python search (no rg on PATH)") + mcp_line)
+                      + (f"ripgrep ({rg})" if rg else "its Python search (no rg on PATH)") + mcp_line, skills)
         say("broken: see the problems above" if broken else "all good", colour=ERROR if broken else OK)
     sys.exit(1 if broken else 0)

@@ -46,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("run", "run", 'Run the agent on PROMPT ("-": read it from stdin), headless, printing the conversation as '
                           "it happens."),
     "sessions": ("sessions", "sessions", "Sessions in the journal."),
+    "skills": ("skills", "skills", "The home's skills (skills/NAME/SKILL.md), which the model activates with "
+                                   "skills_use."),
     "tools": ("tools", "tools", "List the tools of the home and run one as an agent would."),
     "worker": ("worker", "worker", "Drive the sessions that want a driver: wake-ups, messages left with run --detach, "
                                    "turns and tasks a stopped driver left."),

@@ -11,7 +11,7 @@ import click
 from zagent_cli.asking import ask_here
 from zagent_cli.context import Context
 from zagent_cli.inputs import arguments_object
-from zagent_cli.output import ERROR, OK, WARNING, emit_json, head, say, say_problem, terminal_safe
+from zagent_cli.output import ERROR, OK, WARNING, emit_json, say, say_problem, say_table, terminal_safe
 from zagent_cli.params import TEXT, complete_tools
 from zagent_cli.refusals import refusals_said, waiting_lines
 
@@ -44,13 +44,13 @@ def tools_list(obj: Context, as_json: bool) -> None:
     disabled = frozenset(row["name"] for row in [*tools, *builtins, *mcp] if row["disabled"])
     if not tools:
         say(f"no tools loaded from {home.tools_dir}")
-    _say_table([(t["name"], t["description"].splitlines()[0] if t["description"] else "",
+    say_table([(t["name"], t["description"].splitlines()[0] if t["description"] else "",
                  f"tools/{Path(t['folder']).name}") for t in tools], disabled)
     say("")
-    _say_table([(b["name"], b["description"].split(". ")[0].rstrip("."), "built-in") for b in builtins], disabled)
+    say_table([(b["name"], b["description"].split(". ")[0].rstrip("."), "built-in") for b in builtins], disabled)
     if mcp:
         say("")
-        _say_table([(m["name"], m["description"].split(". ")[0].rstrip("."), f"mcp server {m['server']}")
+        say_table([(m["name"], m["description"].split(". ")[0].rstrip("."), f"mcp server {m['server']}")
                     for m in mcp], disabled)
     if listing["problems"]:
         say("\nproblems:")
@@ -120,16 +120,6 @@ class _StartLine:
             waiting = f"; waiting for {', '.join(self.waiting)}" if self.waiting else ""
             line = f"[starting MCP servers: {done} of {self.count} done{waiting}]"
             click.echo(f"\r\x1b[K{terminal_safe(line)}", nl=False, err=True)
-
-
-def _say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str]) -> None:
-    """One line per tool: name, summary and where it comes from, in columns padded to their
-    widest cell (after terminal_safe, which may lengthen a name)."""
-    rows = [(terminal_safe(name), terminal_safe(head(summary, 72)), where) for name, summary, where in rows]
-    names = max((len(name) for name, _, _ in rows), default=0)
-    summaries = max((len(summary) for _, summary, _ in rows), default=0)
-    for name, summary, where in rows:
-        say(f"{name:<{names}}  {summary:<{summaries}}  [{where}]{'  (disabled)' if name in disabled else ''}")
 
 
 @tools.command("run")

@@ -50,22 +50,25 @@ def _sources() -> list[str]:
     core = Path(spec.origin).parent
     cli = Path(__file__).parent
     builtins = sorted(str(path) for path in (core / "builtins").glob("*.py"))
-    return [*builtins, str(core / "tools" / "manifest.py"), str(core / "config.py"), str(core / "problems.py"),
+    return [*builtins, str(core / "tools" / "manifest.py"), str(core / "tools" / "skills.py"), str(core / "config.py"), str(core / "problems.py"),
             str(core / "drive" / "offers.py"), str(cli / "tools.py"), __file__]
 
 
 def _inputs(root: Path, config_path: Path, tools_dir: Path) -> list[str]:
     """The files every listing comes from: the config, the tools folder, each folder in it and
-    its manifest (a folder's own signature changes when a file is added to it or taken out)."""
+    its manifest, the skills folder, each skill's folder and its SKILL.md (skills_use lists the
+    skills): a folder's own signature changes when a file is added to it or taken out."""
     # Not the interpreter: one started by another path (python, python3.11) lists the same tools.
-    paths = [str(config_path), str(tools_dir), *_sources()]
-    try:
-        with os.scandir(tools_dir) as entries:
-            folders = sorted(entry.name for entry in entries if entry.is_dir())
-    except OSError:
-        folders = []
-    for name in folders:
-        paths += [str(tools_dir / name), str(tools_dir / name / f"{name}.json")]
+    skills_dir = root / "skills"  # Home.skills_dir, without importing the engine's modules
+    paths = [str(config_path), str(tools_dir), str(skills_dir), *_sources()]
+    for parent, file in ((tools_dir, "{}.json"), (skills_dir, "SKILL.md")):
+        try:
+            with os.scandir(parent) as entries:
+                folders = sorted(entry.name for entry in entries if entry.is_dir())
+        except OSError:
+            folders = []
+        for name in folders:
+            paths += [str(parent / name), str(parent / name / file.format(name))]
     return paths
 
 

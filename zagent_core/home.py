@@ -29,6 +29,11 @@ class Home:
         return self.root / "tools"
 
     @property
+    def skills_dir(self) -> Path:
+        """One folder per skill, each with its ``SKILL.md`` (``zagent_core.tools.skills``)."""
+        return self.root / "skills"
+
+    @property
     def config_path(self) -> Path:
         return self.root / "config.json"
 

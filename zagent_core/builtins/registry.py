@@ -6,9 +6,11 @@ import functools
 import importlib
 from collections.abc import Callable
 
+from zagent_core.builtins import skills
 from zagent_core.config import Config
 from zagent_core.problems import Problem, did_you_mean
 from zagent_core.tools.inprocess import Builtin
+from zagent_core.tools.skills import Catalog
 
 #: One module per built-in, each with a ``TOOL``; the order is the order they are offered in.
 _MODULES = (
@@ -40,8 +42,8 @@ def _loaded() -> dict[str, tuple[Builtin, Callable[[Config], Builtin | None] | N
 
 
 def all_builtins() -> dict[str, Builtin]:
-    """Every built-in zagent has, by name."""
-    return {name: tool for name, (tool, _) in _loaded().items()}
+    """Every built-in zagent has, by name (the skill tools as a home without skills has them)."""
+    return {name: tool for name, (tool, _) in _loaded().items()} | {tool.name: tool for tool in skills.TOOLS}
 
 
 def names() -> frozenset[str]:
@@ -49,8 +51,10 @@ def names() -> frozenset[str]:
     return frozenset(all_builtins())
 
 
-def enabled(config: Config) -> tuple[dict[str, Builtin], list[Problem]]:
+def enabled(config: Config, catalog: Catalog | None = None) -> tuple[dict[str, Builtin], list[Problem]]:
     """The built-ins ``config`` turns on (``builtins.enabled``, default all), and what is wrong with it.
+
+    The skill tools are among them when ``catalog`` (the home's skills) has a skill.
 
     ``tools.disabled`` applies to built-ins too, as to folder tools: a disabled built-in
     stays known (a call is refused saying it is disabled), it is only not offered.
@@ -68,4 +72,7 @@ def enabled(config: Config) -> tuple[dict[str, Builtin], list[Problem]]:
         configured = for_config(config) if for_config is not None else tool
         if configured is not None and (wanted is None or name in wanted):
             chosen[name] = configured
+    for tool in skills.for_catalog(catalog or Catalog()):
+        if wanted is None or tool.name in wanted:
+            chosen[tool.name] = tool
     return chosen, problems

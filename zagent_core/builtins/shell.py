@@ -154,9 +154,15 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     timeout = float(arguments.get("timeout", DEFAULT_TIMEOUT_SECONDS))
     outcome = context.host.run_call_process(context, _argv(command), timeout=timeout,
                                             capture_limit=OUTPUT_CAP_BYTES)
+    return result_of(outcome, timeout, explore=explores(command))
+
+
+def result_of(outcome: ProcessOutcome, timeout: float, *, explore: bool) -> ToolResult:
+    """What the model is told of a process a built-in ran (shell, a skill's script): its output as
+    :func:`shown_output` cuts it, and how it ended when it was not exit code 0."""
     if outcome.start_error is not None:
         return ToolResult(output=outcome.start_error, is_error=True)
-    text, dropped = shown_output(outcome, explore=explores(command))
+    text, dropped = shown_output(outcome, explore=explore)
     ending = ending_of(outcome, timeout)
     parts = [text.rstrip("\n") or ("(no output)" if ending is None else ""), ending or ""]
     return ToolResult(

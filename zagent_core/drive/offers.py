@@ -19,17 +19,19 @@ if TYPE_CHECKING:
 def home_tools(home: Home, config: Config, reserved: Collection[str] = ()) -> tuple[ToolSet, dict[str, Builtin],
                                                                                     list[Problem]]:
     """The home's tool folders (no folder may take a built-in's name, nor one of ``reserved``),
-    the built-ins the config turns on, and what is wrong with ``builtins.enabled``, ``tools.aliases``
-    and ``tools.descriptions`` (``reserved`` names tools too, an MCP server's): what a session of
-    this home offers."""
+    the built-ins the config turns on (the skill tools when the home has skills), and what is wrong
+    with ``builtins.enabled``, the skills, ``tools.aliases`` and ``tools.descriptions`` (``reserved``
+    names tools too, an MCP server's): what a session of this home offers."""
     from zagent_core.builtins import registry
     from zagent_core.tools import shown
     from zagent_core.tools.manifest import load_tools
+    from zagent_core.tools.skills import load_skills
 
-    builtins, problems = registry.enabled(config)
+    skills = load_skills(home)
+    builtins, problems = registry.enabled(config, skills)
     toolset = load_tools(home, config, reserved=registry.names() | set(reserved))
     named = shown.problems(config, toolset.tools.keys() | builtins.keys() | set(reserved))
-    return toolset, builtins, problems + named
+    return toolset, builtins, problems + skills.problems + named
 
 
 def mcp_tools(config: Config, workspace: str | Path | None, home: Home,

@@ -63,6 +63,7 @@ from zagent_core.journal.events import (
     ReadStateUpdated,
     RepliedCall,
     SessionStarted,
+    SkillActivated,
     ToolCallFinished,
     ToolCallInterrupted,
     ToolCallRejected,
@@ -124,7 +125,7 @@ def _results(events: Iterable[StoredEvent]) -> dict[str, CallResult]:
 
 
 #: What a call changes besides its result: served with the result, so a replay knows what the live session knew.
-Effect = ReadStateUpdated | ToolStateWritten | ArtifactRecorded
+Effect = ReadStateUpdated | ToolStateWritten | ArtifactRecorded | SkillActivated
 
 
 def _effects(events: Iterable[StoredEvent], workspace_then: str | None, workspace: Path) -> dict[str, list[Effect]]:
@@ -137,7 +138,7 @@ def _effects(events: Iterable[StoredEvent], workspace_then: str | None, workspac
             event = event.model_copy(update={"entries": [
                 entry.model_copy(update={"path": moved(entry.path, workspace_then, workspace)})
                 for entry in event.entries]})
-        if isinstance(event, (ReadStateUpdated, ToolStateWritten, ArtifactRecorded)):
+        if isinstance(event, (ReadStateUpdated, ToolStateWritten, ArtifactRecorded, SkillActivated)):
             effects.setdefault(event.call_id, []).append(event)
     return effects
 
@@ -323,12 +324,13 @@ def _servers_down(engine: Engine) -> list[str]:
 
 
 def _scratch_home(home: Home, workdir: Path) -> Home:
-    """The replay's own home in ``workdir``: nothing of ``home`` but its tools (as they are now)."""
-    scratch = workdir / "home"
-    scratch.mkdir(parents=True, exist_ok=True)
-    if home.tools_dir.is_dir() and not (scratch / "tools").exists():
-        (scratch / "tools").symlink_to(home.tools_dir, target_is_directory=True)
-    return Home(scratch)
+    """The replay's own home in ``workdir``: nothing of ``home`` but its tools and skills (as they are now)."""
+    scratch = Home(workdir / "home")
+    scratch.root.mkdir(parents=True, exist_ok=True)
+    for theirs, ours in ((home.tools_dir, scratch.tools_dir), (home.skills_dir, scratch.skills_dir)):
+        if theirs.is_dir() and not ours.exists():
+            ours.symlink_to(theirs, target_is_directory=True)
+    return scratch
 
 
 class _SessionReplay:

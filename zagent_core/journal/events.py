@@ -495,6 +495,17 @@ class ArtifactRecorded(_Body):
     description: str | None = None
 
 
+class SkillActivated(_Body):
+    """A skill of the home's ``skills/`` made active by ``skills_use``: its resources may be read and
+    its scripts run from then on, after a resume too."""
+
+    type: Literal["skill_activated"] = "skill_activated"
+    call_id: str
+    name: str
+    #: The sha256 of the SKILL.md the call read: an audit or a replay can tell it changed since.
+    sha256: str
+
+
 # -- the conversation -------------------------------------------------------------------
 
 
@@ -622,6 +633,7 @@ Event = Annotated[
         ReadStateUpdated,
         ToolStateWritten,
         ArtifactRecorded,
+        SkillActivated,
         InputRequested,
         InputAnswered,
         ApprovalRequested,

@@ -44,6 +44,7 @@ from zagent_core.journal.events import (
     SessionForked,
     SessionResumed,
     SessionStarted,
+    SkillActivated,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
@@ -138,6 +139,7 @@ class _Folding:
     model_base_url: str | None
     read_state: dict[str, ReadEntry]
     tool_state: dict[str, dict[str, Any]]
+    active_skills: dict[str, str]
     questions: dict[str, QuestionView]
     approvals: dict[str, ApprovalView]
     parent: ParentLink | None
@@ -442,6 +444,11 @@ def _tool_state_written(f: _Folding, event: ToolStateWritten, stored: StoredEven
     f.tool_state[event.tool] = {key: value for key, value in values.items() if value is not None}
 
 
+@_on(SkillActivated)
+def _skill_activated(f: _Folding, event: SkillActivated, stored: StoredEvent) -> None:
+    f.active_skills[event.name] = event.sha256
+
+
 @_on(InputRequested)
 def _input_requested(f: _Folding, event: InputRequested, stored: StoredEvent) -> None:
     f.questions[event.call_id] = QuestionView(call_id=event.call_id, question=event.question,
@@ -537,7 +544,7 @@ def fold(state: SessionState, stored: StoredEvent) -> None:
 
 
 _CONTAINERS = ("calls", "pending_notes", "pending_wakes", "tasks", "unrequested", "read_state", "tool_state",
-               "questions", "approvals", "children")
+               "active_skills", "questions", "approvals", "children")
 
 
 def _own_copy(state: SessionState) -> SessionState:

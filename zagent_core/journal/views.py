@@ -236,6 +236,8 @@ class SessionState(BaseModel):
     read_state: dict[str, ReadEntry] = {}
     #: Each tool's durable key/value state, by tool name.
     tool_state: dict[str, dict[str, Any]] = {}
+    #: The skills ``skills_use`` made active, by name: the sha256 of the SKILL.md it read.
+    active_skills: dict[str, str] = {}
     #: Questions asked (``input_requested``) and not answered yet, by call id, oldest first:
     #: their calls are parked, not cut off.
     questions: dict[str, QuestionView] = {}

@@ -262,6 +262,7 @@ class CallRunner:
                 session_id=writer.session_id, call_id=call_id, tool=name, workspace=self._workspace,
                 config=self._config, host=self._host, origin=state.origin, read_state=state.read_state,
                 state=ToolState(state.tool_state.get(name, {})), call_dir=call_dir, task_id=task_id,
+                active_skills=state.active_skills,
             )
             prepared = entry.prepare(context, arguments)
             writer.append([] if going_on else [

@@ -66,6 +66,7 @@ from zagent_core.tools.manifest import Tool, ToolSet, load_tools
 from zagent_core.tools.mcp import McpServers
 from zagent_core.tools.results import ToolResult
 from zagent_core.tools.shown import Shown, problems as shown_problems, refuse_bad_aliases
+from zagent_core.tools.skills import load_skills
 from zagent_core.tools.toolbox import Toolbox, ToolEntry
 from zagent_core.version import zagent_version
 
@@ -123,10 +124,13 @@ class Engine:
         self.config = config
         #: The names and descriptions config.json gives the tools, as the model sees them.
         self.shown = Shown(config)
-        #: The built-in tools this config turns on; the MCP servers' tools join them when first
-        #: needed (:meth:`load_tools`), their servers started then and stopped by :meth:`close`.
-        self.builtins, builtin_problems = registry.enabled(config)
-        self.config_problems += builtin_problems
+        #: The home's skills, read once: what the skill tools offer stays the same bytes on every request.
+        self.skills = load_skills(home)
+        #: The built-in tools this config turns on (the skill tools when the home has skills); the MCP
+        #: servers' tools join them when first needed (:meth:`load_tools`), their servers started then
+        #: and stopped by :meth:`close`.
+        self.builtins, builtin_problems = registry.enabled(config, self.skills)
+        self.config_problems += [*builtin_problems, *self.skills.problems]
         #: ``mcp_servers`` names the servers of config.json this engine may start (default: all):
         #: ``zagent tools run fs__read_file`` starts ``fs`` alone, a built-in none.
         self.mcp = McpServers(config, self.workspace, home, names=mcp_servers) if config.mcp.servers else None

@@ -195,6 +195,8 @@ class BuiltinContext:
     call_dir: Path | None = None
     #: The task number this call starts, when it runs in the background.
     task_id: str | None = None
+    #: The skills active in the session before this call, by name (the sha256 of their SKILL.md).
+    active_skills: Mapping[str, str] = field(default_factory=dict)
     #: Staged events, committed with the result.
     staged: list[Event] = field(default_factory=list)
     _read_updates: dict[str, ReadEntry] = field(default_factory=dict)

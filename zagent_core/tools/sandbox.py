@@ -181,7 +181,7 @@ class Confinement:
         # The home (its journal, config.json, other sessions' folders), and a journal config.json or
         # $ZAGENT_JOURNAL puts elsewhere, with its WAL: a tool reads no session but through what it is given.
         hidden = [home.root, *(path for path in _journal_files(home) if not _inside(path, [home.root]))]
-        readable = [home.tools_dir, *([workspace] if grant.mode == "read-only" else []),
+        readable = [home.tools_dir, home.skills_dir, *([workspace] if grant.mode == "read-only" else []),
                     *_resolved(grant.readable, workspace)]
         return cls(grant=grant, writable=tuple(writable), readable=tuple(readable), hidden=tuple(hidden),
                    private_tmp=config.private_tmp, read_only_tmp=grant.mode == "read-only")

@@ -25,6 +25,7 @@ from zagent_core.journal.events import (
     ReadEntry,
     ReadStateUpdated,
     ToolStateWritten,
+    ToolsUnlocked,
     SessionEnded,
     TaskExited,
     TaskInterrupted,
@@ -63,6 +64,7 @@ class SessionHistory(RuleBasedStateMachine):
         #: What the tool state and the read-state map must be, kept by hand.
         self.tool_state: dict[str, dict] = {}
         self.hashes: dict[str, str] = {}
+        self.unlocked: list[str] = []
         self._append([SessionStarted(origin="test", workspace="/w", zagent_version="0", warnings=["w"])])
 
     def teardown(self) -> None:
@@ -152,8 +154,9 @@ class SessionHistory(RuleBasedStateMachine):
     @rule(data=st.data(), writes=st.dictionaries(st.sampled_from(["k1", "k2", "k3"]), st.one_of(st.none(), json_scalars),
                                                  max_size=3),
           reads=st.dictionaries(st.sampled_from(["/w/a", "/w/b"]), st.text("0123456789abcdef", min_size=16,
-                                                                           max_size=16), max_size=2))
-    def finish_with_effects(self, data: st.DataObject, writes: dict, reads: dict) -> None:
+                                                                           max_size=16), max_size=2),
+          unlocks=st.lists(st.sampled_from(["m__a", "m__b", "m__c"]), max_size=3))
+    def finish_with_effects(self, data: st.DataObject, writes: dict, reads: dict, unlocks: list[str]) -> None:
         """A call's staged effects, committed with its result in one transaction."""
         call_id = data.draw(st.sampled_from(self.running))
         self.running.remove(call_id)
@@ -163,6 +166,9 @@ class SessionHistory(RuleBasedStateMachine):
             events.append(ReadStateUpdated(call_id=call_id, entries=[
                 ReadEntry(path=path, hash=digest, at="2026-12-01T00:00:00.000Z") for path, digest in reads.items()]))
             self.hashes.update(reads)
+        if unlocks:
+            events.append(ToolsUnlocked(call_id=call_id, tools=unlocks))
+            self.unlocked += [name for name in dict.fromkeys(unlocks) if name not in self.unlocked]
         if writes:
             events.append(ToolStateWritten(call_id=call_id, tool=tool, values=writes))
             merged = {**self.tool_state.get(tool, {}), **writes}
@@ -174,6 +180,7 @@ class SessionHistory(RuleBasedStateMachine):
     def tool_state_and_read_state_are_what_the_calls_committed(self) -> None:
         assert self.state.tool_state == self.tool_state
         assert {path: entry.hash for path, entry in self.state.read_state.items()} == self.hashes
+        assert self.state.unlocked == self.unlocked
 
     @precondition(lambda self: self.running)
     @rule(data=st.data(), text=st.text(min_size=1, max_size=10), wake=st.booleans())

@@ -68,6 +68,7 @@ from zagent_core.journal.events import (
     ToolCallRejected,
     ToolCallRequested,
     ToolStateWritten,
+    ToolsUnlocked,
     TurnEnded,
     TurnStarted,
     UserMessage,
@@ -124,7 +125,7 @@ def _results(events: Iterable[StoredEvent]) -> dict[str, CallResult]:
 
 
 #: What a call changes besides its result: served with the result, so a replay knows what the live session knew.
-Effect = ReadStateUpdated | ToolStateWritten | ArtifactRecorded
+Effect = ReadStateUpdated | ToolStateWritten | ArtifactRecorded | ToolsUnlocked
 
 
 def _effects(events: Iterable[StoredEvent], workspace_then: str | None, workspace: Path) -> dict[str, list[Effect]]:
@@ -137,7 +138,7 @@ def _effects(events: Iterable[StoredEvent], workspace_then: str | None, workspac
             event = event.model_copy(update={"entries": [
                 entry.model_copy(update={"path": moved(entry.path, workspace_then, workspace)})
                 for entry in event.entries]})
-        if isinstance(event, (ReadStateUpdated, ToolStateWritten, ArtifactRecorded)):
+        if isinstance(event, (ReadStateUpdated, ToolStateWritten, ArtifactRecorded, ToolsUnlocked)):
             effects.setdefault(event.call_id, []).append(event)
     return effects
 

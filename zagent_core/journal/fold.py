@@ -55,6 +55,7 @@ from zagent_core.journal.events import (
     ToolCallStarted,
     ToolOffer,
     ToolStateWritten,
+    ToolsUnlocked,
     TurnEnded,
     TurnStarted,
     UserMessage,
@@ -138,6 +139,7 @@ class _Folding:
     model_base_url: str | None
     read_state: dict[str, ReadEntry]
     tool_state: dict[str, dict[str, Any]]
+    unlocked: list[str]
     questions: dict[str, QuestionView]
     approvals: dict[str, ApprovalView]
     parent: ParentLink | None
@@ -440,6 +442,13 @@ def _tool_state_written(f: _Folding, event: ToolStateWritten, stored: StoredEven
     # A new dict, never an edit of the old one: a state kept by apply's caller shares it.
     values = {**f.tool_state.get(event.tool, {}), **event.values}
     f.tool_state[event.tool] = {key: value for key, value in values.items() if value is not None}
+
+
+@_on(ToolsUnlocked)
+def _tools_unlocked(f: _Folding, event: ToolsUnlocked, stored: StoredEvent) -> None:
+    # A new list, never an edit of the old one: a state kept by apply's caller shares it (a
+    # session unlocks a few tools, at most every deferred one, so the copy stays small).
+    f.unlocked = [*f.unlocked, *(name for name in dict.fromkeys(event.tools) if name not in f.unlocked)]
 
 
 @_on(InputRequested)

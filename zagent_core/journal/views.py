@@ -236,6 +236,9 @@ class SessionState(BaseModel):
     read_state: dict[str, ReadEntry] = {}
     #: Each tool's durable key/value state, by tool name.
     tool_state: dict[str, dict[str, Any]] = {}
+    #: The deferred tools ``tool_search`` unlocked, in the order it did: requests offer them after
+    #: the other tools, in this order (see config.json's ``tools.disclosure``).
+    unlocked: list[str] = []
     #: Questions asked (``input_requested``) and not answered yet, by call id, oldest first:
     #: their calls are parked, not cut off.
     questions: dict[str, QuestionView] = {}

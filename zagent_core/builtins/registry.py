@@ -26,6 +26,7 @@ _MODULES = (
     "terminal",
     "ask_user",
     "spawn",
+    "tool_search",
 )
 
 

@@ -150,7 +150,7 @@ class SessionEnded(_Body):
 #: ``permission``: an ``ask`` tool, in journals of a zagent that could not ask for approval;
 #: ``denied``: a person said no (its :class:`ApprovalDecided` is journaled with it).
 RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "limit", "not_offered",
-                       "denied"]
+                       "denied", "deferred"]
 
 
 class ToolCallRequested(_Body):

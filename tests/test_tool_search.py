@@ -206,3 +206,15 @@ def test_matches_rank_a_word_in_the_name_over_one_in_the_description_and_keep_ti
     assert [tool.name for tool in found] == ["gh__create_issue", "gh__list_issues", "mail__send"]
     assert [tool.name for tool in tool_search.matches(tools, "issue", 2)] == ["gh__list_issues", "gh__create_issue"]
     assert tool_search.matches(tools, "weather", 5) == []
+
+
+def test_a_person_or_an_mcp_client_calls_a_deferred_tool_without_searching_a_model_is_told_to(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "alpha", "print('alpha ran')")
+    config = Config.model_validate({"tools": {"disclosure": "lazy", "lazy_folder_tools": True}})
+    with SQLiteJournal(tmp_path / "journal.db") as journal:
+        engine = Engine(Home(home), journal, workspace=tmp_path, config=config)
+        for origin in ("tools run", "mcp"):
+            assert engine.start_session(origin=origin).call("alpha", {}).output.strip() == "alpha ran"
+        refused = engine.start_session(origin="run").call("alpha", {})
+    assert refused.is_error and refused.output.startswith('tool "alpha" is not loaded yet')

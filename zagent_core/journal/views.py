@@ -92,6 +92,9 @@ class TaskView(ResultView):
 #: (``limits.notes_bytes_per_request``, 32 KiB, about a thousand); those past it reach the
 #: model as a count, and the journal keeps every one.
 HELD_NOTES = 2000
+#: The origins of sessions whose calls a person (``zagent tools run``) or an MCP client
+#: (``zagent mcp serve``) makes: no model is in their loop.
+MODELLESS_ORIGINS = ("tools run", "mcp")
 
 
 class NoteView(BaseModel):

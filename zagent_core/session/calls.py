@@ -30,6 +30,7 @@ from zagent_core.journal.events import (
     dump_event,
 )
 from zagent_core.journal.protocol import JournalError
+from zagent_core.journal.views import MODELLESS_ORIGINS
 from zagent_core.logs import get_logger
 from zagent_core.problems import did_you_mean
 from zagent_core.session.background import Background, state_written
@@ -139,8 +140,10 @@ class CallRunner:
             offered = [entry.name for entry in self.offered()]
             return "not_offered", (f'tool "{name}" is not offered to this sub-agent, so it was not run; its tools: '
                                    f"{', '.join(offered) or 'none'}")
-        entry = toolbox.get(name)
-        if entry is not None and entry.deferred(self._config) and name not in self._writer.state.unlocked:
+        entry, state = toolbox.get(name), self._writer.state
+        # A person or an MCP client calls what it sees listed: only a model is told to search first.
+        if entry is not None and entry.deferred(self._config) and name not in state.unlocked and \
+                state.origin not in MODELLESS_ORIGINS:
             finder = next((self._shown.name(e.name) for e in self.offered() if e.finds_deferred), "tool_search")
             return "deferred", (f'tool "{name}" is not loaded yet (config.json says "tools": {{"disclosure": "lazy"}}), '
                                 f"so it was not run: call {finder} with words from its name or description first, "

@@ -218,3 +218,15 @@ def test_a_person_or_an_mcp_client_calls_a_deferred_tool_without_searching_a_mod
             assert engine.start_session(origin=origin).call("alpha", {}).output.strip() == "alpha ran"
         refused = engine.start_session(origin="run").call("alpha", {})
     assert refused.is_error and refused.output.startswith('tool "alpha" is not loaded yet')
+
+
+def test_doctor_warns_of_an_eager_name_no_tool_has_and_of_lazy_tools_nothing_can_find(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    python_tool(home, "alpha", "print('ok')")
+    (home / "config.json").write_text(json.dumps({
+        "builtins": {"enabled": ["read_file"]},
+        "tools": {"disclosure": "lazy", "lazy_folder_tools": True, "eager": ["alpah"]}}))
+    doctor = forked.run(zagent(home, "doctor"), capture_output=True, text=True, cwd=tmp_path)
+    assert 'tools.eager names "alpah", which is not a tool (did you mean "alpha"?); it is left unused' in doctor.stdout
+    assert ('tools.disclosure is "lazy" but builtins.enabled leaves out tool_search, so the model cannot find the '
+            'deferred tools: add "tool_search" to builtins.enabled') in doctor.stdout

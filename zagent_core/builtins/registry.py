@@ -69,4 +69,8 @@ def enabled(config: Config) -> tuple[dict[str, Builtin], list[Problem]]:
         configured = for_config(config) if for_config is not None else tool
         if configured is not None and (wanted is None or name in wanted):
             chosen[name] = configured
+    if config.tools.disclosure == "lazy" and not any(tool.finds_deferred for tool in chosen.values()):
+        problems.append(Problem(source="config.json", severity="warning",
+                                message='tools.disclosure is "lazy" but builtins.enabled leaves out tool_search, so the '
+                                        'model cannot find the deferred tools: add "tool_search" to builtins.enabled'))
     return chosen, problems

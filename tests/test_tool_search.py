@@ -206,6 +206,8 @@ def test_matches_rank_a_word_in_the_name_over_one_in_the_description_and_keep_ti
     assert [tool.name for tool in found] == ["gh__create_issue", "gh__list_issues", "mail__send"]
     assert [tool.name for tool in tool_search.matches(tools, "issue", 2)] == ["gh__list_issues", "gh__create_issue"]
     assert tool_search.matches(tools, "weather", 5) == []
+    selected = tool_search.matches(tools, "select:mail__send, gh__create_issue,nothing,mail__send", 5)
+    assert [tool.name for tool in selected] == ["mail__send", "gh__create_issue"]
 
 
 def test_a_person_or_an_mcp_client_calls_a_deferred_tool_without_searching_a_model_is_told_to(tmp_path: Path) -> None:

@@ -30,7 +30,8 @@ MAX_NAMES_LISTED = 50
 DESCRIPTION = (
     "Find tools that are not loaded yet by words of their names or descriptions, and load them: the tools "
     "found can be called from your next reply on. A tool matches when any word of the query is in its name "
-    "or description; best matches come first. Call it when you need a tool you were not given."
+    "or description; best matches come first. \"select:NAME,NAME\" loads tools by their exact names. Call it "
+    "when you need a tool you were not given."
 )
 
 PARAMETERS: dict[str, Any] = {
@@ -48,7 +49,12 @@ PARAMETERS: dict[str, Any] = {
 
 def matches(tools: list[Findable], query: str, limit: int) -> list[Findable]:
     """The tools any word of ``query`` is in (case aside), best first: a word in a tool's name
-    counts twice a word in its description; ties keep the tools' order."""
+    counts twice a word in its description; ties keep the tools' order. ``select:A,B`` (Claude
+    Code's form) names the tools themselves, in that order."""
+    if query.startswith("select:"):
+        by_name = {tool.shown_name: tool for tool in tools}
+        wanted = dict.fromkeys(name.strip() for name in query.removeprefix("select:").split(","))
+        return [by_name[name] for name in wanted if name in by_name][:limit]
     words = set(query.lower().split())
     scored: list[tuple[int, int, Findable]] = []
     for tool in tools:

@@ -327,8 +327,8 @@ def test_doctor_counts_the_built_ins_says_which_grep_runs_and_reports_a_folder_t
     env = {"PATH": "/usr/bin:/bin", "ZAGENT_RG": "none"}
     doctor = forked.run([*ZAGENT, "--home", str(home_dir), "doctor"], capture_output=True, text=True, env=env)
     lines = doctor.stdout.splitlines()
-    # shell disabled; the skill tools are offered only by a home with skills.
-    offered = len(registry.names()) - 1 - len(skills.TOOLS)
+    # Not shell; tool_search only under lazy disclosure, the skill tools only in a home with skills.
+    offered = len(registry.enabled(Config())[0]) - 1
     assert f"built-ins: {offered} offered; grep runs its Python search (no rg on PATH)" in lines
     assert '  error: tools/grep: not loaded: "grep" is the name of a built-in tool; choose another name' in lines
     assert doctor.returncode == 1

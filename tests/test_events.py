@@ -53,6 +53,7 @@ SAMPLES = [
     events.ToolStateWritten(call_id="c1", tool="t", values={"cursor": 3, "gone": None}),
     events.ArtifactRecorded(call_id="c1", kind="pull_request", title="Fix retries", url="https://example.com/pr/1"),
     events.SkillActivated(call_id="c1", name="pdf-tools", sha256="ab" * 32),
+    events.ToolsUnlocked(call_id="c1", tools=["everything__echo", "everything__add"]),
     events.InputRequested(call_id="c1", question="Which colour?", choices=["red", "blue"]),
     events.InputAnswered(call_id="c1", answer="blue", via="zagent answer"),
     events.ApprovalRequested(call_id="c1", tool="deploy", arguments={"env": "prod"},

@@ -26,6 +26,7 @@ from zagent_core.journal.events import (
     ReadStateUpdated,
     SkillActivated,
     ToolStateWritten,
+    ToolsUnlocked,
     SessionEnded,
     TaskExited,
     TaskInterrupted,
@@ -66,6 +67,7 @@ class SessionHistory(RuleBasedStateMachine):
         self.hashes: dict[str, str] = {}
         #: The active skills, by name: the sha256 of the SKILL.md last read.
         self.skills: dict[str, str] = {}
+        self.unlocked: list[str] = []
         self._append([SessionStarted(origin="test", workspace="/w", zagent_version="0", warnings=["w"])])
 
     def teardown(self) -> None:
@@ -156,9 +158,10 @@ class SessionHistory(RuleBasedStateMachine):
                                                  max_size=3),
           reads=st.dictionaries(st.sampled_from(["/w/a", "/w/b"]), st.text("0123456789abcdef", min_size=16,
                                                                            max_size=16), max_size=2),
-          skill=st.one_of(st.none(), st.tuples(st.sampled_from(["pdf", "csv"]), st.sampled_from(["ab" * 32, "cd" * 32]))))
+          skill=st.one_of(st.none(), st.tuples(st.sampled_from(["pdf", "csv"]), st.sampled_from(["ab" * 32, "cd" * 32]))),
+          unlocks=st.lists(st.sampled_from(["m__a", "m__b", "m__c"]), max_size=3))
     def finish_with_effects(self, data: st.DataObject, writes: dict, reads: dict,
-                            skill: tuple[str, str] | None) -> None:
+                            skill: tuple[str, str] | None, unlocks: list[str]) -> None:
         """A call's staged effects, committed with its result in one transaction."""
         call_id = data.draw(st.sampled_from(self.running))
         self.running.remove(call_id)
@@ -168,6 +171,9 @@ class SessionHistory(RuleBasedStateMachine):
             events.append(ReadStateUpdated(call_id=call_id, entries=[
                 ReadEntry(path=path, hash=digest, at="2026-12-01T00:00:00.000Z") for path, digest in reads.items()]))
             self.hashes.update(reads)
+        if unlocks:
+            events.append(ToolsUnlocked(call_id=call_id, tools=unlocks))
+            self.unlocked += [name for name in dict.fromkeys(unlocks) if name not in self.unlocked]
         if writes:
             events.append(ToolStateWritten(call_id=call_id, tool=tool, values=writes))
             merged = {**self.tool_state.get(tool, {}), **writes}
@@ -183,6 +189,7 @@ class SessionHistory(RuleBasedStateMachine):
         assert self.state.tool_state == self.tool_state
         assert self.state.active_skills == self.skills
         assert {path: entry.hash for path, entry in self.state.read_state.items()} == self.hashes
+        assert self.state.unlocked == self.unlocked
 
     @precondition(lambda self: self.running)
     @rule(data=st.data(), text=st.text(min_size=1, max_size=10), wake=st.booleans())

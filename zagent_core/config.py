@@ -28,6 +28,18 @@ class ToolsConfig(BaseModel):
     #: The name the model sees and calls a tool by, by the tool's own name (which the journal,
     #: the audit and replays keep): ``{"shell": "bash"}``.
     aliases: dict[str, str] = {}
+    #: ``lazy``: MCP servers' tools (and folder tools, with ``lazy_folder_tools``) are left out of
+    #: the request until the model finds them with ``tool_search``, which unlocks them;
+    #: ``eager``: every tool is in every request.
+    disclosure: Literal["eager", "lazy"] = "eager"
+    #: Tools in every request all the same under lazy disclosure, by their own names.
+    eager: list[str] = []
+    #: Under lazy disclosure, defer the home's folder tools too (not only MCP servers' tools).
+    lazy_folder_tools: bool = False
+
+    def defers(self, name: str) -> bool:
+        """Whether lazy disclosure keeps tool ``name`` (one that may be deferred) out of requests until unlocked."""
+        return self.disclosure == "lazy" and name not in self.eager
 
 
 class ApprovalsConfig(BaseModel):

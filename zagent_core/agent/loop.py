@@ -26,6 +26,7 @@ from zagent_core.journal.views import CallView
 from zagent_core.logs import get_logger
 from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.engine import Session
+from zagent_core.tools.disclosure import disclosed
 
 log = get_logger(__name__)
 
@@ -124,11 +125,12 @@ class Agent:
 
     def tool_specs(self) -> list[ToolSpec]:
         """What the model is told about the tools: name, description, parameters (the name and
-        description config.json's ``tools.aliases`` and ``tools.descriptions`` give them)."""
+        description config.json's ``tools.aliases`` and ``tools.descriptions`` give them), deferred
+        tools left out but for those unlocked, which come last (see :func:`~zagent_core.tools.disclosure.disclosed`)."""
         shown = self.session.engine.shown
         return [ToolSpec(name=shown.name(t.name), description=shown.description(t.name, t.description),
                          parameters=t.parameters)
-                for t in self.session.offered()]
+                for t in disclosed(self.session.offered(), self.session.engine.config, self.session.state.unlocked)]
 
     def _run_calls(self, calls: Sequence[_Call], run: Callable[[Any], Any] | None = None) -> None:
         """Run a reply's calls in the order asked, with concurrency-safe ones together.
@@ -214,7 +216,10 @@ class Agent:
                                          f"{self.config.max_tool_calls_per_turn} tool calls")
                 return self._end("max_tool_calls")
             calls_this_turn += len(calls)
+            unlocked = len(session.state.unlocked)
             self._run_calls(calls)
+            if len(session.state.unlocked) != unlocked:  # tool_search unlocked tools: the next request sends them
+                specs = self.tool_specs()
             parked = self._parked()
             if parked is not None:
                 return self._end(parked)

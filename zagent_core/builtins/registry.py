@@ -28,6 +28,7 @@ _MODULES = (
     "terminal",
     "ask_user",
     "spawn",
+    "tool_search",
 )
 
 
@@ -75,4 +76,8 @@ def enabled(config: Config, catalog: Catalog | None = None) -> tuple[dict[str, B
     for tool in skills.for_catalog(catalog or Catalog()):
         if wanted is None or tool.name in wanted:
             chosen[tool.name] = tool
+    if config.tools.disclosure == "lazy" and not any(tool.finds_deferred for tool in chosen.values()):
+        problems.append(Problem(source="config.json", severity="warning",
+                                message='tools.disclosure is "lazy" but builtins.enabled leaves out tool_search, so the '
+                                        'model cannot find the deferred tools: add "tool_search" to builtins.enabled'))
     return chosen, problems

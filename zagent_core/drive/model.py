@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zagent_core.drive.errors import NoModelError
+from zagent_core.journal.views import MODELLESS_ORIGINS
 
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
@@ -20,7 +21,7 @@ def model_spec(engine: Engine, given: str | None, state: SessionState | None) ->
         return given, None
     if state is not None and state.model:
         return state.model, state.model_base_url
-    if state is not None and state.origin in ("tools run", "mcp"):  # a person's or a client's calls: no model
+    if state is not None and state.origin in MODELLESS_ORIGINS:
         return None, None
     return engine.config.agent.model, None
 

@@ -69,6 +69,7 @@ from zagent_core.journal.events import (
     ToolCallRejected,
     ToolCallRequested,
     ToolStateWritten,
+    ToolsUnlocked,
     TurnEnded,
     TurnStarted,
     UserMessage,
@@ -125,7 +126,7 @@ def _results(events: Iterable[StoredEvent]) -> dict[str, CallResult]:
 
 
 #: What a call changes besides its result: served with the result, so a replay knows what the live session knew.
-Effect = ReadStateUpdated | ToolStateWritten | ArtifactRecorded | SkillActivated
+Effect = ReadStateUpdated | ToolStateWritten | ArtifactRecorded | SkillActivated | ToolsUnlocked
 
 
 def _effects(events: Iterable[StoredEvent], workspace_then: str | None, workspace: Path) -> dict[str, list[Effect]]:
@@ -138,7 +139,7 @@ def _effects(events: Iterable[StoredEvent], workspace_then: str | None, workspac
             event = event.model_copy(update={"entries": [
                 entry.model_copy(update={"path": moved(entry.path, workspace_then, workspace)})
                 for entry in event.entries]})
-        if isinstance(event, (ReadStateUpdated, ToolStateWritten, ArtifactRecorded, SkillActivated)):
+        if isinstance(event, (ReadStateUpdated, ToolStateWritten, ArtifactRecorded, SkillActivated, ToolsUnlocked)):
             effects.setdefault(event.call_id, []).append(event)
     return effects
 

@@ -150,7 +150,7 @@ class SessionEnded(_Body):
 #: ``permission``: an ``ask`` tool, in journals of a zagent that could not ask for approval;
 #: ``denied``: a person said no (its :class:`ApprovalDecided` is journaled with it).
 RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_arguments", "limit", "not_offered",
-                       "denied"]
+                       "denied", "deferred"]
 
 
 class ToolCallRequested(_Body):
@@ -482,6 +482,16 @@ class ToolStateWritten(_Body):
     values: dict[str, Any]
 
 
+class ToolsUnlocked(_Body):
+    """Deferred tools (config.json's ``tools.disclosure: "lazy"``) a ``tool_search`` call found, by
+    their own names, in the order found: from the next request on they are offered after the
+    other tools, in the order they were unlocked."""
+
+    type: Literal["tools_unlocked"] = "tools_unlocked"
+    call_id: str
+    tools: list[str]
+
+
 class ArtifactRecorded(_Body):
     """Something a session produced that outlives it: a pull request, branch, commit, file."""
 
@@ -642,6 +652,7 @@ Event = Annotated[
         ChildEnded,
         ContextCompacted,
         ContextCleared,
+        ToolsUnlocked,
     ],
     Field(discriminator="type"),
 ]

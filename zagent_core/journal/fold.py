@@ -56,6 +56,7 @@ from zagent_core.journal.events import (
     ToolCallStarted,
     ToolOffer,
     ToolStateWritten,
+    ToolsUnlocked,
     TurnEnded,
     TurnStarted,
     UserMessage,
@@ -140,6 +141,7 @@ class _Folding:
     read_state: dict[str, ReadEntry]
     tool_state: dict[str, dict[str, Any]]
     active_skills: dict[str, str]
+    unlocked: list[str]
     questions: dict[str, QuestionView]
     approvals: dict[str, ApprovalView]
     parent: ParentLink | None
@@ -447,6 +449,11 @@ def _tool_state_written(f: _Folding, event: ToolStateWritten, stored: StoredEven
 @_on(SkillActivated)
 def _skill_activated(f: _Folding, event: SkillActivated, stored: StoredEvent) -> None:
     f.active_skills[event.name] = event.sha256
+@_on(ToolsUnlocked)
+def _tools_unlocked(f: _Folding, event: ToolsUnlocked, stored: StoredEvent) -> None:
+    # A new list, never an edit of the old one: a state kept by apply's caller shares it (a
+    # session unlocks a few tools, at most every deferred one, so the copy stays small).
+    f.unlocked = [*f.unlocked, *(name for name in dict.fromkeys(event.tools) if name not in f.unlocked)]
 
 
 @_on(InputRequested)

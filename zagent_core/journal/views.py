@@ -92,6 +92,9 @@ class TaskView(ResultView):
 #: (``limits.notes_bytes_per_request``, 32 KiB, about a thousand); those past it reach the
 #: model as a count, and the journal keeps every one.
 HELD_NOTES = 2000
+#: The origins of sessions whose calls a person (``zagent tools run``) or an MCP client
+#: (``zagent mcp serve``) makes: no model is in their loop.
+MODELLESS_ORIGINS = ("tools run", "mcp")
 
 
 class NoteView(BaseModel):
@@ -238,6 +241,9 @@ class SessionState(BaseModel):
     tool_state: dict[str, dict[str, Any]] = {}
     #: The skills ``skills_use`` made active, by name: the sha256 of the SKILL.md it read.
     active_skills: dict[str, str] = {}
+    #: The deferred tools ``tool_search`` unlocked, in the order it did: requests offer them after
+    #: the other tools, in this order (see config.json's ``tools.disclosure``).
+    unlocked: list[str] = []
     #: Questions asked (``input_requested``) and not answered yet, by call id, oldest first:
     #: their calls are parked, not cut off.
     questions: dict[str, QuestionView] = {}

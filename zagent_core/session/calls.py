@@ -30,6 +30,7 @@ from zagent_core.journal.events import (
     dump_event,
 )
 from zagent_core.journal.protocol import JournalError
+from zagent_core.journal.views import MODELLESS_ORIGINS
 from zagent_core.logs import get_logger
 from zagent_core.problems import did_you_mean
 from zagent_core.session.background import Background, state_written
@@ -37,8 +38,10 @@ from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.host import SessionHost
 from zagent_core.session.people import People
 from zagent_core.session.writer import Writer
-from zagent_core.tools.inprocess import Arguments, BuiltinContext, Parked, ToolState
+from zagent_core.tools.disclosure import findable
+from zagent_core.tools.inprocess import Arguments, BuiltinContext, Findable, Parked, ToolState
 from zagent_core.tools.results import ToolResult
+from zagent_core.tools.shown import Shown
 from zagent_core.tools.text import storable_json
 from zagent_core.tools.toolbox import Toolbox, ToolEntry
 from zagent_core.tools.validation import validate_arguments
@@ -106,7 +109,7 @@ class CallRunner:
     """Decides what a session may call, and runs calls: validated, approved, journaled and executed."""
 
     def __init__(self, writer: Writer, toolbox: Toolbox, host: SessionHost, people: People, background: Background,
-                 *, config: Config, workspace: Path) -> None:
+                 *, config: Config, workspace: Path, shown: Shown) -> None:
         self._writer = writer
         self.toolbox = toolbox
         self._host = host
@@ -114,6 +117,7 @@ class CallRunner:
         self._background = background
         self._config = config
         self._workspace = workspace
+        self._shown = shown
 
     # -- what the session may call ---------------------------------------------------
 
@@ -136,6 +140,14 @@ class CallRunner:
             offered = [entry.name for entry in self.offered()]
             return "not_offered", (f'tool "{name}" is not offered to this sub-agent, so it was not run; its tools: '
                                    f"{', '.join(offered) or 'none'}")
+        entry, state = toolbox.get(name), self._writer.state
+        # A person or an MCP client calls what it sees listed: only a model is told to search first.
+        if entry is not None and entry.deferred(self._config) and name not in state.unlocked and \
+                state.origin not in MODELLESS_ORIGINS:
+            finder = next((self._shown.name(e.name) for e in self.offered() if e.finds_deferred), "tool_search")
+            return "deferred", (f'tool "{name}" is not loaded yet (config.json says "tools": {{"disclosure": "lazy"}}), '
+                                f"so it was not run: call {finder} with words from its name or description first, "
+                                "which loads it, then call it")
         return None
 
     def needs_approval(self, name: str) -> bool:
@@ -175,8 +187,12 @@ class CallRunner:
         return parent is None or parent.tools is None or name in parent.tools
 
     def offered(self) -> list[ToolEntry]:
-        """The tools the model is told about: the folder tools, then the built-ins."""
+        """The tools the session may use: the folder tools, then the built-ins."""
         return [entry for entry in self.toolbox.listed() if self.offers(entry.name)]
+
+    def findable(self) -> list[Findable]:
+        """The deferred tools, as ``tool_search`` finds them."""
+        return findable(self.offered(), self._config, self._shown, self._writer.state.unlocked)
 
     # -- calls -----------------------------------------------------------------------
 
@@ -263,6 +279,7 @@ class CallRunner:
                 config=self._config, host=self._host, origin=state.origin, read_state=state.read_state,
                 state=ToolState(state.tool_state.get(name, {})), call_dir=call_dir, task_id=task_id,
                 active_skills=state.active_skills,
+                findable=self.findable,
             )
             prepared = entry.prepare(context, arguments)
             writer.append([] if going_on else [

@@ -293,7 +293,7 @@ class Session:
         self._host = SessionHost(self._writer, self._background, self._people, home=engine.home, config=config,
                                  spawner=self.spawn)
         self._calls = CallRunner(self._writer, engine.toolbox(tools), self._host, self._people,
-                                 self._background, config=config, workspace=engine.workspace)
+                                 self._background, config=config, workspace=engine.workspace, shown=engine.shown)
         self._turns = Turns(self._writer, self._calls, self._host.calls_stopped, config.limits)
         self._settler = Settler(self._writer, self._calls, self._background, self._turns)
 

@@ -67,8 +67,15 @@ class FolderTool:
     def safe_beside_others(self) -> bool:
         return self.tool.manifest.concurrency_safe
 
+    @property
+    def finds_deferred(self) -> bool:
+        return False
+
     def offered(self, config: Config, depth: int) -> bool:
         return True
+
+    def deferred(self, config: Config) -> bool:
+        return config.tools.lazy_folder_tools and config.tools.defers(self.name)
 
     def is_concurrency_safe(self, arguments: Any) -> bool:
         return self.tool.manifest.concurrency_safe

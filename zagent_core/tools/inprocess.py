@@ -176,6 +176,24 @@ def read_state_key(workspace: Path, path: str) -> str:
     return os.path.normpath(os.path.join(workspace, os.path.expanduser(path)))
 
 
+@dataclass(frozen=True)
+class Findable:
+    """A deferred tool (config.json's ``tools.disclosure: "lazy"``), as ``tool_search`` finds it."""
+
+    #: Its own name, which ``tools_unlocked`` journals.
+    name: str
+    #: Its name and description as the model is shown them (``tools.aliases``, ``tools.descriptions``).
+    shown_name: str
+    description: str
+    parameters: dict[str, Any]
+    #: Unlocked already: requests send it.
+    unlocked: bool
+
+
+def _nothing_findable() -> list[Findable]:
+    return []
+
+
 @dataclass
 class BuiltinContext:
     """One call of a built-in: where it runs, what it may see, and what it stages."""
@@ -197,6 +215,8 @@ class BuiltinContext:
     task_id: str | None = None
     #: The skills active in the session before this call, by name (the sha256 of their SKILL.md).
     active_skills: Mapping[str, str] = field(default_factory=dict)
+    #: The session's deferred tools, asked for when a call needs them (``tool_search``).
+    findable: Callable[[], list[Findable]] = _nothing_findable
     #: Staged events, committed with the result.
     staged: list[Event] = field(default_factory=list)
     _read_updates: dict[str, ReadEntry] = field(default_factory=dict)
@@ -299,6 +319,10 @@ class Builtin:
     definition_hash: str = ""
     #: Where it comes from, as ``zagent tools list`` and the session's offer say.
     origin: str = "(built-in)"
+    #: Lazy disclosure may keep it out of requests until ``tool_search`` unlocks it (an MCP server's tool).
+    deferrable: bool = False
+    #: It is how the model finds deferred tools (``tool_search``): a request sends it only while some are.
+    finds_deferred: bool = False
 
     #: A person decides each call (``ask``): never for a built-in, which asks inside the call if it must.
     permission: Literal["allow", "ask"] = "allow"
@@ -318,6 +342,9 @@ class Builtin:
         """Whether every call may run beside others, whatever its arguments (terminal's list and read
         only look, its other actions do not: it is not)."""
         return self.concurrency_safe is True
+
+    def deferred(self, config: Config) -> bool:
+        return self.deferrable and config.tools.defers(self.name)
 
     def offer(self) -> ToolOffer:
         return ToolOffer(name=self.name, description=self.description, folder=self.origin,

@@ -55,8 +55,8 @@ class Shown:
 
 
 def problems(config: Config, known: Collection[str]) -> list[Problem]:
-    """What is wrong with ``tools.aliases`` (errors: the engine refuses to start a session) and
-    ``tools.descriptions`` (warnings: a name no tool has) against the tools ``known``."""
+    """What is wrong with ``tools.aliases`` (errors: the engine refuses to start a session),
+    ``tools.descriptions`` and ``tools.eager`` (warnings: a name no tool has) against the tools ``known``."""
     found: list[Problem] = []
 
     def unknown(key: str, name: str) -> None:
@@ -64,9 +64,10 @@ def problems(config: Config, known: Collection[str]) -> list[Problem]:
                              message=f'tools.{key} names "{name}", which is not a tool{did_you_mean(name, known)}; '
                                      "it is left unused"))
 
-    for name in config.tools.descriptions:
-        if name not in known:
-            unknown("descriptions", name)
+    for key, names in (("descriptions", config.tools.descriptions), ("eager", config.tools.eager)):
+        for name in names:
+            if name not in known:
+                unknown(key, name)
     taken: dict[str, str] = {}
     for name, alias in config.tools.aliases.items():
         if name not in known:

@@ -69,8 +69,17 @@ class ToolEntry(Protocol):
         """Every call may run beside other calls, whatever its arguments (MCP's ``readOnlyHint``)."""
         ...
 
+    @property
+    def finds_deferred(self) -> bool:
+        """It is how the model finds deferred tools (``tool_search``): a request sends it only while some are."""
+        ...
+
     def offered(self, config: Config, depth: int) -> bool:
         """Whether a session at ``depth`` (0: top-level) is offered it at all."""
+        ...
+
+    def deferred(self, config: Config) -> bool:
+        """Whether ``config`` (``tools.disclosure: "lazy"``) keeps it out of requests until ``tool_search`` unlocks it."""
         ...
 
     def is_concurrency_safe(self, arguments: Any) -> bool:

@@ -67,6 +67,15 @@ class Coercion(_Part):
     after: Any
 
 
+class DroppedItem(_Part):
+    """An array item that did not fit its ``items`` schema even after coercion: left out, the call ran without it."""
+
+    #: Its place in the arguments as asked (``tool_call_requested`` holds its value): ``paths[2]``.
+    path: str
+    #: Why, as the model was told: ``argument "paths[2]": expected string, got integer``.
+    problem: str
+
+
 class OutputFile(_Part):
     """A file a call left in its output folder."""
 
@@ -180,6 +189,8 @@ class ToolCallStarted(_Body):
     tool: str
     arguments: dict[str, Any]
     coercions: list[Coercion] = []
+    #: Array items left out of ``arguments`` (the model's result says so in one line).
+    dropped: list[DroppedItem] = []
     argv: list[str]
     cwd: str
     input_mode: str

@@ -25,7 +25,7 @@ from typing import Literal
 
 from zagent_core.agent.loop import Agent
 from zagent_core.agent.models import Model, load_model, scripted
-from zagent_core.config import SubagentConfig
+from zagent_core.config import SpawnConfig, SubagentConfig
 from zagent_core.ids import new_session_id
 from zagent_core.journal.events import ChildEnded, ChildSpawned, ModelReplied, ParentLink, SpawnStats
 from zagent_core.journal.protocol import JournalError
@@ -41,6 +41,10 @@ from zagent_core.tools.results import ToolResult
 log = get_logger(__name__)
 
 Status = Literal["completed", "error", "aborted", "timeout"]
+
+#: The preset a ``subagent_type`` that names none runs as, when config has one of this name
+#: (the seed's, and the name models trained on Claude Code's tools use); else no preset.
+GENERAL_PURPOSE = "general-purpose"
 
 #: How a child's run ended (its last turn's end) -> the outcome's status.
 _STATUS: dict[str, Status] = {"idle": "completed", "timeout": "timeout", "interrupted": "aborted"}
@@ -65,6 +69,8 @@ class _Plan:
     resumed: bool = False
     #: A new child's ``model_spec`` came from its preset (config may name a spec there, not a catalog id).
     model_from_preset: bool = False
+    #: Told to the model under the result's first line: the preset it asked for is unknown.
+    note: str = ""
 
 
 class _Refused(Exception):  # noqa: N818 - a refusal for the model, not a failure
@@ -81,8 +87,10 @@ def drive_child(parent: Session, context: BuiltinContext, arguments: Arguments) 
     try:
         if going_on is not None:  # admitted before the crash: it needs no slot to go on
             plan = _going_on(parent, going_on.label)
+            plan.note = _unknown_type_note(parent.engine.config.spawn, arguments)
             return _drive(parent, context, plan)
         plan = _plan(parent, arguments)
+        plan.note = _unknown_type_note(parent.engine.config.spawn, arguments)
         parent.await_turn(context.call_id, context.tool)
         with _slot(parent) as admitted:
             if not admitted:
@@ -138,18 +146,26 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
                      system_prompt=arguments.get("system") or first.system_prompt, tools=first.tools,
                      subagent_type=child.subagent_type, resumed=True)
     preset_name = arguments.get("subagent_type")
-    preset = SubagentConfig()
-    if preset_name is not None:
-        if preset_name not in config.subagents:
-            raise _Refused(f'unknown subagent_type "{preset_name}"{did_you_mean(preset_name, config.subagents)}; '
-                           f"the presets are: {', '.join(config.subagents)}")
-        preset = config.subagents[preset_name]
+    if preset_name is not None and preset_name not in config.subagents:
+        # As the seed does: models trained on other hosts name types this one lacks; they still get a sub-agent.
+        preset_name = GENERAL_PURPOSE if GENERAL_PURPOSE in config.subagents else None
+    preset = config.subagents[preset_name] if preset_name is not None else SubagentConfig()
     wanted = arguments.get("model") or preset.model
     if wanted is not None:  # checked now: a refusal must come before a slot is waited for
         _model(parent, _model_spec(parent, wanted, "child", "", from_preset="model" not in arguments))
     return _Plan(label="", session_id=new_session_id(), model_spec=wanted, model=None, task=arguments["task"],
                  system_prompt=arguments.get("system") or preset.system_prompt, tools=_tools(parent, preset),
                  subagent_type=preset_name, model_from_preset="model" not in arguments)
+
+
+def _unknown_type_note(config: SpawnConfig, arguments: Arguments) -> str:
+    """What the model is told when the ``subagent_type`` it asked for is no preset ("" when it is one)."""
+    asked = arguments.get("subagent_type")
+    if asked is None or asked in config.subagents or "resume" in arguments:
+        return ""
+    ran = f'the "{GENERAL_PURPOSE}" preset' if GENERAL_PURPOSE in config.subagents else "no preset"
+    return (f'[unknown subagent_type "{asked}"{did_you_mean(asked, config.subagents)}: it ran as a general-purpose '
+            f"sub-agent ({ran}); the presets are: {', '.join(config.subagents)}]")
 
 
 def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
@@ -334,7 +350,7 @@ def _ended(parent: Session, context: BuiltinContext, plan: _Plan, status: Status
                                      status=status, text=text, stats=stats))
     numbers = (f"{stats.turns} model request{'s' if stats.turns != 1 else ''}, {stats.input_tokens:,} tokens in, "
                f"{stats.output_tokens:,} out, {stats.duration_ms / 1000:.1f} s")
-    header = f"[{plan.label} {status}: {numbers}; session {plan.session_id}]"
+    header = f"[{plan.label} {status}: {numbers}; session {plan.session_id}]" + (f"\n{plan.note}" if plan.note else "")
     if status == "completed":
         return ToolResult(output=f"{header}\n{text}", is_error=False)
     return ToolResult(output=f"{header}\n{plan.label} did not complete: {why}", is_error=True)

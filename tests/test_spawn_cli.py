@@ -343,3 +343,41 @@ def test_a_forest_of_sessions_lists_its_roots_and_finds_each_subtree(parents: li
             while grown := {c for c, p in parent_of.items() if p in below} - below:
                 below |= grown
             assert {row[0] for row in sqlite_journal.db.execute(SUBTREE, [sid])} == below
+
+
+def edit(path: str, old: str, new: str) -> dict[str, Any]:
+    return {"name": "edit", "arguments": {"path": path, "old_string": old, "new_string": new}}
+
+
+def read(path: str) -> dict[str, Any]:
+    return {"name": "read_file", "arguments": {"path": path}}
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_child_that_shares_read_state_edits_what_its_parent_read_and_its_reads_are_the_parents(
+        tmp_path: Path, shared: bool) -> None:
+    home, folder = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    folder.mkdir()
+    (folder / "a.txt").write_text("one\n")
+    (folder / "b.txt").write_text("two\n")
+    (home / "config.json").write_text(json.dumps({"spawn": {"subagents": {
+        "editor": {"description": "edits", "share_read_state": shared}}}}))
+    script = {"replies": [reply("", read("a.txt")),
+                          reply("", {"name": "spawn", "arguments": {"task": "fix a", "subagent_type": "editor"}}),
+                          reply("", edit("b.txt", "two", "2")), reply("done")],
+              "children": {"fix a": [reply("", edit("a.txt", "one", "1")), reply("", read("b.txt")),
+                                     reply("fixed")]}}
+    (folder / "s.json").write_text(json.dumps(script))
+    result = zagent(home, "run", "--model", "scripted:s.json", "go", cwd=folder)
+    assert result.returncode == 0, result.stderr
+
+    assert (folder / "a.txt").read_text() == ("1\n" if shared else "one\n")
+    assert (folder / "b.txt").read_text() == ("2\n" if shared else "two\n")
+    with SQLiteJournal(home / "journal.db") as journal:
+        (root,) = journal.sessions(top_level=True)
+        spawned = next(s.event for s in journal.read(root.session_id) if isinstance(s.event, ChildSpawned))
+        child_started = next(iter(journal.read(spawned.child_session_id))).event
+    assert spawned.share_read_state is shared
+    assert isinstance(child_started, SessionStarted) and child_started.parent is not None
+    assert child_started.parent.share_read_state is shared

@@ -204,6 +204,9 @@ class SubagentConfig(BaseModel):
     readonly: bool = False
     #: A catalog id (``spawn.models``) or a model spec; None: the parent's model.
     model: str | None = None
+    #: The child's read-before-edit gate counts its parent's reads, and its own reads are the
+    #: parent's when it ends; None: ``spawn.share_read_state``.
+    share_read_state: bool | None = None
 
 
 class SpawnConfig(BaseModel):
@@ -224,6 +227,8 @@ class SpawnConfig(BaseModel):
     models: dict[str, str] = {}
     #: Presets by name, offered as ``subagent_type``.
     subagents: dict[str, SubagentConfig] = {}
+    #: Children share their parent's read-state (the seed's ``shareReadState``), unless their preset says otherwise.
+    share_read_state: bool = False
 
 
 class AnthropicConfig(BaseModel):

@@ -112,6 +112,8 @@ class ParentLink(_Part):
     #: The tools it may use (a subagent preset's ``tools``, or the read-only ones), or None: the parent's.
     tools: list[str] | None = None
     subagent_type: str | None = None
+    #: Its read-before-edit gate counts its parent's reads (``share_read_state``).
+    share_read_state: bool = False
 
 
 class SessionStarted(_Body):
@@ -437,6 +439,9 @@ class ChildSpawned(_Body):
     #: prompt (None: the default) and the tools it may use (None: its parent's).
     system_prompt: str | None = None
     tools: list[str] | None = None
+    #: It shares its parent's read-state: what the parent read counts for its edits, and its reads are journaled
+    #: in the parent (``read_state_updated`` of the spawn call, with ``child_ended``).
+    share_read_state: bool = False
 
 
 class ChildEnded(_Body):

@@ -258,7 +258,7 @@ class CallRunner:
             task_id = str(state.tasks_numbered + 1) if entry.background(arguments) else None
             context = BuiltinContext(
                 session_id=writer.session_id, call_id=call_id, tool=name, workspace=self._workspace,
-                config=self._config, host=self._host, origin=state.origin, read_state=state.read_state,
+                config=self._config, host=self._host, origin=state.origin, read_state=self._host.read_state(),
                 state=ToolState(state.tool_state.get(name, {})), call_dir=call_dir, task_id=task_id,
             )
             prepared = entry.prepare(context, arguments)

@@ -336,9 +336,9 @@ class Session:
         """Set, running calls stop (see :attr:`SessionHost.interrupt_calls`); :meth:`CallsStop.stop` says why."""
         return self._host.interrupt_calls
 
-    @interrupt_calls.setter
-    def interrupt_calls(self, event: CallsStop) -> None:  # a child watches its parent's
-        self._host.interrupt_calls = event
+    def follow(self, parent: Session, *, share_read_state: bool) -> None:
+        """Run as ``parent``'s sub-agent (see :meth:`SessionHost.follow`)."""
+        self._host.follow(parent._host, share_read_state=share_read_state)
 
     @property
     def ask_terminal(self) -> Callable[[str, list[str] | None], str] | None:

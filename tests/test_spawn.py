@@ -265,6 +265,29 @@ def test_an_unknown_subagent_type_runs_as_the_general_purpose_preset_when_config
     assert turns[0].system_prompt == "You are general."
 
 
+def test_a_childs_events_reach_the_listeners_of_the_whole_tree_and_no_others(
+        home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    path = home_dir.parent / "script.json"
+    path.write_text(json.dumps({"replies": [reply("", spawn("outer")), reply("ok")],
+                                "children": {"outer": {"replies": [reply("", spawn("inner")), reply("outer done")],
+                                                       "children": {"inner": [reply("inner done")]}}}}))
+    engine = Engine(Home(home_dir), journal, workspace=workspace, config=Config())
+    own: list[str] = []
+    tree: list[tuple[str, str]] = []
+    spec = f"scripted:{path}"
+    with engine.start_session("test") as session:
+        session.subscribe(lambda stored: own.append(stored.session_id))
+        session.subscribe(lambda stored: tree.append((stored.session_id, stored.event.type)), descendants=True)
+        Agent(session, load_model(spec), spec=spec).run("go")
+    outer = child_of(journal, session.session_id, "child-1")
+    inner = child_of(journal, outer, "child-1")
+    assert set(own) == {session.session_id}
+    heard = {sid: [kind for s, kind in tree if s == sid] for sid in (session.session_id, outer, inner)}
+    for sid in heard:  # all a child appends once it runs: its run's events, in order
+        run = [e.type for e in (s.event for s in journal.read(sid)) if e.type != "session_started"]
+        assert heard[sid] == run, sid
+
+
 def test_a_script_without_replies_for_a_child_refuses_the_spawn(home_dir: Path, journal: SQLiteJournal,
                                                                  workspace: Path) -> None:
     _, parent_id = run(home_dir, journal, workspace, [reply("", spawn("anything")), reply("ok")])

@@ -200,6 +200,24 @@ def test_run_says_when_each_child_starts_and_ends(tree: Tree) -> None:
     assert f"  [{tree.greeter.label} completed: 1 model request, " in tree.run.stdout
 
 
+def test_run_shows_what_each_child_does_indented_under_its_start_and_led_by_its_label(tree: Tree) -> None:
+    out = tree.run.stdout.splitlines()
+    greeter, looker, lister = (f"[{label}] " for label in ("child-2", "child-1", "child-1/child-1"))
+    expected = [
+        ("  [child-2 started: say hi]", [f"    {greeter}assistant: hi"]),
+        ("  [child-1 started: look around in detail]", [
+            f'    {looker}  -> spawn {{"task": "list them"}}', f"    {looker}  [child-1 started: list them]",
+            f'        {lister}  -> list_files {{"path": "."}}', f"        {lister}assistant: one file",
+            f"    {looker}assistant: looked"]),
+    ]
+    for started, lines in expected:
+        at = [out.index(started), *(out.index(line) for line in lines)]
+        assert at == sorted(at), (started, at)  # each after its start, in its own order
+    assert f"{looker}user: " not in tree.run.stdout  # a child's task is its started line
+    # the root's own lines are as they were: unindented, and its replies streamed or printed once
+    assert out.count("assistant: both answered") == 1
+
+
 def test_continue_and_last_pick_the_latest_top_level_session_not_a_child(tmp_path: Path) -> None:
     tree = Tree(tmp_path / "home", tmp_path)
     again = tree.zagent("resume", tree.greeter.session_id, "once more")  # the child is now the latest

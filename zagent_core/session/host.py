@@ -78,9 +78,10 @@ class SessionHost:
         self.shared_read_state: Callable[[], Mapping[str, ReadEntry]] | None = None
 
     def follow(self, parent: SessionHost, *, share_read_state: bool) -> None:
-        """Run as ``parent``'s sub-agent: its calls stop with the parent's (Ctrl-C stops the whole tree) and,
-        with ``share_read_state``, the read-before-edit gate counts what the parent read, as it stands at each call."""
+        """Run as ``parent``'s sub-agent: its calls stop with the parent's (Ctrl-C stops the whole tree), its
+        events reach the parent's listeners of the whole tree, and, with ``share_read_state``, the read-before-edit gate counts what the parent read, as it stands at each call."""
         self.interrupt_calls = parent.interrupt_calls
+        self._writer.subscribe(parent._writer.heard, descendants=True)  # a person watching the parent sees it too
         if share_read_state:
             self.shared_read_state = lambda: parent._writer.state.read_state
 

@@ -367,6 +367,9 @@ class McpServerConfig(BaseModel):
     #: Run the program in the sandbox (``"workspace-write"``, ``"read-only"`` or an object, as a
     #: tool's manifest says it); without it, only with ``sandbox.tools: "all"``.
     sandbox: SandboxGrant | None = None
+    #: Every tool of the server only looks, whatever its annotations say (as ``readOnlyHint``): its calls
+    #: run side by side, run again after a crash, and a ``readonly`` sub-agent preset gets them.
+    readonly: bool = False
 
     @field_validator("command", mode="before")
     @classmethod

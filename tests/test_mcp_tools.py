@@ -558,6 +558,28 @@ def test_read_only_tools_are_concurrency_safe_and_replay_safe_and_the_others_are
             assert (tools[name].is_concurrency_safe({}), tools[name].replay) == (False, "unsafe"), name
 
 
+@pytest.mark.parametrize("readonly", [False, True], ids=["annotated", "server-readonly"])
+def test_a_readonly_preset_gets_the_read_only_mcp_tools_only_unless_the_server_is_marked_readonly(
+        entries: dict[str, list[str]], mark: str, home_dir: Path, workspace: Path, readonly: bool) -> None:
+    config = server_config(entries, mark, "fs")
+    config["mcp"]["servers"]["fs"]["readonly"] = readonly
+    config["spawn"] = {"subagents": {"explore": {"readonly": True}}}
+    script = write_home(home_dir, config, [])
+    script.write_text(json.dumps({
+        "replies": [{"tool_calls": [{"name": "spawn", "arguments": {"task": "look", "subagent_type": "explore"}}]},
+                    {"text": "ok"}],
+        "children": {"look": [{"text": "looked"}]}}))
+    ran = zagent(home_dir, workspace, "run", "--model", f"scripted:{script}", "go")
+    assert ran.returncode == 0, ran.stderr
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        (child,) = [s for s in journal.sessions() if s.label == "child-1"]
+        (started,) = of_type(journal, child.session_id, SessionStarted)
+    given = set(started.parent.tools)
+    assert {"fs__read_text_file", "fs__list_directory", "read_file"} <= given  # readOnlyHint: true
+    assert ({"fs__write_file", "fs__move_file"} <= given) is readonly
+    assert "write_file" not in given and "shell" not in given  # the built-ins that change things, either way
+
+
 @pytest.mark.parametrize(("tool", "arguments", "settled"), [
     ("everything__gzip-file-as-resource", {"data": "data:text/plain,hello"}, "interrupted"),
     ("everything__echo", {"message": "again"}, "run again"),

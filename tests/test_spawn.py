@@ -220,15 +220,21 @@ def test_presets_and_the_model_catalog(home_dir: Path, journal: SQLiteJournal, w
     cheap.write_text(json.dumps([reply("", {"name": "write_file", "arguments": {"path": "x", "content": "y"}}),
                                  reply("looked only")]))
     script = {"replies": [reply("", spawn("look", subagent_type="explore"), spawn("x", subagent_type="explorer"),
-                                spawn("x", model="cheep")), reply("ok")]}
+                                spawn("x", model="cheep")), reply("ok")],
+              "children": {"x": [reply("wrote nothing")]}}
     _, parent_id = run(home_dir, journal, workspace, script, models={"cheap": f"scripted:{cheap}"},
                        subagents={"explore": SubagentConfig(description="reads", readonly=True, model="cheap",
                                                             system_prompt="You only read.")})
 
     finished = results(journal, parent_id)
     outputs = [finished[f"call_s1_{n}"].output for n in range(3)]  # type: ignore[union-attr]
-    assert outputs[1] == ('spawn refused: unknown subagent_type "explorer" (did you mean "explore"?); '
-                          "the presets are: explore")
+    # an unknown preset is no refusal (as in the seed): a general-purpose child runs, and the model is told
+    header, note, answer = outputs[1].split("\n")
+    assert header.startswith("[child-2 completed: ") and answer == "wrote nothing"
+    assert note == ('[unknown subagent_type "explorer" (did you mean "explore"?): it ran as a general-purpose '
+                    "sub-agent (no preset); the presets are: explore]")
+    general = rebuild(journal.read(parent_id)).children["child-2"]
+    assert general.subagent_type is None and rebuild(journal.read(general.session_id)).parent.tools is None  # type: ignore[union-attr]
     assert outputs[2] == 'spawn refused: unknown model "cheep" (did you mean "cheap"?); the models are: cheap'
     assert outputs[0].endswith("\nlooked only")
     child = rebuild(journal.read(parent_id)).children["child-1"]
@@ -240,6 +246,46 @@ def test_presets_and_the_model_catalog(home_dir: Path, journal: SQLiteJournal, w
     assert rejected.reason == "not_offered" and not (workspace / "x").exists()
     turns = [s.event for s in journal.read(child.session_id, types=("turn_started",))]
     assert turns[0].system_prompt == "You only read."
+
+
+def test_an_unknown_subagent_type_runs_as_the_general_purpose_preset_when_config_has_one(
+        home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    script = {"replies": [reply("", spawn("plan it", subagent_type="Plan")), reply("ok")],
+              "children": {"plan it": [reply("planned")]}}
+    _, parent_id = run(home_dir, journal, workspace, script, subagents={
+        "general-purpose": SubagentConfig(system_prompt="You are general."), "explore": SubagentConfig()})
+
+    output = results(journal, parent_id)["call_s1_0"].output
+    assert output.split("\n")[1:] == [
+        '[unknown subagent_type "Plan": it ran as a general-purpose sub-agent (the "general-purpose" preset); '
+        "the presets are: general-purpose, explore]", "planned"]
+    child = rebuild(journal.read(parent_id)).children["child-1"]
+    assert child.subagent_type == "general-purpose"
+    turns = [s.event for s in journal.read(child.session_id, types=("turn_started",))]
+    assert turns[0].system_prompt == "You are general."
+
+
+def test_a_childs_events_reach_the_listeners_of_the_whole_tree_and_no_others(
+        home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    path = home_dir.parent / "script.json"
+    path.write_text(json.dumps({"replies": [reply("", spawn("outer")), reply("ok")],
+                                "children": {"outer": {"replies": [reply("", spawn("inner")), reply("outer done")],
+                                                       "children": {"inner": [reply("inner done")]}}}}))
+    engine = Engine(Home(home_dir), journal, workspace=workspace, config=Config())
+    own: list[str] = []
+    tree: list[tuple[str, str]] = []
+    spec = f"scripted:{path}"
+    with engine.start_session("test") as session:
+        session.subscribe(lambda stored: own.append(stored.session_id))
+        session.subscribe(lambda stored: tree.append((stored.session_id, stored.event.type)), descendants=True)
+        Agent(session, load_model(spec), spec=spec).run("go")
+    outer = child_of(journal, session.session_id, "child-1")
+    inner = child_of(journal, outer, "child-1")
+    assert set(own) == {session.session_id}
+    heard = {sid: [kind for s, kind in tree if s == sid] for sid in (session.session_id, outer, inner)}
+    for sid in heard:  # all a child appends once it runs: its run's events, in order
+        run = [e.type for e in (s.event for s in journal.read(sid)) if e.type != "session_started"]
+        assert heard[sid] == run, sid
 
 
 def test_a_script_without_replies_for_a_child_refuses_the_spawn(home_dir: Path, journal: SQLiteJournal,

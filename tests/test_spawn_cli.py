@@ -200,6 +200,24 @@ def test_run_says_when_each_child_starts_and_ends(tree: Tree) -> None:
     assert f"  [{tree.greeter.label} completed: 1 model request, " in tree.run.stdout
 
 
+def test_run_shows_what_each_child_does_indented_under_its_start_and_led_by_its_label(tree: Tree) -> None:
+    out = tree.run.stdout.splitlines()
+    greeter, looker, lister = (f"[{label}] " for label in ("child-2", "child-1", "child-1/child-1"))
+    expected = [
+        ("  [child-2 started: say hi]", [f"    {greeter}assistant: hi"]),
+        ("  [child-1 started: look around in detail]", [
+            f'    {looker}  -> spawn {{"task": "list them"}}', f"    {looker}  [child-1 started: list them]",
+            f'        {lister}  -> list_files {{"path": "."}}', f"        {lister}assistant: one file",
+            f"    {looker}assistant: looked"]),
+    ]
+    for started, lines in expected:
+        at = [out.index(started), *(out.index(line) for line in lines)]
+        assert at == sorted(at), (started, at)  # each after its start, in its own order
+    assert f"{looker}user: " not in tree.run.stdout  # a child's task is its started line
+    # the root's own lines are as they were: unindented, and its replies streamed or printed once
+    assert out.count("assistant: both answered") == 1
+
+
 def test_continue_and_last_pick_the_latest_top_level_session_not_a_child(tmp_path: Path) -> None:
     tree = Tree(tmp_path / "home", tmp_path)
     again = tree.zagent("resume", tree.greeter.session_id, "once more")  # the child is now the latest
@@ -343,3 +361,41 @@ def test_a_forest_of_sessions_lists_its_roots_and_finds_each_subtree(parents: li
             while grown := {c for c, p in parent_of.items() if p in below} - below:
                 below |= grown
             assert {row[0] for row in sqlite_journal.db.execute(SUBTREE, [sid])} == below
+
+
+def edit(path: str, old: str, new: str) -> dict[str, Any]:
+    return {"name": "edit", "arguments": {"path": path, "old_string": old, "new_string": new}}
+
+
+def read(path: str) -> dict[str, Any]:
+    return {"name": "read_file", "arguments": {"path": path}}
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_child_that_shares_read_state_edits_what_its_parent_read_and_its_reads_are_the_parents(
+        tmp_path: Path, shared: bool) -> None:
+    home, folder = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    folder.mkdir()
+    (folder / "a.txt").write_text("one\n")
+    (folder / "b.txt").write_text("two\n")
+    (home / "config.json").write_text(json.dumps({"spawn": {"subagents": {
+        "editor": {"description": "edits", "share_read_state": shared}}}}))
+    script = {"replies": [reply("", read("a.txt")),
+                          reply("", {"name": "spawn", "arguments": {"task": "fix a", "subagent_type": "editor"}}),
+                          reply("", edit("b.txt", "two", "2")), reply("done")],
+              "children": {"fix a": [reply("", edit("a.txt", "one", "1")), reply("", read("b.txt")),
+                                     reply("fixed")]}}
+    (folder / "s.json").write_text(json.dumps(script))
+    result = zagent(home, "run", "--model", "scripted:s.json", "go", cwd=folder)
+    assert result.returncode == 0, result.stderr
+
+    assert (folder / "a.txt").read_text() == ("1\n" if shared else "one\n")
+    assert (folder / "b.txt").read_text() == ("2\n" if shared else "two\n")
+    with SQLiteJournal(home / "journal.db") as journal:
+        (root,) = journal.sessions(top_level=True)
+        spawned = next(s.event for s in journal.read(root.session_id) if isinstance(s.event, ChildSpawned))
+        child_started = next(iter(journal.read(spawned.child_session_id))).event
+    assert spawned.share_read_state is shared
+    assert isinstance(child_started, SessionStarted) and child_started.parent is not None
+    assert child_started.parent.share_read_state is shared

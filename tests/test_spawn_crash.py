@@ -321,3 +321,23 @@ def test_a_spawn_the_config_no_longer_allows_is_refused_on_resume_and_its_child_
     assert rejected.reason == "invalid_arguments"
     assert rejected.message.startswith("spawn was not run: its arguments do not match its parameters.")
     assert child.status == "aborted"
+
+
+@pytest.mark.parametrize("point", ["after_child_spawned", "after_child_started", "before_child_ended"])
+def test_a_child_sharing_its_parents_read_state_still_shares_it_after_a_crash(tmp_path: Path, point: str) -> None:
+    def call(name: str, **arguments: str) -> dict[str, Any]:
+        return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+    script = {"replies": [call("read_file", path="a.txt"), call("spawn", task="fix a"),
+                          call("edit", path="b.txt", old_string="two", new_string="2"), {"text": "ok"}],
+              "children": {"*": [call("edit", path="a.txt", old_string="one", new_string="1"),
+                                 call("read_file", path="b.txt"), {"text": "fixed"}]}}
+    home, model = setup_home(tmp_path, script, {"spawn": {"share_read_state": True}})
+    (tmp_path / "a.txt").write_text("one\n")
+    (tmp_path / "b.txt").write_text("two\n")
+    assert zagent(home, "run", "go", "--model", model, crash_at=point).returncode == -signal.SIGKILL
+    parent_id = top_session(home)
+    assert zagent(home, "resume", parent_id).returncode == 0
+
+    # the child edited what its parent read, and the parent what its child read
+    assert (tmp_path / "a.txt").read_text() == "1\n" and (tmp_path / "b.txt").read_text() == "2\n"

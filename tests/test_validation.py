@@ -9,15 +9,18 @@ from __future__ import annotations
 import copy
 import json
 import re
+from pathlib import Path
 from typing import Any
 
+import forked
 import pytest
-from conftest import EXAMPLES
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from conftest import EXAMPLES, PYTHON, python_tool
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 from jsonschema.validators import validator_for
 
-from zagent_core.tools.validation import Validated, validate_arguments
+from zagent_core.journal.events import DroppedItem, ToolCallFinished, ToolCallStarted
+from zagent_core.tools.validation import Validated, dropped_line, validate_arguments
+from zagent_store import SQLiteJournal
 
 WORD_COUNT = {
     "type": "object",
@@ -172,18 +175,60 @@ def test_nested_objects_use_dotted_paths() -> None:
     ]
 
 
-def test_arrays_use_indexed_paths() -> None:
+def dropped(result: Validated) -> list[tuple[str, str]]:
+    return [(d.path, d.problem) for d in result.dropped]
+
+
+def test_array_items_that_do_not_fit_are_dropped_with_indexed_paths() -> None:
     schema = props(
         sizes={"type": "array", "items": {"type": "integer", "maximum": 5}},
         rows={"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}},
                                          "required": ["n"]}},
     )
-    assert problems(schema, {"sizes": [1, 9, "x"], "rows": [{"n": 1}, {"n": "q"}, {}]}) == [
-        'argument "rows[1].n": expected integer, got string',
-        'missing argument "rows[2].n"',
-        'argument "sizes[1]": must be <= 5 (got 9)',
-        'argument "sizes[2]": expected integer, got string',
+    result = check(schema, {"sizes": [1, 9, "x", "4"], "rows": [{"n": 1}, {"n": "q"}, {}]})
+    assert result.ok and result.arguments == {"sizes": [1, 4], "rows": [{"n": 1}]}
+    assert dropped(result) == [
+        ("sizes[1]", 'argument "sizes[1]": must be <= 5 (got 9)'),
+        ("sizes[2]", 'argument "sizes[2]": expected integer, got string'),
+        ("rows[1]", 'argument "rows[1].n": expected integer, got string'),
+        ("rows[2]", 'missing argument "rows[2].n"'),
     ]
+    # the coercion is recorded where the tool receives the value, after the drops before it
+    assert coercions(result) == [("sizes[1]", "4", 4)]
+
+
+def test_a_dropped_item_takes_its_own_coercions_and_drops_with_it() -> None:
+    row = {"type": "object", "properties": {"n": {"type": "integer"}, "tags": {"type": "array",
+           "items": {"type": "string"}}}, "required": ["n"]}
+    result = check(props(rows={"type": "array", "items": row}),
+                   {"rows": [{"n": "x", "tags": [1]}, {"n": "2", "tags": ["a", 3]}]})
+    assert result.arguments == {"rows": [{"n": 2, "tags": ["a"]}]}
+    assert dropped(result) == [("rows[0]", 'argument "rows[0].n": expected integer, got string'),
+                               ("rows[1].tags[1]", 'argument "rows[1].tags[1]": expected string, got integer')]
+    assert coercions(result) == [("rows[0].n", "2", 2)]
+
+
+def test_an_array_that_its_drops_leave_too_short_is_rejected_and_nothing_is_recorded() -> None:
+    result = check(props(paths={"type": "array", "items": {"type": "string"}, "minItems": 1}), {"paths": [3]})
+    assert result.problems == ['argument "paths": must have at least 1 items']
+    assert result.dropped == [] and result.coercions == []
+
+
+def test_items_that_refer_to_definitions_are_checked_against_them() -> None:
+    schema = {"type": "object", "$defs": {"n": {"type": "integer"}},
+              "properties": {"ns": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}
+    result = check(schema, {"ns": [1, "a", 2]})
+    assert result.arguments == {"ns": [1, 2]} and dropped(result) == [
+        ("ns[1]", 'argument "ns[1]": expected integer, got string')]
+
+
+def test_the_model_is_told_of_the_drops_in_one_line() -> None:
+    result = check(props(ns={"type": "array", "items": {"type": "integer"}}), {"ns": ["a"] * 7})
+    line = dropped_line(result.dropped)
+    assert "\n" not in line
+    assert line.startswith("[zagent: 7 array items that did not fit the tool's parameters were left out; "
+                           'the call ran without them (argument "ns[0]": expected integer, got string; ')
+    assert line.endswith('argument "ns[4]": expected integer, got string; and 2 more)]')
 
 
 @pytest.mark.parametrize("arguments,got", [([1, 2], "array"), ("text", "string"), (None, "null"), (3, "integer"),
@@ -374,10 +419,36 @@ def test_validation_never_raises_on_arbitrary_arguments(case: tuple[str, Any]) -
     # ok means the tool really gets arguments its schema accepts, and vice versa
     assert result.ok == validator.is_valid(result.arguments)
     if not result.ok:
-        assert result.coercions == []
+        assert result.coercions == [] and result.dropped == []
     for c in result.coercions:
         assert isinstance(c.before, str)
         assert value_at(result.arguments, c.path) == c.after
     if validator.is_valid(arguments):
         # valid as sent: passed through exactly, nothing coerced
-        assert result.ok and result.coercions == [] and result.arguments == arguments
+        assert result.ok and result.coercions == [] and result.dropped == [] and result.arguments == arguments
+
+
+# --- through zagent run: the call runs with the rest, the journal and the model are told --------
+
+
+def test_zagent_run_drops_the_items_that_do_not_fit_and_says_so(home_dir: Path, workspace: Path) -> None:
+    python_tool(home_dir, "touch_all", "import sys; print(sys.stdin.read())",
+                parameters=props(paths={"type": "array", "items": {"type": "string"}}))
+    script = workspace / "script.json"
+    script.write_text(json.dumps([
+        {"text": "", "tool_calls": [{"name": "touch_all", "arguments": {"paths": ["a", 3, "b"]}}]},
+        {"text": "done"}]))
+    ran = forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
+                      f"scripted:{script}", "go"], capture_output=True, text=True, cwd=workspace, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        (session,) = journal.sessions()
+        events = [stored.event for stored in journal.read(session.session_id)]
+    started = next(e for e in events if isinstance(e, ToolCallStarted))
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert started.arguments == {"paths": ["a", "b"]}
+    assert started.dropped == [DroppedItem(path="paths[1]", problem='argument "paths[1]": expected string, got integer')]
+    received, told = finished.output.rsplit("\n", 1)
+    assert json.loads(received) == {"paths": ["a", "b"]}
+    assert told == ("[zagent: 1 array item that did not fit the tool's parameters was left out; the call ran "
+                    'without it (argument "paths[1]": expected string, got integer)]')

@@ -106,7 +106,7 @@ class Chat:
         try:
             if session_id is None:
                 session = self.engine.start_session(origin="chat")
-                session.subscribe(self.live.event)
+                session.subscribe(self.live.event, descendants=True)
             else:
                 session = self.engine.resume(session_id, listener=self.live.event)
         except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:

@@ -25,6 +25,8 @@ from zagent_core.journal.events import (
     InputRequested,
     ModelReplied,
     NoteReceived,
+    SessionResumed,
+    SessionStarted,
     TaskExited,
     TaskInterrupted,
     TaskKilled,
@@ -147,13 +149,23 @@ class LiveConversation:
     journal kept, the reply is printed whole as well, so what was kept is what was shown last.
     The provider hands on text as the journal keeps it (a key the server echoes redacted).
 
-    Called from the agent's thread and the task watcher's, hence the lock.
+    A sub-agent's events come too: each line under its ``[child-1 started: ...]``, indented
+    one step deeper than its parent's and led by its label, a grandchild's with its parent's
+    (``[child-1/child-2]``: children of one reply run at once, so their lines interleave; one
+    going on after a crash is led by ``[sub-agent]``). Its task is its started line. Its replies are printed whole once journaled: only
+    the session driven streams its text.
+
+    Called from the agent's thread, the task watcher's and the sub-agents', hence the lock.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._streamed = ""  # the current reply's text, as printed
         self._open = False  # an assistant line is begun and not ended
+        #: A sub-agent's session -> its depth under the session driven and its label (from its ``child_spawned``).
+        self._children: dict[str, tuple[int, str]] = {}
+        #: The session driven: the first one heard, or one that starts or resumes.
+        self._driven: str | None = None
 
     def text(self, piece: str) -> None:
         with self._lock:
@@ -170,6 +182,17 @@ class LiveConversation:
     def event(self, stored: StoredEvent) -> None:
         with self._lock:
             event = stored.event
+            if self._driven is None or (isinstance(event, (SessionStarted, SessionResumed))
+                                        and stored.session_id not in self._children):
+                self._driven = stored.session_id
+            # One going on after a crash was spawned before this display heard: its label is not known here.
+            child = None if stored.session_id == self._driven else self._children.get(stored.session_id, (1, "sub-agent"))
+            if isinstance(event, ChildSpawned):
+                self._children[event.child_session_id] = (child[0] + 1, f"{child[1]}/{event.label}") if child \
+                    else (1, event.label)
+            if child is not None:  # a sub-agent's: never part of what streams here
+                self._child_line(child, stored)
+                return
             if isinstance(event, ModelReplied) and self._streamed:
                 self._end_line()
                 shown, self._streamed = self._streamed, ""
@@ -181,6 +204,14 @@ class LiveConversation:
             if line is not None:
                 self._end_line()
                 say(line)
+
+    def _child_line(self, child: tuple[int, str], stored: StoredEvent) -> None:
+        line = event_line(stored)
+        if line is not None and not isinstance(stored.event, UserMessage):  # its task: the started line says it
+            self._end_line()
+            depth, label = child
+            lead = f"{'    ' * depth}[{label}] "
+            say("\n".join(lead + part for part in line.split("\n")))
 
     def _end_line(self) -> None:
         if self._open:

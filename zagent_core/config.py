@@ -216,6 +216,9 @@ class SubagentConfig(BaseModel):
     readonly: bool = False
     #: A catalog id (``spawn.models``) or a model spec; None: the parent's model.
     model: str | None = None
+    #: The child's read-before-edit gate counts its parent's reads, and its own reads are the
+    #: parent's when it ends; None: ``spawn.share_read_state``.
+    share_read_state: bool | None = None
 
 
 class SpawnConfig(BaseModel):
@@ -236,6 +239,8 @@ class SpawnConfig(BaseModel):
     models: dict[str, str] = {}
     #: Presets by name, offered as ``subagent_type``.
     subagents: dict[str, SubagentConfig] = {}
+    #: Children share their parent's read-state (the seed's ``shareReadState``), unless their preset says otherwise.
+    share_read_state: bool = False
 
 
 class AnthropicConfig(BaseModel):
@@ -374,6 +379,9 @@ class McpServerConfig(BaseModel):
     #: Run the program in the sandbox (``"workspace-write"``, ``"read-only"`` or an object, as a
     #: tool's manifest says it); without it, only with ``sandbox.tools: "all"``.
     sandbox: SandboxGrant | None = None
+    #: Every tool of the server only looks, whatever its annotations say (as ``readOnlyHint``): its calls
+    #: run side by side, run again after a crash, and a ``readonly`` sub-agent preset gets them.
+    readonly: bool = False
 
     @field_validator("command", mode="before")
     @classmethod

@@ -25,9 +25,16 @@ from typing import Literal
 
 from zagent_core.agent.loop import Agent
 from zagent_core.agent.models import Model, load_model, scripted
-from zagent_core.config import SubagentConfig
+from zagent_core.config import SpawnConfig, SubagentConfig
 from zagent_core.ids import new_session_id
-from zagent_core.journal.events import ChildEnded, ChildSpawned, ModelReplied, ParentLink, SpawnStats
+from zagent_core.journal.events import (
+    ChildEnded,
+    ChildSpawned,
+    ModelReplied,
+    ParentLink,
+    ReadStateUpdated,
+    SpawnStats,
+)
 from zagent_core.journal.protocol import JournalError
 from zagent_core.journal.views import SessionState
 from zagent_core.logs import get_logger
@@ -41,6 +48,10 @@ from zagent_core.tools.results import ToolResult
 log = get_logger(__name__)
 
 Status = Literal["completed", "error", "aborted", "timeout"]
+
+#: The preset a ``subagent_type`` that names none runs as, when config has one of this name
+#: (the seed's, and the name models trained on Claude Code's tools use); else no preset.
+GENERAL_PURPOSE = "general-purpose"
 
 #: How a child's run ended (its last turn's end) -> the outcome's status.
 _STATUS: dict[str, Status] = {"idle": "completed", "timeout": "timeout", "interrupted": "aborted"}
@@ -65,6 +76,9 @@ class _Plan:
     resumed: bool = False
     #: A new child's ``model_spec`` came from its preset (config may name a spec there, not a catalog id).
     model_from_preset: bool = False
+    #: Told to the model under the result's first line: the preset it asked for is unknown.
+    note: str = ""
+    share_read_state: bool = False
 
 
 class _Refused(Exception):  # noqa: N818 - a refusal for the model, not a failure
@@ -81,8 +95,10 @@ def drive_child(parent: Session, context: BuiltinContext, arguments: Arguments) 
     try:
         if going_on is not None:  # admitted before the crash: it needs no slot to go on
             plan = _going_on(parent, going_on.label)
+            plan.note = _unknown_type_note(parent.engine.config.spawn, arguments)
             return _drive(parent, context, plan)
         plan = _plan(parent, arguments)
+        plan.note = _unknown_type_note(parent.engine.config.spawn, arguments)
         parent.await_turn(context.call_id, context.tool)
         with _slot(parent) as admitted:
             if not admitted:
@@ -136,20 +152,30 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
         return _Plan(label=label, session_id=child.session_id, model_spec=child.model,
                      model=_model(parent, child.model), task=arguments["task"],
                      system_prompt=arguments.get("system") or first.system_prompt, tools=first.tools,
-                     subagent_type=child.subagent_type, resumed=True)
+                     subagent_type=child.subagent_type, resumed=True, share_read_state=first.share_read_state)
     preset_name = arguments.get("subagent_type")
-    preset = SubagentConfig()
-    if preset_name is not None:
-        if preset_name not in config.subagents:
-            raise _Refused(f'unknown subagent_type "{preset_name}"{did_you_mean(preset_name, config.subagents)}; '
-                           f"the presets are: {', '.join(config.subagents)}")
-        preset = config.subagents[preset_name]
+    if preset_name is not None and preset_name not in config.subagents:
+        # As the seed does: models trained on other hosts name types this one lacks; they still get a sub-agent.
+        preset_name = GENERAL_PURPOSE if GENERAL_PURPOSE in config.subagents else None
+    preset = config.subagents[preset_name] if preset_name is not None else SubagentConfig()
     wanted = arguments.get("model") or preset.model
     if wanted is not None:  # checked now: a refusal must come before a slot is waited for
         _model(parent, _model_spec(parent, wanted, "child", "", from_preset="model" not in arguments))
     return _Plan(label="", session_id=new_session_id(), model_spec=wanted, model=None, task=arguments["task"],
                  system_prompt=arguments.get("system") or preset.system_prompt, tools=_tools(parent, preset),
-                 subagent_type=preset_name, model_from_preset="model" not in arguments)
+                 subagent_type=preset_name, model_from_preset="model" not in arguments,
+                 share_read_state=config.share_read_state if preset.share_read_state is None
+                 else preset.share_read_state)
+
+
+def _unknown_type_note(config: SpawnConfig, arguments: Arguments) -> str:
+    """What the model is told when the ``subagent_type`` it asked for is no preset ("" when it is one)."""
+    asked = arguments.get("subagent_type")
+    if asked is None or asked in config.subagents or "resume" in arguments:
+        return ""
+    ran = f'the "{GENERAL_PURPOSE}" preset' if GENERAL_PURPOSE in config.subagents else "no preset"
+    return (f'[unknown subagent_type "{asked}"{did_you_mean(asked, config.subagents)}: it ran as a general-purpose '
+            f"sub-agent ({ran}); the presets are: {', '.join(config.subagents)}]")
 
 
 def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
@@ -170,7 +196,8 @@ def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
                             task=plan.task or "", subagent_type=plan.subagent_type, model=plan.model_spec,
                             resumed=plan.resumed,
                             from_version=parent.engine.journal.head(plan.session_id) if plan.resumed else 0,
-                            system_prompt=plan.system_prompt, tools=plan.tools)
+                            system_prompt=plan.system_prompt, tools=plan.tools,
+                            share_read_state=plan.share_read_state)
 
     parent.add_child(spawned)
 
@@ -200,7 +227,8 @@ def _going_on(parent: Session, label: str) -> _Plan:
     told = next(iter(journal.read(child.session_id, after_version=child.from_version, types=("user_message",))), None)
     return _Plan(label=label, session_id=child.session_id, model_spec=child.model, model=_model(parent, child.model),
                  task=None if told else child.task, system_prompt=latest.system_prompt or first.system_prompt,
-                 tools=first.tools, subagent_type=child.subagent_type, resumed=child.from_version > 0)
+                 tools=first.tools, subagent_type=child.subagent_type, resumed=child.from_version > 0,
+                 share_read_state=first.share_read_state)
 
 
 def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, from_preset: bool = False) -> str:
@@ -261,7 +289,7 @@ def _drive(parent: Session, context: BuiltinContext, plan: _Plan) -> ToolResult:
     except (SessionBusyError, SessionEndedError, _NotItsChild) as exc:
         return _ended(parent, context, plan, "error", f"the sub-agent's session could not be driven: {exc}")
     # Ctrl-C stops the whole tree: a child's calls and its agent loop watch the parent's signal.
-    child.interrupt_calls = parent.interrupt_calls
+    child.follow(parent, share_read_state=plan.share_read_state)
     agent_config = engine.config.agent.model_copy(update={
         "max_turns": config.child_max_turns,
         **({"system_prompt": plan.system_prompt} if plan.system_prompt else {}),
@@ -298,7 +326,7 @@ def _open(parent: Session, context: BuiltinContext, plan: _Plan) -> Session:
     if state.version == 0:  # new, or the crash came before it started
         session = engine.start_session("spawn", session_id=plan.session_id, parent=ParentLink(
             session_id=parent.session_id, call_id=context.call_id, label=plan.label, depth=parent.depth + 1,
-            tools=plan.tools, subagent_type=plan.subagent_type))
+            tools=plan.tools, subagent_type=plan.subagent_type, share_read_state=plan.share_read_state))
         crash_point("after_child_started")
         return session
     link = state.parent
@@ -330,14 +358,24 @@ def _ended(parent: Session, context: BuiltinContext, plan: _Plan, status: Status
     )
     text = _capped(_last_reply(parent, plan.session_id), parent.engine.config.limits.child_reply_bytes,
                    plan.session_id) if status == "completed" else why
+    if plan.share_read_state and child is not None:
+        context.staged.extend(_reads_for_parent(parent, context.call_id, child))
     context.staged.append(ChildEnded(call_id=context.call_id, label=plan.label, child_session_id=plan.session_id,
                                      status=status, text=text, stats=stats))
     numbers = (f"{stats.turns} model request{'s' if stats.turns != 1 else ''}, {stats.input_tokens:,} tokens in, "
                f"{stats.output_tokens:,} out, {stats.duration_ms / 1000:.1f} s")
-    header = f"[{plan.label} {status}: {numbers}; session {plan.session_id}]"
+    header = f"[{plan.label} {status}: {numbers}; session {plan.session_id}]" + (f"\n{plan.note}" if plan.note else "")
     if status == "completed":
         return ToolResult(output=f"{header}\n{text}", is_error=False)
     return ToolResult(output=f"{header}\n{plan.label} did not complete: {why}", is_error=True)
+
+
+def _reads_for_parent(parent: Session, call_id: str, child: Session) -> list[ReadStateUpdated]:
+    """What the child read that its parent had not read since: the parent's reads from now on (journaled
+    with the spawn call's result, so they hold after a crash as any call's reads do)."""
+    mine = parent.state.read_state
+    newer = [entry for path, entry in child.state.read_state.items() if path not in mine or mine[path].at < entry.at]
+    return [ReadStateUpdated(call_id=call_id, entries=newer)] if newer else []
 
 
 def _capped(text: str, cap: int, session_id: str) -> str:

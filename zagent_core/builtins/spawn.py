@@ -45,7 +45,8 @@ def parameters(config: Config) -> dict[str, Any]:
         listing = "; ".join(f"{name}: {preset.description}" if preset.description else name
                             for name, preset in presets.items())
         properties["subagent_type"] = {"type": "string",
-                                       "description": f"A preset for the sub-agent ({listing})."}
+                                       "description": f"A preset for the sub-agent ({listing}); another "
+                                                      "name runs a general-purpose one."}
     models = config.spawn.models
     if models:
         properties["model"] = {"type": "string",

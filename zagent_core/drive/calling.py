@@ -39,7 +39,7 @@ def run_tool(engine: Engine, name: str, arguments: dict[str, Any], display: Disp
     toolset = _loaded_tool(engine, name, display)
     with engine.start_session(origin="tools run", tools=toolset) as session:
         if display.events is not None:
-            session.subscribe(display.events)
+            session.subscribe(display.events, descendants=True)
         display.attach(session)
         result, call_id = _call_once(session, name, arguments, display)
     state = session.state

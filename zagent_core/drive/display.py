@@ -32,7 +32,8 @@ class Display:
     output: Callable[[str], None] = _unseen
     #: The text of a wake-up the session got (a background task ended).
     wake: Callable[[str], None] = _unseen
-    #: Every event the session appends, once committed: the live conversation.
+    #: Every event the session and its sub-agents append, once committed: the live conversation
+    #: (an event's ``session_id`` says whose; a sub-agent's ``child_spawned`` in its parent comes first).
     events: Callable[[StoredEvent], None] | None = None
     #: The model's reply text as it streams; None: each reply is seen once journaled.
     text: Callable[[str], None] | None = None

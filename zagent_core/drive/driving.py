@@ -198,7 +198,7 @@ def _opened(engine: Engine, request: DriveRequest, state: SessionState | None, d
                 display.problem(problem)
             session = engine.start_session(origin="run")
             if display.events is not None:
-                session.subscribe(display.events)
+                session.subscribe(display.events, descendants=True)
             return session
         display.status(f"resuming {request.session_id}")
         return engine.resume(request.session_id, listener=display.events, state=state)

@@ -67,6 +67,15 @@ class Coercion(_Part):
     after: Any
 
 
+class DroppedItem(_Part):
+    """An array item that did not fit its ``items`` schema even after coercion: left out, the call ran without it."""
+
+    #: Its place in the arguments as asked (``tool_call_requested`` holds its value): ``paths[2]``.
+    path: str
+    #: Why, as the model was told: ``argument "paths[2]": expected string, got integer``.
+    problem: str
+
+
 class OutputFile(_Part):
     """A file a call left in its output folder."""
 
@@ -103,6 +112,8 @@ class ParentLink(_Part):
     #: The tools it may use (a subagent preset's ``tools``, or the read-only ones), or None: the parent's.
     tools: list[str] | None = None
     subagent_type: str | None = None
+    #: Its read-before-edit gate counts its parent's reads (``share_read_state``).
+    share_read_state: bool = False
 
 
 class SessionStarted(_Body):
@@ -180,6 +191,8 @@ class ToolCallStarted(_Body):
     tool: str
     arguments: dict[str, Any]
     coercions: list[Coercion] = []
+    #: Array items left out of ``arguments`` (the model's result says so in one line).
+    dropped: list[DroppedItem] = []
     argv: list[str]
     cwd: str
     input_mode: str
@@ -426,6 +439,9 @@ class ChildSpawned(_Body):
     #: prompt (None: the default) and the tools it may use (None: its parent's).
     system_prompt: str | None = None
     tools: list[str] | None = None
+    #: It shares its parent's read-state: what the parent read counts for its edits, and its reads are journaled
+    #: in the parent (``read_state_updated`` of the spawn call, with ``child_ended``).
+    share_read_state: bool = False
 
 
 class ChildEnded(_Body):

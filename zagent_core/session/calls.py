@@ -20,7 +20,6 @@ from typing import Any, Literal
 from zagent_core.config import Config
 from zagent_core.ids import new_call_id
 from zagent_core.journal.events import (
-    Coercion,
     RejectReason,
     ToolCallFinished,
     ToolCallInterrupted,
@@ -39,12 +38,12 @@ from zagent_core.session.host import SessionHost
 from zagent_core.session.people import People
 from zagent_core.session.writer import Writer
 from zagent_core.tools.disclosure import findable
-from zagent_core.tools.inprocess import Arguments, BuiltinContext, Findable, Parked, ToolState
+from zagent_core.tools.inprocess import BuiltinContext, Findable, Parked, ToolState
 from zagent_core.tools.results import ToolResult
 from zagent_core.tools.shown import Shown
 from zagent_core.tools.text import storable_json
 from zagent_core.tools.toolbox import Toolbox, ToolEntry
-from zagent_core.tools.validation import validate_arguments
+from zagent_core.tools.validation import Validated, dropped_line, validate_arguments
 
 log = get_logger(__name__)
 
@@ -215,7 +214,7 @@ class CallRunner:
             return outcome(call_id, ToolResult(output=message, is_error=True))
         return self.run_requested(requested)
 
-    def _admitted(self, requested: ToolCallRequested) -> tuple[ToolEntry, dict[str, Any], list[Coercion]] | ToolCallRejected:
+    def _admitted(self, requested: ToolCallRequested) -> tuple[ToolEntry, Validated] | ToolCallRejected:
         """The tool and the validated arguments of a call, or why it is rejected (validated against the tool as it is now)."""
         name = requested.tool
         refusal = self.refusal(name)
@@ -230,7 +229,7 @@ class CallRunner:
             message = f"{name} was not run: its arguments do not match its parameters.\n" + "\n".join(problems)
             return ToolCallRejected(call_id=requested.call_id, reason="invalid_arguments", message=message,
                                     problems=problems)
-        return entry, validated.arguments, validated.coercions
+        return entry, validated
 
     def run_requested(self, requested: ToolCallRequested) -> CallOutcome:
         """A new call: journal its request with its rejection, its approval asked, or its start, and run it."""
@@ -238,13 +237,13 @@ class CallRunner:
         if isinstance(admitted, ToolCallRejected):
             self._writer.append([requested, admitted])
             return outcome(requested.call_id, ToolResult(output=admitted.message, is_error=True))
-        entry, arguments, coercions = admitted
+        entry, validated = admitted
         if entry.permission == "ask":
             waiting = self._people.ask_approval(requested)
             if waiting is not None:
                 return outcome(requested.call_id, waiting)
             return self.run_journaled(requested)
-        return self.execute(entry, requested, arguments, coercions)
+        return self.execute(entry, requested, validated)
 
     def run_journaled(self, requested: ToolCallRequested) -> CallOutcome:
         """A call whose request is in the journal already, because a person approved it (with its
@@ -253,12 +252,11 @@ class CallRunner:
         if isinstance(admitted, ToolCallRejected):
             self._writer.append([admitted])
             return outcome(requested.call_id, ToolResult(output=admitted.message, is_error=True))
-        entry, arguments, coercions = admitted
-        return self.execute(entry, requested, arguments, coercions, again=True)
+        entry, validated = admitted
+        return self.execute(entry, requested, validated, again=True)
 
-    def execute(self, entry: ToolEntry, requested: ToolCallRequested, arguments: Arguments,
-                coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0,
-                attempt: int = 1) -> CallOutcome:
+    def execute(self, entry: ToolEntry, requested: ToolCallRequested, validated: Validated, *,
+                again: bool = False, notify_offset: int = 0, attempt: int = 1) -> CallOutcome:
         """Run a validated call of any kind of tool: ``tool_call_started``, then the run, then what
         it staged committed with ``tool_call_finished`` (one step: a crash keeps both or neither).
 
@@ -267,7 +265,7 @@ class CallRunner:
         ``notify_offset``: where the cut-off attempt's journaled notes end in the call's notify
         file, which the new attempt appends to.
         """
-        writer, call_id, name = self._writer, requested.call_id, entry.name
+        writer, call_id, name, arguments = self._writer, requested.call_id, entry.name, validated.arguments
         call_dir = self._host.call_folder(call_id) if entry.runs_process(arguments) else None
         cut_off = writer.state.calls.get(call_id)
         going_on = again and entry.continues and cut_off is not None and cut_off.status == "running"
@@ -276,7 +274,7 @@ class CallRunner:
             task_id = str(state.tasks_numbered + 1) if entry.background(arguments) else None
             context = BuiltinContext(
                 session_id=writer.session_id, call_id=call_id, tool=name, workspace=self._workspace,
-                config=self._config, host=self._host, origin=state.origin, read_state=state.read_state,
+                config=self._config, host=self._host, origin=state.origin, read_state=self._host.read_state(),
                 state=ToolState(state.tool_state.get(name, {})), call_dir=call_dir, task_id=task_id,
                 active_skills=state.active_skills,
                 findable=self.findable,
@@ -285,7 +283,7 @@ class CallRunner:
             writer.append([] if going_on else [
                 *([] if again else [requested]),
                 ToolCallStarted(call_id=call_id, task_id=task_id, tool=name, arguments=arguments,
-                                coercions=coercions, notify_offset=notify_offset, attempt=attempt,
+                                coercions=validated.coercions, dropped=validated.dropped, notify_offset=notify_offset, attempt=attempt,
                                 **prepared.started),
             ])
         log.info("tool_call_started", session=writer.session_id, call_id=call_id, tool=name, task_id=task_id)
@@ -308,6 +306,8 @@ class CallRunner:
             raise
         log.info("tool_call_finished", call_id=call_id, is_error=result.is_error, exit_code=result.exit_code,
                  duration_ms=result.duration_ms, timed_out=result.timed_out)
+        if validated.dropped:
+            result = result.model_copy(update={"output": f"{result.output}\n{dropped_line(validated.dropped)}"})
         if prepared.crash_before_finished:
             crash_point("before_tool_call_finished")
         return outcome(call_id, self._finish(context, result), task_id)

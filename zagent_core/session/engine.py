@@ -234,7 +234,7 @@ class Engine:
         ``replay: safe``, else reported interrupted), every background task is re-attached,
         finished from its exit record, or reported interrupted, unread notify-file lines
         become notes, and wake-ups not yet delivered stay pending for :meth:`Session.deliver`.
-        ``listener`` is subscribed first, so it sees what resume decides. ``state``, if the
+        ``listener`` is subscribed first, so it sees what resume decides (and what its sub-agents do). ``state``, if the
         caller has read it already, saves reading it again. ``claim``: the session's lease was
         taken by :meth:`Journal.claim_sessions` for this engine's owner (a worker), replacing
         the expired lease it names, if any (the resume journals that takeover).
@@ -252,7 +252,7 @@ class Engine:
             # What was appended before the lease was ours (a driver that just stopped).
             session.state = rebuild(self.journal.read(session_id, after_version=state.version), state)
             if listener is not None:  # sees what resume settles, too
-                session.subscribe(listener)
+                session.subscribe(listener, descendants=True)
             warnings = self._warnings(tools)
             session._append([SessionResumed(zagent_version=zagent_version(), tools=self.toolbox(tools).offers(),
                                             warnings=warnings,
@@ -340,9 +340,9 @@ class Session:
         """Set, running calls stop (see :attr:`SessionHost.interrupt_calls`); :meth:`CallsStop.stop` says why."""
         return self._host.interrupt_calls
 
-    @interrupt_calls.setter
-    def interrupt_calls(self, event: CallsStop) -> None:  # a child watches its parent's
-        self._host.interrupt_calls = event
+    def follow(self, parent: Session, *, share_read_state: bool) -> None:
+        """Run as ``parent``'s sub-agent (see :meth:`SessionHost.follow`)."""
+        self._host.follow(parent._host, share_read_state=share_read_state)
 
     @property
     def ask_terminal(self) -> Callable[[str, list[str] | None], str] | None:
@@ -379,9 +379,9 @@ class Session:
 
     # -- writer ------------------------------------------------------------------------
 
-    def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
-        """Call ``listener`` with every event this session appends, after it is committed."""
-        self._writer.subscribe(listener)
+    def subscribe(self, listener: Callable[[StoredEvent], None], *, descendants: bool = False) -> None:
+        """Call ``listener`` with every event this session (``descendants``: and its sub-agents) appends, once committed."""
+        self._writer.subscribe(listener, descendants=descendants)
 
     def _append(self, events: Sequence[Event]) -> None:
         self._writer.append(events)

@@ -10,11 +10,12 @@ sub-agent's driver) is given to it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from zagent_core.config import CapabilitiesConfig, Config
 from zagent_core.home import Home
+from zagent_core.journal.events import ReadEntry
 from zagent_core.journal.views import TaskView
 from zagent_core.session.background import Background
 from zagent_core.session.people import People
@@ -73,6 +74,22 @@ class SessionHost:
         #: Set, running foreground calls stop their process trees and are journaled interrupted
         #: (Ctrl-C reaches the main thread only: the agent sets this for calls running beside each other).
         self.interrupt_calls = CallsStop()
+        #: A child spawned with ``share_read_state``: its parent's read-state, read at each call, under its own.
+        self.shared_read_state: Callable[[], Mapping[str, ReadEntry]] | None = None
+
+    def follow(self, parent: SessionHost, *, share_read_state: bool) -> None:
+        """Run as ``parent``'s sub-agent: its calls stop with the parent's (Ctrl-C stops the whole tree), its
+        events reach the parent's listeners of the whole tree, and, with ``share_read_state``, the read-before-edit gate counts what the parent read, as it stands at each call."""
+        self.interrupt_calls = parent.interrupt_calls
+        self._writer.subscribe(parent._writer.heard, descendants=True)  # a person watching the parent sees it too
+        if share_read_state:
+            self.shared_read_state = lambda: parent._writer.state.read_state
+
+    def read_state(self) -> Mapping[str, ReadEntry]:
+        """What the read-before-edit gate knows the model saw: the session's own reads, then its parent's
+        when it shares them (both folds of a journal, so a crash changes nothing)."""
+        own = self._writer.state.read_state
+        return own if self.shared_read_state is None else {**self.shared_read_state(), **own}
 
     def calls_stopped(self) -> bool:
         return self.interrupt_calls.is_set()

@@ -112,7 +112,7 @@ class Settler:
             self._writer.append([ToolCallInterrupted(call_id=call.call_id, message=(
                 f"zagent stopped while {call.tool} was running; it is replay-safe, so it runs again"))])
         requested = ToolCallRequested(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
-        self._calls.execute(entry, requested, validated.arguments, validated.coercions, again=True,
+        self._calls.execute(entry, requested, validated, again=True,
                             notify_offset=offset, attempt=call.attempt + 1 if call.status == "running"
                             else call.attempt)
         return True

@@ -81,14 +81,29 @@ class Writer:
         #: Notified after each append: what a call waits on in :meth:`Session.await_turn`.
         self.appended = threading.Condition(self.lock)
         self._listeners: list[Callable[[StoredEvent], None]] = []
+        #: Told this session's events and its sub-agents' (theirs too): a person watching the tree.
+        self._tree_listeners: list[Callable[[StoredEvent], None]] = []
         self._snapshot_version = state.version
         #: Let go (:meth:`release`): this process drives the session no more, and its
         #: background watcher stops instead of journaling what another driver now may.
         self.released = False
 
-    def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
-        """Call ``listener`` with every event this session appends, after it is committed."""
-        self._listeners.append(listener)
+    def subscribe(self, listener: Callable[[StoredEvent], None], *, descendants: bool = False) -> None:
+        """Call ``listener`` with every event this session appends, after it is committed; with
+        ``descendants``, every event its sub-agents' sessions append too (see :meth:`heard`)."""
+        (self._tree_listeners if descendants else self._listeners).append(listener)
+
+    def heard(self, item: StoredEvent) -> None:
+        """A sub-agent's event (its ``session_id`` says whose), for the listeners of the whole tree:
+        a child's session is subscribed to its parent's ``heard`` (:meth:`SessionHost.follow`)."""
+        self._tell(self._tree_listeners, item)
+
+    def _tell(self, listeners: list[Callable[[StoredEvent], None]], item: StoredEvent) -> None:
+        for listener in listeners:
+            try:
+                listener(item)
+            except Exception:  # noqa: BLE001 - an observer's bug must not undo a committed step
+                log.error("listener_failed", exc_info=True, session=self.session_id, event_type=item.event.type)
 
     def append(self, events: Sequence[Event]) -> None:
         """Commit ``events`` in one step at the session's version, fold them, then tell the listeners."""
@@ -107,11 +122,7 @@ class Writer:
             if self.state.version - self._snapshot_version >= max(SNAPSHOT_EVERY, len(self.state.pending_notes)):
                 self.snapshot()
         for item in stored:
-            for listener in self._listeners:
-                try:
-                    listener(item)
-                except Exception:  # noqa: BLE001 - an observer's bug must not undo a committed step
-                    log.error("listener_failed", exc_info=True, session=self.session_id, event_type=item.event.type)
+            self._tell([*self._listeners, *self._tree_listeners], item)
 
     def snapshot(self) -> None:
         """Store the state as a snapshot, so opening the session reads only what follows.

@@ -5,8 +5,9 @@ Each tool of a server is a :class:`~zagent_core.tools.inprocess.Builtin` named
 journals it, schedules it, settles it after a crash and serves it in a replay exactly as
 any built-in, and never knows it is MCP. Its identity is the server's name and the
 version its ``initialize`` answered (``mcp:fs@0.2.0``), its definition hash the sha256 of
-its input schema: an audit or a replay tells what ran. ``readOnlyHint`` makes a tool
-concurrency-safe and replay-safe; every other tool is neither.
+its input schema: an audit or a replay tells what ran. ``readOnlyHint`` (or the server's
+``readonly`` in config) makes a tool read-only: concurrency-safe, replay-safe, and given to a
+``readonly`` sub-agent preset; every other tool is none of these.
 
 The SDK is async and the engine is threads: one asyncio loop runs in a daemon thread per
 :class:`McpServers` (one per engine), each server's connection is a task on it that holds
@@ -711,7 +712,8 @@ class McpServers:
 
     def _builtin(self, server: Server, listed: Listed, tool: mcp_types.Tool, name: str,
                  parameters: dict[str, Any]) -> Builtin:
-        read_only = bool(tool.annotations is not None and tool.annotations.read_only_hint)
+        # The config's word stands for a server that annotates nothing; the server's own claim for the rest.
+        read_only = server.spec.readonly or bool(tool.annotations is not None and tool.annotations.read_only_hint)
         description = tool.description or tool.title or f"The {tool.name} tool of the MCP server {server.name}."
         return Builtin(
             name=name, description=description, parameters=parameters,

@@ -4,7 +4,9 @@ Every problem is reported, one sentence each (``missing argument "text"``,
 ``unknown argument "pth" (allowed: path)``, ``argument "top": must be >= 1``), so the
 model can fix them all in one retry. Unambiguous loose types are coerced first, as the
 seed framework does (``"3"`` where an integer is expected), and each coercion is
-recorded so the journal shows what the tool really received.
+recorded so the journal shows what the tool really received. An array item that still
+does not fit its ``items`` schema is dropped, as the seed does, rather than failing the
+whole call: the call runs with the rest, and the drop is recorded and told to the model.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from zagent_core.journal.events import Coercion
+from zagent_core.journal.events import Coercion, DroppedItem
 from zagent_core.tools.patterns import extras
 
 if TYPE_CHECKING:
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 _INTEGER = re.compile(r"^\s*-?[0-9]+\s*$", re.ASCII)
 _MAX_DIGITS = 1000
+#: How many dropped items the model's one line names; the journal records them all.
+MAX_DROPS_TOLD = 5
 _NUMBER = re.compile(r"^\s*-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$", re.ASCII)
 
 
@@ -35,6 +39,7 @@ class Validated:
     arguments: Any
     problems: list[str] = field(default_factory=list)
     coercions: list[Coercion] = field(default_factory=list)
+    dropped: list[DroppedItem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -85,29 +90,59 @@ def _coerce_scalar(value: str, types: set[str]) -> tuple[bool, Any]:
     return False, value
 
 
-def _coerce(value: Any, schema: Any, path: str, coercions: list[Coercion]) -> Any:
-    """Coerce ``value`` in place of where the schema wants a number or a boolean."""
-    if not isinstance(schema, dict):
+@dataclass
+class _Loosening:
+    """What coercion did to one call's arguments: the values converted and the array items left out."""
+
+    validator: Validator
+    coercions: list[Coercion] = field(default_factory=list)
+    dropped: list[DroppedItem] = field(default_factory=list)
+
+    def coerce(self, value: Any, schema: Any, path: str, asked: str) -> Any:
+        """Coerce ``value`` in place where the schema wants a number or a boolean, and drop the array
+        items that still break their ``items`` schema. ``path`` is the place in the arguments the tool
+        receives (where a coercion's ``after`` is), ``asked`` the place in the arguments as asked (they
+        differ once an earlier item of an array was dropped): a drop is recorded at ``asked``, whose value
+        ``tool_call_requested`` holds."""
+        if not isinstance(schema, dict):
+            return value
+        if isinstance(value, str):
+            changed, new = _coerce_scalar(value, _types(schema))
+            if changed:
+                self.coercions.append(Coercion(path=path, before=value, after=new))
+            return new
+        if isinstance(value, dict):
+            properties = schema.get("properties")
+            if isinstance(properties, dict):
+                for key, sub in properties.items():
+                    if key in value:
+                        value[key] = self.coerce(value[key], sub, _dotted(path, key), _dotted(asked, key))
+        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+            return self._kept_items(value, schema["items"], path, asked)
         return value
-    if isinstance(value, str):
-        changed, new = _coerce_scalar(value, _types(schema))
-        if changed:
-            coercions.append(Coercion(path=path, before=value, after=new))
-        return new
-    if isinstance(value, dict):
-        properties = schema.get("properties")
-        if isinstance(properties, dict):
-            for key, sub in properties.items():
-                if key in value:
-                    value[key] = _coerce(value[key], sub, f"{path}.{key}" if path else key, coercions)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for index, item in enumerate(value):
-            value[index] = _coerce(item, schema["items"], f"{path}[{index}]", coercions)
-    return value
+
+    def _kept_items(self, items: list[Any], schema: dict[str, Any], path: str, asked: str) -> list[Any]:
+        item_validator = self.validator.evolve(schema=schema)  # keeps the root's resolver: $refs still resolve
+        kept: list[Any] = []
+        for index, item in enumerate(items):
+            coercions, dropped = len(self.coercions), len(self.dropped)
+            item = self.coerce(item, schema, f"{path}[{len(kept)}]", f"{asked}[{index}]")
+            error = next(iter(sorted(item_validator.iter_errors(item), key=_path_key)), None)
+            if error is None:
+                kept.append(item)
+                continue
+            # Its own coercions and drops went with it: what is recorded is what the tool receives.
+            del self.coercions[coercions:], self.dropped[dropped:]
+            self.dropped.append(DroppedItem(path=f"{asked}[{index}]", problem=_describe(error, f"{asked}[{index}]")[0]))
+        return kept
 
 
-def _where(error: ValidationError) -> str:
-    where = ""
+def _dotted(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _where(error: ValidationError, base: str) -> str:
+    where = base
     for part in error.absolute_path:
         where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
     return where
@@ -117,9 +152,9 @@ def _join(items: Any) -> str:
     return ", ".join(str(i) for i in items)
 
 
-def _describe(error: ValidationError) -> list[str]:
-    """One model-readable sentence per problem in ``error``."""
-    where = _where(error)
+def _describe(error: ValidationError, base: str = "") -> list[str]:
+    """One model-readable sentence per problem in ``error``, found at ``base`` of the arguments."""
+    where = _where(error, base)
     # Names come from the model: quoted as JSON strings, a newline cannot split a problem.
     subject = f"argument {_json(where)}" if where else "the arguments"
     prefix = f"{where}." if where else ""
@@ -185,9 +220,9 @@ def validate_arguments(validator: Validator, arguments: Any) -> Validated:
 
     The caller's object is never modified; ``Validated.arguments`` is what the tool gets.
     """
-    coercions: list[Coercion] = []
+    loosening = _Loosening(validator)
     try:
-        arguments = _coerce(copy.deepcopy(arguments), validator.schema, "", coercions)
+        arguments = loosening.coerce(copy.deepcopy(arguments), validator.schema, "", "")
     except (RecursionError, ValueError) as exc:
         return Validated(arguments=arguments, problems=[
             f"the arguments could not be checked ({type(exc).__name__}); send them less deeply nested"])
@@ -203,4 +238,15 @@ def validate_arguments(validator: Validator, arguments: Any) -> Validated:
         for sentence in _describe(error):
             if sentence not in problems:
                 problems.append(sentence)
-    return Validated(arguments=arguments, problems=problems, coercions=coercions if not problems else [])
+    if problems:
+        return Validated(arguments=arguments, problems=problems)
+    return Validated(arguments=arguments, coercions=loosening.coercions, dropped=loosening.dropped)
+
+
+def dropped_line(dropped: list[DroppedItem]) -> str:
+    """The one line that tells the model which items of its arrays were left out, and why."""
+    shown = "; ".join(item.problem for item in dropped[:MAX_DROPS_TOLD])
+    more = f"; and {len(dropped) - MAX_DROPS_TOLD} more" if len(dropped) > MAX_DROPS_TOLD else ""
+    return (f"[zagent: {len(dropped)} array item{'s' if len(dropped) > 1 else ''} that did not fit the "
+            f"tool's parameters {'were' if len(dropped) > 1 else 'was'} left out; the call ran without "
+            f"{'them' if len(dropped) > 1 else 'it'} ({shown}{more})]")

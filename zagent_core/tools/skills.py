@@ -89,7 +89,8 @@ def parse(text: str, folder_name: str) -> tuple[Skill | None, str, list[str]]:
                           'description:, then a closing "---" line']
     matter, body = parts
     try:
-        data = yaml.safe_load(matter)
+        # libyaml's loader where PyYAML was built with it: a tenth of the pure-Python one's time.
+        data = yaml.load(matter, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 2})" if where is not None else ""

@@ -3,7 +3,7 @@
 Under config.json's ``tools.disclosure: "lazy"`` a request leaves out the MCP servers' tools
 (and the folder tools, with ``tools.lazy_folder_tools``). A call finds them, answers with
 what they do and take, and stages ``tools_unlocked`` with its result: from the next request
-on they are sent, after the other tools (see ``CallRunner.disclosed``). The unlocks are
+on they are sent, after the other tools (see :mod:`zagent_core.tools.disclosure`). The unlocks are
 journaled, so a resume and a replay send the same tools.
 """
 

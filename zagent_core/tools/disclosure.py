@@ -3,8 +3,9 @@
 Deferred tools (MCP servers' tools, and folder tools with ``tools.lazy_folder_tools``) stay
 out of requests until ``tool_search`` unlocks them (``tools_unlocked``, folded into the
 session's ``unlocked``). Unlocked tools come after all the others, in the order they were
-unlocked: what a request sent before them is sent again byte for byte, so a provider's
-prompt cache keeps it.
+unlocked: the tool list a request sent before them is sent again byte for byte, so a
+provider's cache of its start holds (the seed's rule; an unlock still changes the tools,
+which providers cache before the conversation).
 """
 
 from __future__ import annotations

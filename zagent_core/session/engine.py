@@ -287,7 +287,7 @@ class Session:
         self._background = Background(self._writer, config, engine.workspace)
         self._people = People(self._writer, lambda name: name in config.approvals.allow, config.limits)
         self._host = SessionHost(self._writer, self._background, self._people, home=engine.home, config=config,
-                                 spawner=self.spawn)
+                                 spawner=self.spawn, caller=lambda *nested: self._calls.nested(*nested))
         self._calls = CallRunner(self._writer, engine.toolbox(tools), self._host, self._people,
                                  self._background, config=config, workspace=engine.workspace)
         self._turns = Turns(self._writer, self._calls, self._host.calls_stopped, config.limits)

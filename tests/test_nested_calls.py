@@ -16,6 +16,7 @@ from conftest import PYTHON, python_tool, wait_for
 from crashcheck import check_invariants
 from test_ask_user import events, only_session, zagent
 
+from zagent_core import Engine, Home
 from zagent_core.journal.events import (
     ToolCallFinished,
     ToolCallInterrupted,
@@ -23,6 +24,9 @@ from zagent_core.journal.events import (
     ToolCallRequested,
 )
 from zagent_core.tools import nested
+from zagent_core.tools.inprocess import Builtin
+from zagent_core.tools.results import ToolResult
+from zagent_store import SQLiteJournal
 
 #: Calls ``{"tool": NAME, "args": {...}}`` through ``zagent call`` and says what it printed and its exit status.
 CALLER = f"""
@@ -175,3 +179,20 @@ def test_a_sigkill_of_the_engine_while_a_nested_call_runs_is_settled_for_both_on
     shown = zagent(tools, "sessions", "show", session_id).stdout
     assert "no result yet" not in shown
     assert "\n  <- caller: interrupted\n" in shown and "\n    <- slow: interrupted\n" in shown
+
+
+def test_a_built_in_calls_a_tool_through_its_context(tools: Path, tmp_path: Path) -> None:
+    def twice(context: Any, arguments: dict[str, Any]) -> ToolResult:
+        shouted = context.call_tool("shout", {"text": arguments["text"]})
+        return ToolResult(output=shouted.output * 2, is_error=shouted.is_error)
+
+    with SQLiteJournal(tools / "journal.db") as journal:
+        engine = Engine(Home(tools), journal, workspace=tmp_path)
+        engine.builtins["twice"] = Builtin(name="twice", description="Shouts twice.", run=twice, parameters=TEXT)
+        with engine.start_session() as session:
+            result = session.call("twice", {"text": "hi"})
+            nested_calls = [e.event for e in journal.read(session.session_id)
+                            if isinstance(e.event, ToolCallRequested) and e.event.parent_call_id is not None]
+    assert result.output == "HIHI" and not result.is_error
+    assert [(c.tool, c.parent_call_id, c.call_id) for c in nested_calls] == [
+        ("shout", result.call_id, f"{result.call_id}.1")]

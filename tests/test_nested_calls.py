@@ -17,16 +17,18 @@ from crashcheck import check_invariants
 from test_ask_user import events, only_session, zagent
 
 from zagent_core import Engine, Home
+from zagent_core.history.replay import replay
 from zagent_core.journal.events import (
     ToolCallFinished,
     ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
+    ToolCallStarted,
 )
 from zagent_core.tools import nested
 from zagent_core.tools.inprocess import Builtin
 from zagent_core.tools.results import ToolResult
-from zagent_store import SQLiteJournal
+from zagent_store import MemoryJournal, SQLiteJournal
 
 #: Calls ``{"tool": NAME, "args": {...}}`` through ``zagent call`` and says what it printed and its exit status.
 CALLER = f"""
@@ -196,3 +198,40 @@ def test_a_built_in_calls_a_tool_through_its_context(tools: Path, tmp_path: Path
     assert result.output == "HIHI" and not result.is_error
     assert [(c.tool, c.parent_call_id, c.call_id) for c in nested_calls] == [
         ("shout", result.call_id, f"{result.call_id}.1")]
+
+
+def test_a_recorded_replay_serves_the_nested_calls_with_their_parent(tools: Path, tmp_path: Path) -> None:
+    assert run(tools, tmp_path, {"tool": "shout", "args": {"text": "hello"}}).returncode == 0
+    recorded, _ = calls_of(tools)
+
+    into = MemoryJournal()
+    with SQLiteJournal(tools / "journal.db") as journal:
+        report = replay(journal, only_session(tools), Home(tools), into, tools="recorded")
+    assert not report.diverged and report.replay_session_id is not None
+    served = [e.event for e in into.read(report.replay_session_id)]
+    requested = [e for e in served if isinstance(e, ToolCallRequested)]
+    assert [(r.tool, r.parent_call_id) for r in requested] == [(r.tool, r.parent_call_id) for r in recorded.values()]
+    assert [e.output for e in served if isinstance(e, ToolCallFinished)] == ["HELLO", "HELLO\n[zagent call exit 0]"]
+
+
+def test_a_rerun_replay_reruns_the_nested_calls_a_model_call_would_rerun_and_serves_the_others(
+        tools: Path, tmp_path: Path) -> None:
+    python_tool(tools, "caller", CALLER, replay="safe")
+    python_tool(tools, "shout", "import json, sys\nprint(json.load(sys.stdin)['text'].upper())", parameters=TEXT,
+                replay="safe")
+    python_tool(tools, "stamp", "print('stamped')")  # replay: unsafe, the default
+    assert run(tools, tmp_path, {"tool": "shout", "args": {"text": "hi"}}, {"tool": "stamp", "args": {}}).returncode == 0
+    recorded, _ = calls_of(tools)
+    (stamped,) = [r.call_id for r in recorded.values() if r.tool == "stamp"]
+
+    into = MemoryJournal()
+    with SQLiteJournal(tools / "journal.db") as journal:
+        report = replay(journal, only_session(tools), Home(tools), into, tools="rerun", workdir=tmp_path / "replay")
+    assert not report.diverged, report.differences
+    assert report.rerun == 3 and report.not_rerun == [f"stamp ({stamped})"]  # both callers and shout ran again
+    assert report.replay_session_id is not None
+    replayed = [e.event for e in into.read(report.replay_session_id)]
+    started = {e.call_id for e in replayed if isinstance(e, ToolCallStarted)}
+    assert stamped not in started and len(started) == 3
+    assert [(r.tool, r.parent_call_id) for r in replayed if isinstance(r, ToolCallRequested)] == [
+        (r.tool, r.parent_call_id) for r in recorded.values()]

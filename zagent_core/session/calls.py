@@ -106,7 +106,8 @@ class CallRunner:
     """Decides what a session may call, and runs calls: validated, approved, journaled and executed."""
 
     def __init__(self, writer: Writer, toolbox: Toolbox, host: SessionHost, people: People, background: Background,
-                 *, config: Config, workspace: Path) -> None:
+                 *, config: Config, workspace: Path,
+                 served: Callable[[str, ToolCallRequested], ToolResult | None]) -> None:
         self._writer = writer
         self.toolbox = toolbox
         self._host = host
@@ -116,6 +117,8 @@ class CallRunner:
         self._workspace = workspace
         #: The last number given to a nested call of each call (see :meth:`nested`).
         self._nested_numbers: dict[str, int] = {}
+        #: Serves a nested call instead of running it (a replay's recorded one), or says to run it (None).
+        self._served = served
 
     # -- what the session may call ---------------------------------------------------
 
@@ -214,6 +217,10 @@ class CallRunner:
             if not CALL_ID.fullmatch(call_id):  # a parent's id too long to number
                 call_id = new_call_id()
         self._nested_numbers[parent_call_id] = number
+        requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments, parent_call_id=parent_call_id)
+        served = self._served(self._writer.session_id, requested)
+        if served is not None:
+            return outcome(call_id, served)
         return self.call(name, arguments, call_id, parent_call_id)
 
     def _nesting(self, requested: ToolCallRequested) -> tuple[RejectReason, str] | None:

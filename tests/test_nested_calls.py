@@ -25,7 +25,8 @@ from zagent_core.journal.events import (
     ToolCallRequested,
     ToolCallStarted,
 )
-from zagent_core.tools import nested
+from zagent_core.config import Config, SandboxConfig
+from zagent_core.tools import nested, sandbox
 from zagent_core.tools.inprocess import Builtin
 from zagent_core.tools.results import ToolResult
 from zagent_store import MemoryJournal, SQLiteJournal
@@ -235,3 +236,17 @@ def test_a_rerun_replay_reruns_the_nested_calls_a_model_call_would_rerun_and_ser
     assert stamped not in started and len(started) == 3
     assert [(r.tool, r.parent_call_id) for r in replayed if isinstance(r, ToolCallRequested)] == [
         (r.tool, r.parent_call_id) for r in recorded.values()]
+
+
+@pytest.mark.skipif(sandbox.unavailable() is not None, reason="no bubblewrap sandbox on this host")
+@pytest.mark.parametrize("grant", ["workspace-write", "read-only"])
+@pytest.mark.parametrize("private_tmp", [False, True])
+def test_a_confined_tool_reaches_its_session_through_the_socket_bound_into_its_sandbox(
+        tools: Path, tmp_path: Path, grant: str, private_tmp: bool) -> None:
+    python_tool(tools, "boxed", CALLER, sandbox=grant)
+    config = Config(sandbox=SandboxConfig(private_tmp=private_tmp))
+    with SQLiteJournal(tools / "journal.db") as journal:
+        engine = Engine(Home(tools), journal, workspace=tmp_path, config=config)
+        with engine.start_session() as session:
+            result = session.call("boxed", {"tool": "shout", "args": {"text": "out"}})
+    assert result.output == "OUT\n[zagent call exit 0]", result.output

@@ -17,6 +17,7 @@ from crashcheck import check_invariants
 from test_ask_user import events, only_session, zagent
 
 from zagent_core import Engine, Home
+from zagent_core.config import Config, SandboxConfig
 from zagent_core.history.replay import replay
 from zagent_core.journal.events import (
     ToolCallFinished,
@@ -25,7 +26,6 @@ from zagent_core.journal.events import (
     ToolCallRequested,
     ToolCallStarted,
 )
-from zagent_core.config import Config, SandboxConfig
 from zagent_core.tools import nested, sandbox
 from zagent_core.tools.inprocess import Builtin
 from zagent_core.tools.results import ToolResult

@@ -17,7 +17,7 @@ from crashcheck import check_invariants
 from test_ask_user import events, only_session, zagent
 
 from zagent_core import Engine, Home
-from zagent_core.config import Config, SandboxConfig
+from zagent_core.config import Config, LimitsConfig, SandboxConfig
 from zagent_core.history.replay import replay
 from zagent_core.journal.events import (
     ToolCallFinished,
@@ -250,3 +250,19 @@ def test_a_confined_tool_reaches_its_session_through_the_socket_bound_into_its_s
         with engine.start_session() as session:
             result = session.call("boxed", {"tool": "shout", "args": {"text": "out"}})
     assert result.output == "OUT\n[zagent call exit 0]", result.output
+
+
+def test_a_call_makes_no_more_nested_calls_than_the_limit(tools: Path, tmp_path: Path) -> None:
+    def many(context: Any, arguments: dict[str, Any]) -> ToolResult:
+        results = [context.call_tool("shout", {"text": str(n)}) for n in range(3)]
+        return ToolResult(output="\n".join(r.output for r in results), is_error=False)
+
+    config = Config(limits=LimitsConfig(nested_calls_per_call=2))
+    with SQLiteJournal(tools / "journal.db") as journal:
+        engine = Engine(Home(tools), journal, workspace=tmp_path, config=config)
+        engine.builtins["many"] = Builtin(name="many", description="Shouts thrice.", run=many,
+                                          parameters={"type": "object"})
+        with engine.start_session() as session:
+            result = session.call("many", {})
+    assert result.output.split("\n") == ["0", "1", f"shout was not run: call {result.call_id} has made the 2 nested "
+                                                   "calls a call may make (limits.nested_calls_per_call in config.json)"]

@@ -106,6 +106,9 @@ class LimitsConfig(BaseModel):
     #: How deep calls may nest (a tool calling a tool, through ``zagent call`` or ``context.call_tool``):
     #: 1, as the seed's ``callTool``, lets a call's tool call others but not theirs; 0 turns nested calls off.
     nested_call_depth: int = Field(1, ge=0)
+    #: Nested calls one call may make: past it they are refused, so a tool that loops on
+    #: ``zagent call`` fills neither the journal nor the session's time without end.
+    nested_calls_per_call: int = Field(100, ge=1)
 
 
 #: Model families that take images, as their names go (OpenAI's own, the open ones served

@@ -230,6 +230,10 @@ class CallRunner:
         while parent is not None and parent.parent_call_id is not None:
             depth, parent = depth + 1, state.calls.get(parent.parent_call_id)
         name = requested.tool
+        most = self._config.limits.nested_calls_per_call
+        if self._nested_numbers.get(requested.parent_call_id or "", 0) > most:
+            return "limit", (f"{name} was not run: call {requested.parent_call_id} has made the {most} nested calls "
+                             "a call may make (limits.nested_calls_per_call in config.json)")
         if depth > limit:
             if limit == 0:
                 return "limit", (f"{name} was not run: nested calls are turned off (limits.nested_call_depth is 0 in "

@@ -266,3 +266,13 @@ def test_a_call_makes_no_more_nested_calls_than_the_limit(tools: Path, tmp_path:
             result = session.call("many", {})
     assert result.output.split("\n") == ["0", "1", f"shout was not run: call {result.call_id} has made the 2 nested "
                                                    "calls a call may make (limits.nested_calls_per_call in config.json)"]
+
+
+def test_zagent_call_json_prints_the_output_and_whether_it_is_an_error(tools: Path) -> None:
+    python_tool(tools, "asks", f"""
+import subprocess
+subprocess.run([{PYTHON!r}, "-m", "zagent_cli", "call", "shout", "--args", '{{"text": "json"}}', "--json"])
+""")
+    ran = zagent(tools, "tools", "run", "asks")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"output": "JSON", "is_error": False}

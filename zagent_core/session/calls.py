@@ -224,7 +224,7 @@ class CallRunner:
         return self.call(name, arguments, call_id, parent_call_id)
 
     def _nesting(self, requested: ToolCallRequested) -> tuple[RejectReason, str] | None:
-        """Why a nested call may not run, whatever its tool's arguments: too deep, or it would wait on a person."""
+        """Why a nested call may not run, whatever its arguments: too deep, one too many, or it would wait on a person."""
         state, limit = self._writer.state, self._config.limits.nested_call_depth
         depth, parent = 1, state.calls.get(requested.parent_call_id or "")
         while parent is not None and parent.parent_call_id is not None:

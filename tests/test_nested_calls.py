@@ -143,12 +143,14 @@ def test_zagent_call_outside_a_call_says_what_it_is_for(tmp_path: Path) -> None:
 
 
 def test_a_wrong_token_is_refused_and_the_socket_goes_with_its_call(tmp_path: Path) -> None:
-    with nested.CallSocket(lambda name, arguments: pytest.fail("no call may run")) as sockets:
+    folder = nested.socket_folder("a-session", "a-call")
+    with nested.CallSocket(lambda name, arguments: pytest.fail("no call may run"), folder) as sockets:
         variables = sockets.variables()
         reply = nested.call("shout", {}, {**variables, nested.TOKEN_VARIABLE: "0" * 32})
         assert reply.is_error and "the token is not this call's" in reply.output
-        assert sockets.path.stat().st_mode & 0o777 == 0o600 and sockets.folder.stat().st_mode & 0o777 == 0o700
-    assert not sockets.folder.exists()
+        assert sockets.path.stat().st_mode & 0o777 == 0o600 and folder.stat().st_mode & 0o777 == 0o700
+        assert folder.parent.stat().st_mode & 0o777 == 0o700
+    assert not folder.exists()
     with pytest.raises(OSError):
         nested.call("shout", {}, variables)
 
@@ -178,6 +180,7 @@ def test_a_sigkill_of_the_engine_while_a_nested_call_runs_is_settled_for_both_on
     assert len(requested) == 2
     for call_id, call in requested.items():  # neither is left running: each cut off, said once
         assert isinstance(results[call_id], ToolCallInterrupted), (call.tool, results[call_id])
+        assert not nested.socket_folder(session_id, call_id).exists()  # nor its socket left behind
     check_invariants(events(tools, session_id))
     shown = zagent(tools, "sessions", "show", session_id).stdout
     assert "no result yet" not in shown

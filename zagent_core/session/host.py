@@ -25,7 +25,7 @@ from zagent_core.tools import sandbox, tasks
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.inprocess import Arguments, BuiltinContext
 from zagent_core.tools.invocation import CallContext
-from zagent_core.tools.nested import CallSocket
+from zagent_core.tools.nested import CallSocket, socket_folder
 from zagent_core.tools.processes import write_identity
 from zagent_core.tools.results import FULL_OUTPUT_NAME, ToolResult
 from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
@@ -137,7 +137,8 @@ class SessionHost:
             write_identity(call_dir / tasks.TOOL_FILE, pid)
 
         # What the process runs through `zagent call` nests in this call, while it runs.
-        with CallSocket(lambda name, arguments: self._caller(call_id, name, arguments)) as sockets:
+        with CallSocket(lambda name, arguments: self._caller(call_id, name, arguments),
+                        socket_folder(self._writer.session_id, call_id)) as sockets:
             spec = dataclasses.replace(spec, env=spec.env | sockets.variables())
             outcome = run_process(self._confined(context, spec, sockets.folder), on_tick=tick, on_start=started)
         self._background.collect_notes(call_id)  # what it wrote last

@@ -1,10 +1,11 @@
 """Nested calls from a tool's process: the call socket its process reaches its session by (``zagent call``).
 
 While a call's process runs in the foreground, the session listens on a Unix socket made for
-that call alone: in a private runtime folder (mode 0700, the socket 0600), named in the
-process's environment (``ZAGENT_CALL_SOCKET``) with a token made for the call
-(``ZAGENT_CALL_TOKEN``), so only that call's process tree, which inherits both, can use it.
-The socket goes away with the call: a process it left behind cannot call on its behalf.
+that call alone: in a runtime folder of its own (:func:`socket_folder`, mode 0700, the socket
+0600), named in the process's environment (``ZAGENT_CALL_SOCKET``) with a token made for the
+call (``ZAGENT_CALL_TOKEN``), so only that call's process tree, which inherits both, can use it.
+The socket goes away with the call: a process it left behind cannot call on its behalf; a
+crash leaves it, and the resume that settles the call removes it (:func:`remove_left`).
 
 One request a connection, one JSON line each way: :class:`NestedRequest` in,
 :class:`NestedReply` out. The session runs the nested call as any call (validated,
@@ -15,6 +16,7 @@ time, in the order they connect.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import os
 import secrets
@@ -76,14 +78,39 @@ def _runtime_root() -> Path:
     return Path(tempfile.gettempdir())
 
 
+def _private_root() -> Path:
+    """``zagent-UID`` in the runtime root, made 0700; used only while it is this user's alone."""
+    root = _runtime_root() / f"zagent-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        root.mkdir(mode=0o700)
+    found = os.lstat(root)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise PermissionError(f"{root} is not a folder of this user's alone (mode 0700): remove it")
+    return root
+
+
+def socket_folder(session_id: str, call_id: str) -> Path:
+    """The runtime folder of the socket of call ``call_id`` of session ``session_id``: named by
+    both (hashed: a socket's path must stay under about 100 bytes), so a resume finds it."""
+    return _private_root() / hashlib.sha256(f"{session_id}/{call_id}".encode()).hexdigest()[:16]
+
+
+def remove_left(session_id: str, call_id: str) -> None:
+    """Remove the socket folder a crash left behind for a call (nothing if there is none)."""
+    with contextlib.suppress(OSError):
+        shutil.rmtree(socket_folder(session_id, call_id))
+
+
 class CallSocket:
     """The socket one call's process reaches its session by, while the call runs."""
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, folder: Path) -> None:
         self._answer = answer
         self.token = secrets.token_hex(16)
-        #: The private runtime folder (0700) that holds the socket and nothing else.
-        self.folder = Path(tempfile.mkdtemp(prefix="zagent-", dir=_runtime_root()))
+        #: The runtime folder (0700) that holds the socket and nothing else (one a crash left is made anew).
+        self.folder = folder
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(mode=0o700)
         self.path = self.folder / "call.sock"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

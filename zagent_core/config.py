@@ -124,6 +124,12 @@ class LimitsConfig(BaseModel):
     #: A sub-agent's final reply, as its spawn call's result; beyond it the end is cut (the
     #: child's session keeps it whole). 32 KiB, as any tool's output (``output_cap_bytes``).
     child_reply_bytes: int = Field(32 * 1024, ge=256)
+    #: How deep calls may nest (a tool calling a tool, through ``zagent call`` or ``context.call_tool``):
+    #: 1, as the seed's ``callTool``, lets a call's tool call others but not theirs; 0 turns nested calls off.
+    nested_call_depth: int = Field(1, ge=0)
+    #: Nested calls one call may make: past it they are refused, so a tool that loops on
+    #: ``zagent call`` fills neither the journal nor the session's time without end.
+    nested_calls_per_call: int = Field(100, ge=1)
 
     @field_validator("truncation_marker")
     @classmethod

@@ -26,6 +26,8 @@ _MODULES = (
     "terminal",
     "ask_user",
     "spawn",
+    "fetch_url",
+    "web_search",
 )
 
 

@@ -275,7 +275,8 @@ class Builtin:
     concurrency_safe: bool | Callable[[Arguments], bool] = False
     #: What a resume does with a call a crash cut off: ``safe`` runs it again, ``unsafe`` reports it interrupted.
     replay: Literal["safe", "unsafe"] = "unsafe"
-    #: Whether a call runs a process (it then gets a call folder the engine can clean up after a crash).
+    #: Whether a call runs a process or keeps files of its own (it then gets a call folder, with
+    #: its ``output/``, that the engine can clean up after a crash).
     runs_process: Callable[[Arguments], bool] = _never
     #: Whether a call starts a background task (numbered when the call starts).
     background: Callable[[Arguments], bool] = _never

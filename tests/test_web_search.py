@@ -207,3 +207,17 @@ def test_through_the_cli_the_key_is_no_tools_and_a_replay_serves_the_results(
     (report,) = json.loads(replayed.stdout)["replays"]
     assert f"web_search ({searched.call_id})" in report["not_rerun"] and report["differences"] == [], report
     assert len(asked.requests) == 1  # served, not asked again
+
+
+def test_a_provider_without_its_key_is_a_warning_of_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEST_NEVER_SET_KEY", raising=False)
+    unset = Config(builtins=BuiltinsConfig(web_search=WebSearchConfig(provider="tavily",
+                                                                      api_key_env="TEST_NEVER_SET_KEY")))
+    assert [p.message for p in registry.enabled(unset)[1]] == [
+        "web_search: tavily needs a key and the variable TEST_NEVER_SET_KEY is not set; its calls will fail until it is"]
+    nameless = Config(builtins=BuiltinsConfig(web_search=WebSearchConfig(provider="brave")))
+    assert [p.message for p in registry.enabled(nameless)[1]] == [
+        "web_search: brave needs a key and builtins.web_search.api_key_env names no variable; its calls will fail "
+        "until it is"]
+    searxng = Config(builtins=BuiltinsConfig(web_search=WebSearchConfig(provider="searxng", base_url="http://h")))
+    assert registry.enabled(searxng)[1] == []

@@ -17,6 +17,7 @@ import httpx
 
 from zagent_core.builtins.search_providers import Hit, provider
 from zagent_core.config import Config, WebSearchConfig
+from zagent_core.problems import Problem
 from zagent_core.tools import credentials
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import ToolResult
@@ -47,19 +48,34 @@ def description(settings: WebSearchConfig) -> str:
             f"fetch_url to read it. At most {settings.max_results} results.")
 
 
+def _missing_key(settings: WebSearchConfig) -> str | None:
+    """What is missing for the provider's key, or None: it has one, or needs none."""
+    if settings.provider is None or not provider(settings.provider).needs_key:
+        return None
+    if not settings.api_key_env:
+        return f"{settings.provider} needs a key and builtins.web_search.api_key_env names no variable"
+    if not credentials.take(settings.api_key_env):
+        return f"{settings.provider} needs a key and the variable {settings.api_key_env} is not set"
+    return None
+
+
+def config_problems(config: Config) -> list[Problem]:
+    """A provider that needs a key without one: every call would fail, so it is said before."""
+    missing = _missing_key(config.builtins.web_search)
+    return [] if missing is None else [Problem(source="config.json", severity="warning",
+                                               message=f"web_search: {missing}; its calls will fail until it is")]
+
+
 def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     """Ask the provider one query and answer its results."""
     settings = context.config.builtins.web_search
     if settings.provider is None:
         return ToolResult(output="web_search is not configured: builtins.web_search.provider is not set in "
                                  "config.json", is_error=True)
+    if (missing := _missing_key(settings)) is not None:
+        return ToolResult(output=f"web_search cannot search: {missing}; tell the user", is_error=True)
     chosen = provider(settings.provider)
     key = credentials.take(settings.api_key_env) if settings.api_key_env else None
-    if chosen.needs_key and not key:
-        where = (f"the variable {settings.api_key_env} is not set" if settings.api_key_env
-                 else "builtins.web_search.api_key_env names no variable")
-        return ToolResult(output=f"web_search cannot search: {settings.provider} needs a key and {where}; "
-                                 "tell the user", is_error=True)
     query = arguments["query"]
     limit = min(int(arguments.get("limit", settings.max_results)), settings.max_results)
     base_url = settings.base_url or chosen.default_base_url or ""

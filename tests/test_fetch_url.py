@@ -50,6 +50,12 @@ class _Site(BaseHTTPRequestHandler):
             self.send_response(301)
             self.send_header("Location", "/loop")
             self.end_headers()
+        elif path == "/host":
+            said = f"Host: {self.headers['Host']}".encode()
+            self._head("text/plain", len(said))
+            self.wfile.write(said)
+        elif path == "/stall":
+            self.server.stalled.wait()  # type: ignore[attr-defined]  # answered when the server stops
         elif path == "/endless":
             self._head("text/plain", None)
             try:
@@ -83,9 +89,11 @@ class _Site(BaseHTTPRequestHandler):
 def site() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
     server.daemon_threads = True
+    server.stalled = threading.Event()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.stalled.set()  # type: ignore[attr-defined]
     server.shutdown()
     server.server_close()
 
@@ -175,6 +183,20 @@ def test_redirects_are_followed_and_counted(reach: Any, site: str) -> None:
     assert looped.is_error and looped.output == (
         f"not fetched: {site}/loop redirected more than builtins.fetch_url.max_redirects (5) times; the last hop "
         f"led to {site}/loop")
+
+
+def test_a_name_is_fetched_from_its_checked_address_with_its_own_host_header(
+        home_dir: Path, workspace: Path, site: str) -> None:
+    named = site.replace("127.0.0.1", "localhost")
+    result = fetch(home_dir, workspace, {"url": f"{named}/host"}, allow_hosts=["localhost"])
+    assert result.output.endswith(f"\n\nHost: localhost:{site.rsplit(':', 1)[1]}"), result.output
+
+
+def test_a_server_that_does_not_answer_is_given_up_at_the_timeout(home_dir: Path, workspace: Path,
+                                                                  site: str) -> None:
+    result = fetch(home_dir, workspace, {"url": f"{site}/stall"}, allow_private=True, timeout_seconds=0.5)
+    assert result.is_error and result.output == (
+        f"not fetched: {site}/stall did not answer within builtins.fetch_url.timeout_seconds (0.5 s)")
 
 
 def test_private_addresses_are_refused_by_default(home_dir: Path, workspace: Path, site: str) -> None:

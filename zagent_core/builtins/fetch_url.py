@@ -117,7 +117,7 @@ def _fetch(context: BuiltinContext, client: httpx.Client, url: httpx.URL, settin
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise httpx.TimeoutException("deadline")
-        response = client.send(target.request(client, remaining), stream=True)
+        response = target.send(client, remaining)
         try:
             location = response.headers.get("location")
             if response.is_redirect and location:

@@ -1,12 +1,12 @@
-"""Which addresses ``fetch_url`` may reach, and reaching exactly the one that was checked.
+"""Which addresses ``fetch_url`` may reach, and reaching exactly the ones that were checked.
 
 A URL a model was given may name, directly or through DNS or a redirect, the machine's own
 network: a database on loopback, a router's admin page, the cloud metadata service at
 169.254.169.254 that hands out credentials. So every hop is resolved once, every address the
-name resolves to is checked, and the connection goes to that checked address: the request is
-sent to the IP literal with the original ``Host`` header and TLS server name (SNI, and the
-certificate is verified against the name), so a DNS answer that changes between the check and
-the connect (rebinding) changes nothing. Proxies from the environment are not used: a proxy
+name resolves to is checked, and the connection goes to a checked address (the next one when
+one does not take it): the request is sent to the IP literal with the original ``Host``
+header and TLS server name (SNI, and the certificate is verified against the name), so a DNS
+answer that changes between the check and the connect (rebinding) changes nothing. Proxies from the environment are not used: a proxy
 would connect on its own, to whatever the name resolves to there.
 """
 
@@ -57,17 +57,25 @@ def host_matches(host: str, patterns: list[str]) -> bool:
 
 @dataclass(frozen=True)
 class Target:
-    """One hop of a fetch: the URL as given, and the checked address it is fetched from."""
+    """One hop of a fetch: the URL as given, and the checked addresses it may be fetched from."""
 
     url: httpx.URL
-    address: Address
+    addresses: list[Address]
 
-    def request(self, client: httpx.Client, timeout: float) -> httpx.Request:
-        """The GET of :attr:`url`, sent to :attr:`address` and nowhere else."""
-        pinned = self.url.copy_with(host=str(self.address))
+    def send(self, client: httpx.Client, timeout: float) -> httpx.Response:
+        """The GET of :attr:`url` (its response streamed), sent to the first of :attr:`addresses`
+        that takes the connection, and nowhere else."""
         extensions = {"sni_hostname": self.url.host} if self.url.scheme == "https" else {}
-        return client.build_request("GET", pinned, headers={"Host": self.url.netloc.decode("ascii")},
-                                    timeout=timeout, extensions=extensions)
+        refused: httpx.ConnectError | None = None
+        for address in self.addresses:
+            request = client.build_request("GET", self.url.copy_with(host=str(address)), timeout=timeout,
+                                           headers={"Host": self.url.netloc.decode("ascii")}, extensions=extensions)
+            try:
+                return client.send(request, stream=True)
+            except httpx.ConnectError as exc:  # a name's IPv6 address unreachable, its IPv4 one is tried
+                refused = exc
+        assert refused is not None, "a target has at least one address"
+        raise refused
 
 
 def checked_target(url: httpx.URL, settings: FetchUrlConfig) -> Target:
@@ -87,7 +95,7 @@ def checked_target(url: httpx.URL, settings: FetchUrlConfig) -> Target:
                 raise Refused(f"{address}{named} is a private address (loopback, link-local, a private range or the "
                               "cloud metadata address), which fetch_url does not fetch; to reach it, add the host to "
                               "builtins.fetch_url.allow_hosts in config.json (or set allow_private to true)")
-    return Target(url, addresses[0])
+    return Target(url, addresses)
 
 
 def _resolved(host: str, port: int) -> list[Address]:

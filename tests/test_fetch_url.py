@@ -9,21 +9,19 @@ import ipaddress
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from local_http import QuietHandler, one_call, serving
 from test_ask_user import events, only_session, zagent
 
-from zagent_core import Engine, Home
 from zagent_core.builtins import registry
 from zagent_core.builtins.web_access import host_matches, public
 from zagent_core.config import BuiltinsConfig, Config, FetchUrlConfig, LimitsConfig
 from zagent_core.journal.events import ToolCallFinished
 from zagent_core.tools.results import ToolResult
-from zagent_store import SQLiteJournal
 
 PAGE = ("<html><head><title>Retries</title><script>var secret = 1;</script><style>p {}</style></head><body>"
         "<h1>Retry policy</h1><p>Calls are <em>retried</em> <strong>three</strong> times; see "
@@ -33,31 +31,26 @@ PAGE = ("<html><head><title>Retries</title><script>var secret = 1;</script><styl
 PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 
 
-class _Site(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
+#: Answered when the server stops: what /stall waits for.
+_STOPPED = threading.Event()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        return
+
+class _Site(QuietHandler):
+    protocol_version = "HTTP/1.0"
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = urlsplit(self.path).path
         query = parse_qs(urlsplit(self.path).query)
-        if path == "/redirect":
-            self.send_response(302)
-            self.send_header("Location", query["to"][0])
-            self.end_headers()
-        elif path == "/loop":
-            self.send_response(301)
-            self.send_header("Location", "/loop")
+        if path in ("/redirect", "/loop"):
+            self.send_response(302 if path == "/redirect" else 301)
+            self.send_header("Location", query["to"][0] if path == "/redirect" else "/loop")
             self.end_headers()
         elif path == "/host":
-            said = f"Host: {self.headers['Host']}".encode()
-            self._head("text/plain", len(said))
-            self.wfile.write(said)
+            self.answer(200, "text/plain", f"Host: {self.headers['Host']}".encode())
         elif path == "/stall":
-            self.server.stalled.wait()  # type: ignore[attr-defined]  # answered when the server stops
+            _STOPPED.wait()
         elif path == "/endless":
-            self._head("text/plain", None)
+            self.answer(200, "text/plain", None)
             try:
                 while True:
                     self.wfile.write(b"x" * 65536)
@@ -70,41 +63,22 @@ class _Site(BaseHTTPRequestHandler):
                      "/big.txt": ("text/plain", b"".join(b"line %d\n" % n for n in range(200_000))),
                      "/archive.zip": ("application/zip", b"PK" + bytes(4000))}.get(path)
             if found is None:
-                missing = b"<p>No such <b>page</b></p>"
-                self._head("text/html", len(missing), status=404)
-                self.wfile.write(missing)
-                return
-            self._head(found[0], len(found[1]))
-            self.wfile.write(found[1])
-
-    def _head(self, mime: str, length: int | None, status: int = 200) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", mime)
-        if length is not None:
-            self.send_header("Content-Length", str(length))
-        self.end_headers()
+                self.answer(404, "text/html", b"<p>No such <b>page</b></p>")
+            else:
+                self.answer(200, *found)
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    server.daemon_threads = True
-    server.stalled = threading.Event()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.stalled.set()  # type: ignore[attr-defined]
-    server.shutdown()
-    server.server_close()
+    with serving(_Site) as (_, url):
+        yield url
+        _STOPPED.set()
 
 
 def fetch(home_dir: Path, workspace: Path, arguments: dict[str, Any], **settings: Any) -> ToolResult:
     config = Config(builtins=BuiltinsConfig(fetch_url=FetchUrlConfig(**settings)),
                     limits=LimitsConfig(output_cap_bytes=4096))
-    with SQLiteJournal(home_dir / "journal.db") as journal:
-        engine = Engine(Home(home_dir), journal, workspace=workspace, config=config)
-        with engine.start_session("test") as session:
-            return session.call("fetch_url", arguments)
+    return one_call(home_dir, workspace, config, "fetch_url", arguments)
 
 
 @pytest.fixture

@@ -4,23 +4,20 @@ and Tavily do; its key withheld from tools and redacted; through the CLI with th
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from local_http import QuietHandler, one_call, serving
 from test_ask_user import events, only_session, zagent
 
-from zagent_core import Engine, Home
 from zagent_core.builtins import registry
 from zagent_core.config import BuiltinsConfig, Config, WebSearchConfig, load_config
 from zagent_core.journal.events import ToolCallFinished
 from zagent_core.tools.results import ToolResult
-from zagent_store import SQLiteJournal
 
 KEY = "sk-search-0123456789abcdef"
 HITS = [("Retry policies", "https://example.com/retries", "How often to <strong>retry</strong> a call."),
@@ -52,17 +49,10 @@ def _answer(path: str, count: int) -> dict[str, Any]:
 def api() -> Iterator[tuple[str, Asked]]:
     asked = Asked()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-            return
-
-        def _reply(self, body: dict[str, Any] | None) -> None:
-            self.send_response(asked.status)
-            self.send_header("Content-Type", "application/json")
-            data = asked.body if asked.body is not None else json.dumps(body).encode()
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    class Handler(QuietHandler):
+        def _reply(self, body: dict[str, Any]) -> None:
+            self.answer(asked.status, "application/json", asked.body if asked.body is not None
+                        else json.dumps(body).encode())
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             url = urlsplit(self.path)
@@ -75,12 +65,8 @@ def api() -> Iterator[tuple[str, Asked]]:
             asked.requests.append({"method": "POST", "path": self.path, "json": body, "headers": dict(self.headers)})
             self._reply(_answer(self.path, body["max_results"]))
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", asked
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as (_, url):
+        yield url, asked
 
 
 @pytest.fixture
@@ -93,10 +79,7 @@ def asked(api: tuple[str, Asked]) -> Asked:
 
 def search(home_dir: Path, workspace: Path, arguments: dict[str, Any], **settings: Any) -> ToolResult:
     config = Config(builtins=BuiltinsConfig(web_search=WebSearchConfig(**settings)))
-    with SQLiteJournal(home_dir / "journal.db") as journal:
-        engine = Engine(Home(home_dir), journal, workspace=workspace, config=config)
-        with engine.start_session("test") as session:
-            return session.call("web_search", arguments)
+    return one_call(home_dir, workspace, config, "web_search", arguments)
 
 
 def test_web_search_is_offered_only_when_a_provider_is_set() -> None:

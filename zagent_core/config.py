@@ -92,6 +92,19 @@ class WebSearchConfig(BaseModel):
         return self
 
 
+class GenerateImageConfig(BaseModel):
+    """The ``generate_image`` built-in: offered only when ``model`` is set. It is reached as
+    ``openai:`` models are (``model.base_url``, ``model.api_key_env``)."""
+
+    model_config = _STRICT
+
+    #: The Images API model (``gpt-image-1``, ``dall-e-3``...).
+    model: str | None = None
+    #: Images one call may ask for at most.
+    max_images: int = Field(4, ge=1, le=10)
+    timeout_seconds: float = Field(300.0, gt=0, le=1800, allow_inf_nan=False)
+
+
 class BuiltinsConfig(BaseModel):
     model_config = _STRICT
 
@@ -107,6 +120,7 @@ class BuiltinsConfig(BaseModel):
     shell: ShellConfig = ShellConfig()
     fetch_url: FetchUrlConfig = FetchUrlConfig()
     web_search: WebSearchConfig = WebSearchConfig()
+    generate_image: GenerateImageConfig = GenerateImageConfig()
 
 
 class LimitsConfig(BaseModel):

@@ -14,7 +14,6 @@ shown is capped again after the conversion, with the whole page kept in the call
 
 from __future__ import annotations
 
-import dataclasses
 import mimetypes
 import re
 import time
@@ -26,7 +25,7 @@ import httpx
 from zagent_core.builtins.web_access import Refused, checked_target
 from zagent_core.config import Config, FetchUrlConfig
 from zagent_core.journal.events import Media
-from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, always, object_schema
 from zagent_core.tools.results import ToolResult, _attachable
 from zagent_core.version import zagent_version
 
@@ -42,17 +41,12 @@ _STREAM_CHUNK = 64 * 1024
 
 def parameters(config: Config) -> dict[str, Any]:
     settings = config.builtins.fetch_url
-    return {
-        "type": "object",
-        "properties": {
-            "url": {"type": "string", "minLength": 1, "maxLength": 8192,
-                    "description": "The http or https URL to fetch."},
-            "max_bytes": {"type": "integer", "minimum": 1024, "maximum": settings.max_bytes,
-                          "description": f"Bytes of the body read at most (default and most: {settings.max_bytes})."},
-        },
-        "required": ["url"],
-        "additionalProperties": False,
-    }
+    return object_schema({
+        "url": {"type": "string", "minLength": 1, "maxLength": 8192,
+                "description": "The http or https URL to fetch."},
+        "max_bytes": {"type": "integer", "minimum": 1024, "maximum": settings.max_bytes,
+                      "description": f"Bytes of the body read at most (default and most: {settings.max_bytes})."},
+    }, ["url"])
 
 
 def description(config: Config) -> str:
@@ -229,10 +223,6 @@ def _image(context: BuiltinContext, page: _Page, failed: bool) -> ToolResult:
                       media=[Media(path=str(path), mime=page.mime, size=len(page.body))])
 
 
-def _always(arguments: Arguments) -> bool:
-    return True
-
-
 TOOL = Builtin(
     name=NAME, description=description(Config()), parameters=parameters(Config()), run=run,
     # It only reads (the web): beside other reads it changes nothing they see.
@@ -241,10 +231,10 @@ TOOL = Builtin(
     # serves the page as it was recorded.
     replay="unsafe",
     # Not a process, but a folder: the whole page and fetched images are kept in its output/.
-    runs_process=_always,
+    runs_process=always,
 )
 
 
 def for_config(config: Config) -> Builtin:
     """The tool with the caps ``config`` sets in its description and schema."""
-    return dataclasses.replace(TOOL, description=description(config), parameters=parameters(config))
+    return TOOL.shaped(description(config), parameters(config))

@@ -29,6 +29,7 @@ _MODULES = (
     "spawn",
     "fetch_url",
     "web_search",
+    "generate_image",
 )
 
 

@@ -9,17 +9,17 @@ timeout, the cap on the answer read, and the numbered title, URL and snippet of 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
 import httpx
 
+from zagent_core.builtins.api_calls import asked
 from zagent_core.builtins.search_providers import Hit, provider
 from zagent_core.config import Config, WebSearchConfig
 from zagent_core.problems import Problem
 from zagent_core.tools import credentials
-from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext, object_schema
 from zagent_core.tools.results import ToolResult
 from zagent_core.version import zagent_version
 
@@ -31,16 +31,11 @@ _TITLE, _URL, _SNIPPET = 200, 1000, 500
 
 
 def parameters(settings: WebSearchConfig) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to search for."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": settings.max_results,
-                      "description": f"Results answered at most (default and most: {settings.max_results})."},
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    }
+    return object_schema({
+        "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to search for."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": settings.max_results,
+                  "description": f"Results answered at most (default and most: {settings.max_results})."},
+    }, ["query"])
 
 
 def description(settings: WebSearchConfig) -> str:
@@ -82,9 +77,8 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     try:
         with httpx.Client(timeout=settings.timeout_seconds,
                           headers={"User-Agent": f"zagent/{zagent_version()} (web_search)"}) as client:
-            status, body = _asked(client, chosen.request(client, base_url, query, limit, key))
-        if status >= 400:
-            raise ValueError(f"it answered HTTP {status}: {body[:300].decode('utf-8', 'replace')}")
+            body = asked(client, chosen.request(client, base_url, query, limit, key), ANSWER_CAP,
+                         "a page of results")
         hits = chosen.hits(json.loads(body))[:limit]
     except httpx.TimeoutException:
         output, failed = (f"{settings.provider} did not answer within builtins.web_search.timeout_seconds "
@@ -95,20 +89,6 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
         output, failed = _numbered(query, hits), False
     # A provider may quote the request back (an error page): the key never reaches the model or the journal.
     return ToolResult(output=credentials.redact(output, key or "", credentials.REDACTED), is_error=failed)
-
-
-def _asked(client: httpx.Client, request: httpx.Request) -> tuple[int, bytes]:
-    """The status and the body of the answer, refused past :data:`ANSWER_CAP`."""
-    response = client.send(request, stream=True)
-    try:
-        body = bytearray()
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > ANSWER_CAP:
-                raise ValueError(f"its answer is over {ANSWER_CAP // 2**20} MiB, more than a page of results")
-        return response.status_code, bytes(body)
-    finally:
-        response.close()
 
 
 def _numbered(query: str, hits: list[Hit]) -> str:
@@ -138,4 +118,4 @@ def for_config(config: Config) -> Builtin | None:
     settings = config.builtins.web_search
     if settings.provider is None:
         return None
-    return dataclasses.replace(TOOL, description=description(settings), parameters=parameters(settings))
+    return TOOL.shaped(description(settings), parameters(settings))

@@ -15,6 +15,7 @@ journal (``read_state``, ``tool_state``) is what the next call, a resume or a re
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import os
@@ -259,6 +260,16 @@ def _never(arguments: Arguments) -> bool:
     return False
 
 
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A tool's parameters: an object of ``properties``, the ``required`` ones, and no other."""
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def always(arguments: Arguments) -> bool:
+    """``runs_process`` of a built-in that keeps files of its own in every call's folder."""
+    return True
+
+
 def _everywhere(config: Config, depth: int) -> bool:
     return True
 
@@ -317,6 +328,10 @@ class Builtin:
         """Whether every call may run beside others, whatever its arguments (terminal's list and read
         only look, its other actions do not: it is not)."""
         return self.concurrency_safe is True
+
+    def shaped(self, description: str, parameters: dict[str, Any]) -> Builtin:
+        """The tool with the description and parameters a config gives it (its caps in them)."""
+        return dataclasses.replace(self, description=description, parameters=parameters)
 
     def offer(self) -> ToolOffer:
         return ToolOffer(name=self.name, description=self.description, folder=self.origin,

@@ -5,6 +5,7 @@ with the scripted model, and a replay that serves the recorded page."""
 from __future__ import annotations
 
 import base64
+import gzip
 import ipaddress
 import json
 import threading
@@ -31,6 +32,10 @@ PAGE = ("<html><head><title>Retries</title><script>var secret = 1;</script><styl
 PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 
 
+#: Bodies sent in a content encoding: a small gzip, a gzip bomb (20 MiB of zeros in 20 KiB), Brotli.
+ENCODED = {"/gzip.txt": ("gzip", gzip.compress(b"line one\nline two\n")),
+           "/bomb.txt": ("gzip", gzip.compress(bytes(20 * 2**20), compresslevel=9)),
+           "/brotli.txt": ("br", b"\x0b\x02\x80hello\x03")}
 #: Answered when the server stops: what /stall waits for.
 _STOPPED = threading.Event()
 
@@ -49,6 +54,14 @@ class _Site(QuietHandler):
             self.answer(200, "text/plain", f"Host: {self.headers['Host']}".encode())
         elif path == "/stall":
             _STOPPED.wait()
+        elif path in ENCODED:
+            encoding, body = ENCODED[path]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Encoding", encoding)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         elif path == "/endless":
             self.answer(200, "text/plain", None)
             try:
@@ -141,6 +154,15 @@ def test_the_body_is_cut_at_max_bytes_and_the_shown_text_at_the_output_cap(reach
     last = int(text.rsplit("line ", 1)[1])
     assert footer.endswith(f"read on with read_file at offset {last + 2}]")
     assert page.read_text().splitlines()[last + 1] == f"line {last + 1}"
+
+
+def test_a_compressed_body_is_decoded_a_bounded_piece_at_a_time(reach: Any, site: str) -> None:
+    assert reach("/gzip.txt").output.endswith("\n\nline one\nline two\n")
+    bomb = reach("/bomb.txt", max_bytes=100_000)
+    assert "100000 bytes read, cut at max_bytes (100000)" in bomb.output.splitlines()[0]
+    brotli = reach("/brotli.txt")
+    assert brotli.is_error and brotli.output == (f"not fetched: {site}/brotli.txt came in the br content encoding, "
+                                                 "which fetch_url does not decode (it asks for gzip or deflate)")
 
 
 def test_an_endless_body_is_read_only_to_the_cap(reach: Any) -> None:

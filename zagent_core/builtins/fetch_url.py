@@ -17,6 +17,8 @@ from __future__ import annotations
 import mimetypes
 import re
 import time
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +92,8 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
                                  "https://example.com/page", is_error=True)
     try:
         with httpx.Client(trust_env=False, follow_redirects=False,
-                          headers={"User-Agent": f"zagent/{zagent_version()} (fetch_url)"}) as client:
+                          headers={"User-Agent": f"zagent/{zagent_version()} (fetch_url)",
+                                   "Accept-Encoding": "gzip, deflate"}) as client:
             page = _fetch(context, client, url, settings, limit)
     except Refused as exc:
         return ToolResult(output=f"not fetched: {exc}", is_error=True)
@@ -135,7 +138,7 @@ def _fetch(context: BuiltinContext, client: httpx.Client, url: httpx.URL, settin
 def _read(context: BuiltinContext, response: httpx.Response, page: _Page, limit: int, deadline: float) -> None:
     """The body into ``page``, up to ``limit`` bytes, the deadline, or the session stopping its calls."""
     body = bytearray()
-    for chunk in response.iter_bytes(_STREAM_CHUNK):
+    for chunk in _decoded(response):
         body += chunk
         if len(body) > limit:
             page.cut = f"cut at max_bytes ({limit})"
@@ -147,6 +150,28 @@ def _read(context: BuiltinContext, response: httpx.Response, page: _Page, limit:
         if page.cut:
             break
     page.body = bytes(body)
+
+
+def _decoded(response: httpx.Response) -> Iterator[bytes]:
+    """The body, decoded a bounded piece at a time: httpx's own decoding inflates a whole network
+    chunk at once, and 64 KiB of gzip can be 64 MiB of zeros (of Brotli, gigabytes)."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        yield from response.iter_raw(_STREAM_CHUNK)
+        return
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise Refused(f"{response.url} came in the {encoding} content encoding, which fetch_url does not decode "
+                      "(it asks for gzip or deflate)")
+    # 32 + 15: a gzip or a zlib stream, whichever it is.
+    decoder = zlib.decompressobj(wbits=47)
+    try:
+        for raw in response.iter_raw(_STREAM_CHUNK):
+            pending = raw
+            while pending:
+                yield decoder.decompress(pending, _STREAM_CHUNK)
+                pending = decoder.unconsumed_tail
+    except zlib.error as exc:
+        raise Refused(f"{response.url} sent a body that does not decode as {encoding} ({exc})") from None
 
 
 def _kind(mime: str) -> str:

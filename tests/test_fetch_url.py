@@ -119,12 +119,12 @@ def test_a_page_is_markdown_with_headings_emphasis_links_lists_and_code(reach: A
     assert "secret" not in body and "p {}" not in body
 
 
-def test_text_is_text_and_other_files_are_described(reach: Any) -> None:
+def test_text_is_text_and_other_files_are_described(reach: Any, site: str) -> None:
     assert reach("/notes.txt").output.endswith("\n\nline one\nline two\n")
     archive = reach("/archive.zip")
     assert not archive.is_error
-    assert archive.output.splitlines()[1] == ("[application/zip content (4002 bytes); not shown: fetch_url shows web "
-                                              "pages, text and images]")
+    assert archive.output == (f"[{site}/archive.zip: 200 OK, application/zip, 4002 bytes]\n"
+                              "[not shown, nor read: fetch_url shows web pages, text and images]")
 
 
 def test_an_image_is_saved_in_the_call_folder_and_attached(reach: Any) -> None:

@@ -75,8 +75,9 @@ class _Page:
     cut: str | None = None
     redirects: list[str] = field(default_factory=list)
 
-    def heading(self) -> str:
-        size = f"{len(self.body)} bytes{' read, ' + self.cut if self.cut else ''}"
+    def heading(self, size: str | None = None) -> str:
+        """The first line of the result; ``size``: what is said of the body instead of what was read."""
+        size = size or f"{len(self.body)} bytes{' read, ' + self.cut if self.cut else ''}"
         came = f"; redirected from {' -> '.join(self.redirects)}" if self.redirects else ""
         return f"[{self.url}: {self.status} {self.reason}, {self.mime or 'no content type'}, {size}{came}]"
 
@@ -187,8 +188,8 @@ def _answer(context: BuiltinContext, page: _Page) -> ToolResult:
     failed = page.status >= 400
     if kind == "other":
         size = f"{page.declared} bytes" if page.declared is not None else "size not given"
-        return ToolResult(output=f"{page.heading()}\n[{page.mime or 'untyped'} content ({size}); not shown: "
-                                 "fetch_url shows web pages, text and images]", is_error=failed)
+        return ToolResult(output=f"{page.heading(size)}\n[not shown, nor read: fetch_url shows web pages, text and "
+                                 "images]", is_error=failed)
     if kind == "image":
         return _image(context, page, failed)
     text = page.body.decode(page.charset or "utf-8", "replace")

@@ -1,8 +1,10 @@
 """For the web built-ins' tests (fetch_url, web_search, generate_image): a real HTTP server on
-127.0.0.1, and one call of a built-in in a session of its own."""
+127.0.0.1, one call of a built-in in a session of its own, and a run of the CLI with the
+scripted model, then its replay."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,8 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from test_ask_user import events, only_session, zagent
+
 from zagent_core import Engine, Home
 from zagent_core.config import Config
+from zagent_core.journal.events import ToolCallFinished
 from zagent_core.tools.results import ToolResult
 from zagent_store import SQLiteJournal
 
@@ -52,3 +57,21 @@ def one_call(home_dir: Path, workspace: Path, config: Config, tool: str, argumen
         engine = Engine(Home(home_dir), journal, workspace=workspace, config=config)
         with engine.start_session("test") as session:
             return session.call(tool, arguments)
+
+
+def scripted_run(home_dir: Path, script: Path, calls: list[dict[str, Any]], reply: str) -> tuple[str, list[ToolCallFinished]]:
+    """``zagent run`` with a scripted model that makes ``calls`` in one reply, then says ``reply``:
+    the session's id and its calls' results."""
+    script.write_text(json.dumps([{"tool_calls": calls}, {"text": reply}]))
+    ran = zagent(home_dir, "run", "--model", f"scripted:{script}", "go")
+    assert ran.returncode == 0, ran.stderr
+    assert f"assistant: {reply}" in ran.stdout
+    session_id = only_session(home_dir)
+    return session_id, [e.event for e in events(home_dir, session_id) if isinstance(e.event, ToolCallFinished)]
+
+
+def replay_report(home_dir: Path, session_id: str, *options: str) -> dict[str, Any]:
+    """What ``zagent replay SESSION --tools rerun OPTIONS --json`` reports of the session."""
+    replayed = zagent(home_dir, "replay", session_id, "--tools", "rerun", *options, "--json")
+    (report,) = json.loads(replayed.stdout)["replays"]
+    return dict(report)

@@ -15,13 +15,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from local_http import QuietHandler, one_call, serving
-from test_ask_user import events, only_session, zagent
+from local_http import QuietHandler, one_call, replay_report, scripted_run, serving
 
 from zagent_core.builtins import registry
 from zagent_core.builtins.web_access import host_matches, public
 from zagent_core.config import BuiltinsConfig, Config, FetchUrlConfig, LimitsConfig
-from zagent_core.journal.events import ToolCallFinished
 from zagent_core.tools.results import ToolResult
 
 PAGE = ("<html><head><title>Retries</title><script>var secret = 1;</script><style>p {}</style></head><body>"
@@ -239,24 +237,16 @@ def test_host_patterns() -> None:
 
 def test_through_the_cli_and_a_replay_serves_the_recorded_page(home_dir: Path, tmp_path: Path, site: str) -> None:
     (home_dir / "config.json").write_text(json.dumps({"builtins": {"fetch_url": {"allow_private": True}}}))
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"tool_calls": [{"name": "fetch_url", "arguments": {"url": f"{site}/page.html"}}]},
-                                  {"text": "Calls are retried three times."}]))
-    ran = zagent(home_dir, "run", "--model", f"scripted:{script}", "how often are calls retried?")
-    assert ran.returncode == 0, ran.stderr
-    assert "assistant: Calls are retried three times." in ran.stdout
-    session_id = only_session(home_dir)
-    (finished,) = [e.event for e in events(home_dir, session_id) if isinstance(e.event, ToolCallFinished)]
+    session_id, (finished,) = scripted_run(home_dir, tmp_path / "script.json", [
+        {"name": "fetch_url", "arguments": {"url": f"{site}/page.html"}}], "Calls are retried three times.")
     assert "# Retry policy" in finished.output and not finished.is_error
     # The page is gone: a rerun replay serves what was recorded (fetch_url is replay: unsafe).
     (home_dir / "config.json").write_text(json.dumps({"builtins": {"fetch_url": {"deny_hosts": ["127.0.0.1"]}}}))
-    replayed = zagent(home_dir, "replay", session_id, "--tools", "rerun", "--json")
-    (report,) = json.loads(replayed.stdout)["replays"]
+    report = replay_report(home_dir, session_id)
     assert report["verdict"] == "NOTHING RERUN" and report["differences"] == [], report
     assert report["not_rerun"] == [f"fetch_url ({finished.call_id})"]
     # Run again, the call meets the page as it is now: refused, a difference.
-    rerun = zagent(home_dir, "replay", session_id, "--tools", "rerun", "--allow-unsafe", "--json")
-    (report,) = json.loads(rerun.stdout)["replays"]
+    report = replay_report(home_dir, session_id, "--allow-unsafe")
     assert [(d["field"], d["actual"]) for d in report["differences"]] == [
         ("is_error", True),
         ("output", "not fetched: 127.0.0.1 is in builtins.fetch_url.deny_hosts of config.json; it is never fetched")]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_http import QuietHandler, one_call, serving
+from local_http import QuietHandler, one_call, replay_report, scripted_run, serving
 from test_fetch_url import PIXEL
 
 from zagent_core.builtins import registry
@@ -125,3 +125,17 @@ def test_without_a_key_the_config_is_warned_of(home_dir: Path, workspace: Path, 
     assert [p.message for p in registry.enabled(config)[1]] == [
         "generate_image: no key for the Images API (the variable model.api_key_env names, OPENAI_API_KEY or "
         "ZAGENT_API_KEY); its calls will fail until one is set"]
+
+
+def test_through_the_cli_the_model_sees_the_image_and_a_replay_serves_it(
+        home_dir: Path, tmp_path: Path, endpoint: tuple[str, Images], images: Images) -> None:
+    (home_dir / "config.json").write_text(json.dumps({
+        "model": {"base_url": endpoint[0], "api_key_env": "TEST_IMAGES_KEY"},
+        "builtins": {"generate_image": {"model": "gpt-image-1"}}}))
+    session_id, (finished,) = scripted_run(home_dir, tmp_path / "script.json", [
+        {"name": "generate_image", "arguments": {"prompt": "a red dot"}}], "Here is your dot.")
+    (media,) = finished.media
+    assert media.mime == "image/png" and Path(media.path).read_bytes() == PIXEL
+    report = replay_report(home_dir, session_id)
+    assert report["not_rerun"] == [f"generate_image ({finished.call_id})"] and report["differences"] == [], report
+    assert len(images.requests) == 1  # served, not made again

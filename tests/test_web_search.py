@@ -11,12 +11,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from local_http import QuietHandler, one_call, serving
-from test_ask_user import events, only_session, zagent
+from local_http import QuietHandler, one_call, replay_report, scripted_run, serving
 
 from zagent_core.builtins import registry
 from zagent_core.config import BuiltinsConfig, Config, WebSearchConfig, load_config
-from zagent_core.journal.events import ToolCallFinished
 from zagent_core.tools.results import ToolResult
 
 KEY = "sk-search-0123456789abcdef"
@@ -175,19 +173,12 @@ def test_through_the_cli_the_key_is_no_tools_and_a_replay_serves_the_results(
     monkeypatch.setenv("TEST_CLI_SEARCH_KEY", KEY)
     (home_dir / "config.json").write_text(json.dumps({"builtins": {"web_search": {
         "provider": "brave", "base_url": api[0], "api_key_env": "TEST_CLI_SEARCH_KEY"}}}))
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([
-        {"tool_calls": [{"name": "web_search", "arguments": {"query": "retry policy", "limit": 2}},
-                        {"name": "shell", "arguments": {"command": "echo key=${TEST_CLI_SEARCH_KEY:-withheld}"}}]},
-        {"text": "Found two pages."}]))
-    ran = zagent(home_dir, "run", "--model", f"scripted:{script}", "find retry policies")
-    assert ran.returncode == 0, ran.stderr
-    session_id = only_session(home_dir)
-    searched, shelled = [e.event for e in events(home_dir, session_id) if isinstance(e.event, ToolCallFinished)]
+    session_id, (searched, shelled) = scripted_run(home_dir, tmp_path / "script.json", [
+        {"name": "web_search", "arguments": {"query": "retry policy", "limit": 2}},
+        {"name": "shell", "arguments": {"command": "echo key=${TEST_CLI_SEARCH_KEY:-withheld}"}}], "Found two pages.")
     assert searched.output.startswith("1. Retry policies\n") and shelled.output == "key=withheld"
     assert asked.requests[0]["headers"]["X-Subscription-Token"] == KEY
-    replayed = zagent(home_dir, "replay", session_id, "--tools", "rerun", "--json")
-    (report,) = json.loads(replayed.stdout)["replays"]
+    report = replay_report(home_dir, session_id)
     assert f"web_search ({searched.call_id})" in report["not_rerun"] and report["differences"] == [], report
     assert len(asked.requests) == 1  # served, not asked again
 

@@ -8,6 +8,8 @@ import base64
 import gzip
 import ipaddress
 import json
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -250,3 +252,23 @@ def test_through_the_cli_and_a_replay_serves_the_recorded_page(home_dir: Path, t
     assert [(d["field"], d["actual"]) for d in report["differences"]] == [
         ("is_error", True),
         ("output", "not fetched: 127.0.0.1 is in builtins.fetch_url.deny_hosts of config.json; it is never fetched")]
+
+
+def test_https_is_sent_to_the_checked_address_with_the_name_as_its_server_name(
+        home_dir: Path, workspace: Path, tmp_path: Path) -> None:
+    """The connection goes to the IP, and TLS still names (and checks the certificate against) the host:
+    a self-signed certificate for localhost is refused as unverified, after the server heard "localhost"."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+    heard: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.sni_callback = lambda sock, name, ctx: heard.append(name)  # type: ignore[assignment,misc,return-value]
+    with serving(_Site) as (server, url):
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        port = url.rsplit(":", 1)[1]
+        result = fetch(home_dir, workspace, {"url": f"https://localhost:{port}/notes.txt"}, allow_hosts=["localhost"])
+    assert result.is_error and "CERTIFICATE_VERIFY_FAILED" in result.output, result.output
+    assert heard == ["localhost"]

@@ -74,6 +74,7 @@ class _Site(QuietHandler):
                      "/notes.txt": ("text/plain", "line one\nline two\n".encode()),
                      "/pixel.png": ("image/png", PIXEL),
                      "/big.txt": ("text/plain", b"".join(b"line %d\n" % n for n in range(200_000))),
+                     "/big.html": ("text/html", b"<h1>Long</h1><p>" + b"x" * (3 * 2**20 // 2) + b"</p>"),
                      "/archive.zip": ("application/zip", b"PK" + bytes(4000))}.get(path)
             if found is None:
                 self.answer(404, "text/html", b"<p>No such <b>page</b></p>")
@@ -163,6 +164,15 @@ def test_a_compressed_body_is_decoded_a_bounded_piece_at_a_time(reach: Any, site
     brotli = reach("/brotli.txt")
     assert brotli.is_error and brotli.output == (f"not fetched: {site}/brotli.txt came in the br content encoding, "
                                                  "which fetch_url does not decode (it asks for gzip or deflate)")
+
+
+def test_only_the_first_mebibyte_of_html_is_converted(reach: Any) -> None:
+    result = reach("/big.html")
+    lines = result.output.splitlines()
+    assert lines[2] == "[only the first 1 MiB of the page's 1572884 characters of HTML was converted]"
+    assert lines[4] == "# Long"
+    page = Path(result.output.rsplit("the whole page is ", 1)[1].split(":")[0])
+    assert page.read_text().endswith("x" * 100) and len(page.read_text()) < 2**20 + 200
 
 
 def test_an_endless_body_is_read_only_to_the_cap(reach: Any) -> None:

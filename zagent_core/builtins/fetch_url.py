@@ -39,6 +39,9 @@ _TEXT = ("application/json", "application/xml", "application/javascript", "appli
 #: Elements whose content is not the page's text.
 _DROPPED = ["script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "embed", "head"]
 _STREAM_CHUNK = 64 * 1024
+#: HTML converted to Markdown at most, in characters: the conversion costs some 5 to 10 s a MiB
+#: (BeautifulSoup's parser and markdownify, in Python), and the model is shown 32 KiB of it.
+HTML_CONVERTED = 1024 * 1024
 
 
 def parameters(config: Config) -> dict[str, Any]:
@@ -193,7 +196,12 @@ def _answer(context: BuiltinContext, page: _Page) -> ToolResult:
     if kind == "image":
         return _image(context, page, failed)
     text = page.body.decode(page.charset or "utf-8", "replace")
-    shown = _markdown(text, page.url) if kind == "html" else text
+    shown = text
+    if kind == "html":
+        shown = _markdown(text[:HTML_CONVERTED], page.url)
+        if len(text) > HTML_CONVERTED:
+            shown = (f"[only the first {HTML_CONVERTED // 2**20} MiB of the page's {len(text)} characters of HTML "
+                     f"was converted]\n\n{shown}")
     return ToolResult(output=f"{page.heading()}\n\n{_capped(context, shown)}", is_error=failed)
 
 

@@ -73,6 +73,7 @@ class _Site(QuietHandler):
             found = {"/page.html": ("text/html; charset=utf-8", PAGE.encode()),
                      "/notes.txt": ("text/plain", "line one\nline two\n".encode()),
                      "/pixel.png": ("image/png", PIXEL),
+                     "/odd.txt": ("text/plain; charset=x-no-such-charset", "café\n".encode()),
                      "/big.txt": ("text/plain", b"".join(b"line %d\n" % n for n in range(200_000))),
                      "/big.html": ("text/html", b"<h1>Long</h1><p>" + b"x" * (3 * 2**20 // 2) + b"</p>"),
                      "/archive.zip": ("application/zip", b"PK" + bytes(4000))}.get(path)
@@ -122,6 +123,7 @@ def test_a_page_is_markdown_with_headings_emphasis_links_lists_and_code(reach: A
 
 def test_text_is_text_and_other_files_are_described(reach: Any, site: str) -> None:
     assert reach("/notes.txt").output.endswith("\n\nline one\nline two\n")
+    assert reach("/odd.txt").output.endswith("\n\ncafé\n")  # an unknown charset is read as UTF-8
     archive = reach("/archive.zip")
     assert not archive.is_error
     assert archive.output == (f"[{site}/archive.zip: 200 OK, application/zip, 4002 bytes]\n"

@@ -142,7 +142,7 @@ def _fetch(context: BuiltinContext, client: httpx.Client, url: httpx.URL, settin
 def _read(context: BuiltinContext, response: httpx.Response, page: _Page, limit: int, deadline: float) -> None:
     """The body into ``page``, up to ``limit`` bytes, the deadline, or the session stopping its calls."""
     body = bytearray()
-    for chunk in _decoded(response):
+    for chunk in _decoded(response, page.url):
         body += chunk
         if len(body) > limit:
             page.cut = f"cut at max_bytes ({limit})"
@@ -156,7 +156,7 @@ def _read(context: BuiltinContext, response: httpx.Response, page: _Page, limit:
     page.body = bytes(body)
 
 
-def _decoded(response: httpx.Response) -> Iterator[bytes]:
+def _decoded(response: httpx.Response, url: httpx.URL) -> Iterator[bytes]:
     """The body, decoded a bounded piece at a time: httpx's own decoding inflates a whole network
     chunk at once, and 64 KiB of gzip can be 64 MiB of zeros (of Brotli, gigabytes)."""
     encoding = response.headers.get("content-encoding", "").strip().lower()
@@ -164,7 +164,7 @@ def _decoded(response: httpx.Response) -> Iterator[bytes]:
         yield from response.iter_raw(_STREAM_CHUNK)
         return
     if encoding not in ("gzip", "x-gzip", "deflate"):
-        raise Refused(f"{response.url} came in the {encoding} content encoding, which fetch_url does not decode "
+        raise Refused(f"{url} came in the {encoding} content encoding, which fetch_url does not decode "
                       "(it asks for gzip or deflate)")
     # 32 + 15: a gzip or a zlib stream, whichever it is.
     decoder = zlib.decompressobj(wbits=47)
@@ -174,8 +174,9 @@ def _decoded(response: httpx.Response) -> Iterator[bytes]:
             while pending:
                 yield decoder.decompress(pending, _STREAM_CHUNK)
                 pending = decoder.unconsumed_tail
+        yield decoder.flush()
     except zlib.error as exc:
-        raise Refused(f"{response.url} sent a body that does not decode as {encoding} ({exc})") from None
+        raise Refused(f"{url} sent a body that does not decode as {encoding} ({exc})") from None
 
 
 def _kind(mime: str) -> str:
@@ -195,7 +196,10 @@ def _answer(context: BuiltinContext, page: _Page) -> ToolResult:
                                  "images]", is_error=failed)
     if kind == "image":
         return _image(context, page, failed)
-    text = page.body.decode(page.charset or "utf-8", "replace")
+    try:
+        text = page.body.decode(page.charset or "utf-8", "replace")
+    except LookupError:  # a charset Python does not know
+        text = page.body.decode("utf-8", "replace")
     shown = text
     if kind == "html":
         shown = _markdown(text[:HTML_CONVERTED], page.url)

@@ -107,7 +107,9 @@ def reach(home_dir: Path, workspace: Path, site: str) -> Any:
 def test_fetch_url_is_offered_replay_unsafe_and_concurrency_safe() -> None:
     tool = registry.all_builtins()["fetch_url"]
     assert tool.replay == "unsafe" and tool.concurrency_safe is True
-    assert "fetch_url" in registry.enabled(Config())[0]
+    assert registry.enabled(Config())[0]["fetch_url"].description.endswith("Private and local addresses are refused.")
+    private = Config(builtins=BuiltinsConfig(fetch_url=FetchUrlConfig(allow_private=True)))
+    assert "Private" not in registry.enabled(private)[0]["fetch_url"].description
 
 
 def test_a_page_is_markdown_with_headings_emphasis_links_lists_and_code(reach: Any, site: str) -> None:

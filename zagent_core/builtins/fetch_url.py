@@ -56,10 +56,11 @@ def parameters(config: Config) -> dict[str, Any]:
 
 def description(config: Config) -> str:
     cap = config.limits.output_cap_bytes // 1024
+    private = "" if config.builtins.fetch_url.allow_private else " Private and local addresses are refused."
     return (
         "Fetch a web page (HTTP GET) and answer it as Markdown (headings, links, lists, code); other text as "
         f"text, images attached for you to see, other files described. At most {cap} KiB is shown, the whole page "
-        "is saved for read_file. Private and local addresses are refused."
+        f"is saved for read_file.{private}"
     )
 
 

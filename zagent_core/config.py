@@ -58,6 +58,66 @@ class ShellConfig(BaseModel):
     background: bool = True
 
 
+class FetchUrlConfig(BaseModel):
+    """The ``fetch_url`` built-in's reach and bounds."""
+
+    model_config = _STRICT
+
+    #: Fetch private addresses too (loopback, link-local, private ranges, the cloud metadata
+    #: address): off, a page the model is sent to cannot make zagent read the machine's network.
+    allow_private: bool = False
+    #: Hosts fetched even on a private address (``wiki.internal``, ``*.corp.example``, ``10.0.0.5``).
+    allow_hosts: list[str] = []
+    #: Hosts never fetched, on any address (same forms); they win over ``allow_hosts``.
+    deny_hosts: list[str] = []
+    #: A whole fetch, every redirect and the body included.
+    timeout_seconds: float = Field(30.0, gt=0, le=600, allow_inf_nan=False)
+    #: Redirects followed, each one checked as the first request was.
+    max_redirects: int = Field(5, ge=0, le=20)
+    #: The body read at most, before any conversion (a call's ``max_bytes`` may ask less).
+    max_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+
+
+#: The search APIs ``web_search`` can ask.
+SearchProviderName = Literal["searxng", "brave", "tavily"]
+
+
+class WebSearchConfig(BaseModel):
+    """The ``web_search`` built-in: offered only when ``provider`` is set."""
+
+    model_config = _STRICT
+
+    provider: SearchProviderName | None = None
+    #: Where the provider is reached; SearXNG has no default (it is your own instance).
+    base_url: str | None = None
+    #: The variable holding the provider's key (Brave and Tavily need one); read once and
+    #: withheld from every tool, as the model's key is.
+    api_key_env: str | None = None
+    #: Results one call answers at most (a call's ``limit`` may ask fewer).
+    max_results: int = Field(10, ge=1, le=20)
+    timeout_seconds: float = Field(30.0, gt=0, le=600, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _searxng_has_a_base_url(self) -> WebSearchConfig:
+        if self.provider == "searxng" and not self.base_url:
+            raise ValueError('provider "searxng" needs base_url: the address of your SearXNG instance '
+                             '(e.g. "http://127.0.0.1:8888")')
+        return self
+
+
+class GenerateImageConfig(BaseModel):
+    """The ``generate_image`` built-in: offered only when ``model`` is set. It is reached as
+    ``openai:`` models are (``model.base_url``, ``model.api_key_env``)."""
+
+    model_config = _STRICT
+
+    #: The Images API model (``gpt-image-1``, ``dall-e-3``...).
+    model: str | None = None
+    #: Images one call may ask for at most.
+    max_images: int = Field(4, ge=1, le=10)
+    timeout_seconds: float = Field(300.0, gt=0, le=1800, allow_inf_nan=False)
+
+
 class BuiltinsConfig(BaseModel):
     model_config = _STRICT
 
@@ -71,6 +131,9 @@ class BuiltinsConfig(BaseModel):
     require_read_before_edit: bool = True
     #: The ``shell`` built-in's options.
     shell: ShellConfig = ShellConfig()
+    fetch_url: FetchUrlConfig = FetchUrlConfig()
+    web_search: WebSearchConfig = WebSearchConfig()
+    generate_image: GenerateImageConfig = GenerateImageConfig()
 
 
 #: The placeholders of ``limits.truncation_marker``.

@@ -15,6 +15,7 @@ journal (``read_state``, ``tool_state``) is what the next call, a resume or a re
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import os
@@ -292,6 +293,16 @@ def _never(arguments: Arguments) -> bool:
     return False
 
 
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A tool's parameters: an object of ``properties``, the ``required`` ones, and no other."""
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def always(arguments: Arguments) -> bool:
+    """``runs_process`` of a built-in that keeps files of its own in every call's folder."""
+    return True
+
+
 def _everywhere(config: Config, depth: int) -> bool:
     return True
 
@@ -308,7 +319,8 @@ class Builtin:
     concurrency_safe: bool | Callable[[Arguments], bool] = False
     #: What a resume does with a call a crash cut off: ``safe`` runs it again, ``unsafe`` reports it interrupted.
     replay: Literal["safe", "unsafe"] = "unsafe"
-    #: Whether a call runs a process (it then gets a call folder the engine can clean up after a crash).
+    #: Whether a call runs a process or keeps files of its own (it then gets a call folder, with
+    #: its ``output/``, that the engine can clean up after a crash).
     runs_process: Callable[[Arguments], bool] = _never
     #: Whether a call starts a background task (numbered when the call starts).
     background: Callable[[Arguments], bool] = _never
@@ -356,6 +368,10 @@ class Builtin:
 
     def deferred(self, config: Config) -> bool:
         return self.deferrable and config.tools.defers(self.name)
+
+    def shaped(self, description: str, parameters: dict[str, Any]) -> Builtin:
+        """The tool with the description and parameters a config gives it (its caps in them)."""
+        return dataclasses.replace(self, description=description, parameters=parameters)
 
     def offer(self) -> ToolOffer:
         return ToolOffer(name=self.name, description=self.description, folder=self.origin,

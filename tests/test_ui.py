@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
 import pytest
@@ -26,6 +29,9 @@ from test_spawn_cli import TREE
 
 from zagent_core.journal.events import ApprovalDecided, InputAnswered, ToolCallFinished
 from zagent_store import SQLiteJournal
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 LOOKING = [{"text": "Let me look.", "tool_calls": [{"id": "c1", "name": "list_files", "arguments": {"path": "."}}]},
            {"text": "Nothing here <b>yet</b>."}]
@@ -60,6 +66,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Home:
     python_tool(root, "deploy", DEPLOY, parameters=ENV, permission="ask")
     made = Home(root, {})
     made.run("looking", LOOKING, "look <around>")
+    made.run("live", [{"text": "First reply."}, {"text": "Second reply, drawn live."}], "watch me")
     made.run("tree", TREE, "fan out")
     for number in (1, 2):
         made.run(f"deploying{number}", DEPLOYING, f"deploy it, take {number}")
@@ -292,3 +299,101 @@ def test_without_the_ui_extra_it_says_how_to_install_it(tmp_path: Path) -> None:
     assert line.startswith("Error: zagent ui needs a web server and framework (uvicorn, starlette), which the ui "
                            "extra installs (uvicorn is missing): ") and line.endswith("[ui]'")
 
+
+
+# -- in a real browser ---------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: Debian's chromium, headless, kept off the network but for the console.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e "
+                                                                   "'.[test]'")
+    if not CHROMIUM.exists():
+        pytest.skip("no chromium at /usr/bin/chromium: apt-get install chromium")
+    with playwright.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def tab(browser: Browser, console: Console) -> Iterator[Page]:
+    """A browser tab that opened the console's URL (its token now in the tab's cookie)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    tab = context.new_page()
+    tab.set_default_timeout(60_000)
+    tab.goto(console.url)
+    yield tab
+    context.close()
+
+
+def base(tab: Page) -> str:
+    """The console's address, as the tab has it."""
+    return "http://" + urlsplit(tab.url).netloc
+
+
+def screenshot(tab: Page, tmp_path: Path, name: str) -> None:
+    """The page's image; ``ZAGENT_UI_SCREENSHOTS=DIR`` copies it into DIR (docs/img refreshed)."""
+    shot = tmp_path / f"{name}.png"
+    tab.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 1000
+    into = os.environ.get("ZAGENT_UI_SCREENSHOTS")
+    if into:
+        shutil.copy(shot, Path(into) / shot.name)
+
+
+def test_the_list_in_a_browser(tab: Page, home: Home, tmp_path: Path) -> None:
+    assert tab.url.endswith("/") and "token=" not in tab.url
+    table = tab.locator("table.sessions")
+    assert home.sessions["tree"] in table.inner_text() and "look <around>" in table.inner_text()
+    screenshot(tab, tmp_path, "sessions")
+
+
+def test_a_session_with_children_in_a_browser(tab: Page, home: Home, tmp_path: Path) -> None:
+    tab.goto(f"{base(tab)}/sessions/{home.sessions['tree']}")
+    assert "fan out" in tab.locator(".conversation").inner_text()
+    assert tab.locator("svg.timeline g.bar").count() >= 2
+    screenshot(tab, tmp_path, "session")
+    tab.locator("table.facts a").first.click()
+    tab.wait_for_selector(f'table.facts a[href="/sessions/{home.sessions["tree"]}"]')
+
+
+def test_an_approval_granted_in_a_browser(tab: Page, home: Home, tmp_path: Path) -> None:
+    tab.goto(f"{base(tab)}/sessions/{home.sessions['deploying2']}")
+    screenshot(tab, tmp_path, "approval")
+    tab.get_by_role("button", name="Approve").click()
+    tab.wait_for_selector("text=Deployed.")
+    assert not tab.locator(".pending").count()
+    (decided,) = [e for e in home.events("deploying2") if isinstance(e, ApprovalDecided)]
+    assert decided.approved
+    assert any(isinstance(e, ToolCallFinished) and e.output.startswith("deployed to prod") for e in
+               home.events("deploying2"))
+
+
+def test_a_question_answered_in_a_browser(tab: Page, home: Home, tmp_path: Path) -> None:
+    tab.goto(f"{base(tab)}/sessions/{home.sessions['asking2']}")
+    screenshot(tab, tmp_path, "question")
+    tab.get_by_label("answer").fill("teal, please")
+    tab.get_by_role("button", name="Answer").click()
+    tab.wait_for_selector("text=Going with it.")
+    (answered,) = [e for e in home.events("asking2") if isinstance(e, InputAnswered)]
+    assert answered.answer == "teal, please" and answered.via == "zagent answer"
+
+
+def test_a_live_session_updates_without_a_reload(tab: Page, home: Home, tmp_path: Path) -> None:
+    tab.goto(f"{base(tab)}/sessions/{home.sessions['live']}")
+    tab.evaluate("window.notReloaded = true")
+    zagent(home.root, "run", "--session", home.sessions["live"], "and again")
+    tab.wait_for_selector("text=Second reply, drawn live.")
+    assert tab.evaluate("window.notReloaded") is True
+
+
+def test_the_audit_page_in_a_browser(tab: Page, tmp_path: Path) -> None:
+    tab.goto(f"{base(tab)}/audit?tool=deploy")
+    assert "deploy" in tab.locator("table.audit").inner_text()
+    screenshot(tab, tmp_path, "audit")

@@ -37,12 +37,13 @@ def _moment(value: Any) -> datetime | None:
 
 
 def bars(rows: list[dict[str, Any]], now: datetime) -> list[Bar]:
-    """A bar per call of the view's ``rows`` that started: a call still running ends ``now``."""
+    """A bar per call of the view's ``rows`` that started (one waiting for approval, or
+    refused, never did): a call still running ends ``now``."""
     from zagent_cli.show import call_outcome
 
     found = []
     for row in rows:
-        start = _moment(row["started_at"]) or _moment(row["requested_at"])
+        start = _moment(row["started_at"])
         if start is None:
             continue
         duration = row["duration_ms"]

@@ -106,9 +106,9 @@ class Console:
         return found.group(1)
 
 
-def serve(home: Path, *args: str) -> Iterator[Console]:
-    """``zagent ui --port 0`` in a real process, until the test is done; its URL from its first line."""
-    process = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), "ui", "--port", "0", *args],
+def serve(home: Path, *options: str) -> Iterator[Console]:
+    """``zagent [OPTIONS] ui --port 0`` in a real process, until the test is done; its URL from its first line."""
+    process = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home), *options, "ui", "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                cwd=home.parent)
     assert process.stdout is not None
@@ -269,6 +269,26 @@ def test_the_audit_page_has_the_numbers_of_zagent_audit(console: Console, home: 
     assert f"<p>{len(deploys)} calls" in console.page("/audit?tool=deploy")
     asked = json.loads(zagent(home.root, "audit", "--json", "--asked").stdout)["calls"]
     assert f"<p>{len(asked)} calls" in console.page("/audit?status=asked")
+
+
+def test_the_console_serves_a_postgresql_journal_and_decides_there(postgres_url: str, tmp_path: Path) -> None:
+    root = tmp_path / "home"
+    (root / "tools").mkdir(parents=True)
+    python_tool(root, "deploy", DEPLOY, parameters=ENV, permission="ask")
+    script = tmp_path / "deploying.json"
+    script.write_text(json.dumps(DEPLOYING))
+    ran = zagent(root, "--journal", postgres_url, "run", "--json", "--model", f"scripted:{script}", "deploy on pg")
+    session_id = json.loads(ran.stdout)["session_id"]
+    for console in serve(root, "--journal", postgres_url):
+        assert session_id in console.page("/") and "deploy on pg" in console.page("/")
+        done = console.request("POST", f"/sessions/{session_id}/approve",
+                               {"call_id": "dep1", "csrf": console.csrf(session_id)})
+        assert done.status == 303
+        stream = console.request("GET", f"/sessions/{session_id}/events")
+        while "Deployed." not in console.page(f"/sessions/{session_id}"):
+            _next_head(stream)  # the page is read again each time the session's head moves
+        stream.close()
+    assert (tmp_path / "deployed.txt").read_text().split() == ["prod"]
 
 
 def test_a_host_other_than_loopback_is_warned_about(home: Home) -> None:

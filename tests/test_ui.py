@@ -183,6 +183,9 @@ def test_a_session_page_links_its_children_and_the_child_its_parent(console: Con
     page = console.page(f"/sessions/{parent}")
     children = re.findall(r'<a href="/sessions/([^"]+)">', page)
     assert len(set(children)) == 2
+    # The two spawn calls ran at once: two bars, on two lanes of the timeline.
+    lanes = re.findall(r'<g class="bar ok"><title>spawn [^<]*</title><rect x="[0-9.]+" y="([0-9]+)"', page)
+    assert sorted(lanes) == ["2", "24"]
     child = console.page(f"/sessions/{children[0]}")
     assert f'<a href="/sessions/{parent}">{parent}</a>' in child
 
@@ -318,7 +321,6 @@ def test_without_the_ui_extra_it_says_how_to_install_it(tmp_path: Path) -> None:
     (line,) = said.stderr.splitlines()
     assert line.startswith("Error: zagent ui needs a web server and framework (uvicorn, starlette), which the ui "
                            "extra installs (uvicorn is missing): ") and line.endswith("[ui]'")
-
 
 
 # -- in a real browser ---------------------------------------------------------------------

@@ -50,7 +50,7 @@ svg.timeline rect{fill:#60a5fa}svg.timeline .error rect,svg.timeline .rejected r
 svg.timeline .interrupted rect{fill:#f87171}svg.timeline .task rect{fill:#a78bfa}
 svg.timeline .running rect{fill:#fbbf24}svg.timeline text{font-size:11px;fill:#333}
 .problem{background:#ffd6d6;border:1px solid #e99;padding:8px 12px;border-radius:6px}
-.more{margin:12px 0}
+.more{margin:12px 0}table.sessions td:first-child{white-space:nowrap}
 """
 
 #: The session page's one script: the server says when the session's journal moved on

@@ -210,10 +210,10 @@ def test_an_approval_from_the_page_runs_the_tool_and_the_session_goes_on(console
     assert done.status == 303 and done.getheader("Location") == f"/sessions/{session_id}"
     assert _settled(home, "deploying1")
     (decided,) = [e for e in home.events("deploying1") if isinstance(e, ApprovalDecided)]
-    assert decided.approved and decided.via == "zagent approve"
+    assert decided.approved and decided.via == "zagent ui"
     assert (home.root.parent / "deployed.txt").read_text().split() == ["prod"]
     again = console.request("POST", f"/sessions/{session_id}/approve", {"call_id": "dep1", "csrf": csrf})
-    assert again.status == 409 and "was already approved (zagent approve)" in again.read().decode()
+    assert again.status == 409 and "was already approved (zagent ui)" in again.read().decode()
 
 
 def test_an_answer_from_the_page_is_the_ask_user_calls_result(console: Console, home: Home) -> None:
@@ -404,7 +404,7 @@ def test_a_question_answered_in_a_browser(tab: Page, home: Home, tmp_path: Path)
     tab.get_by_role("button", name="Answer").click()
     tab.wait_for_selector("text=Going with it.")
     (answered,) = [e for e in home.events("asking2") if isinstance(e, InputAnswered)]
-    assert answered.answer == "teal, please" and answered.via == "zagent answer"
+    assert answered.answer == "teal, please" and answered.via == "zagent ui"
 
 
 def test_a_live_session_updates_without_a_reload(tab: Page, home: Home, tmp_path: Path) -> None:

@@ -39,6 +39,8 @@ LAST_TURNS = 20
 AUDIT_LIMIT = 100
 #: What the audit page filters calls by: ``zagent audit``'s ``--errors`` and ``--asked``.
 AUDIT_FILTERS = ("errors", "asked")
+#: How a decision given on a page is journaled (``via``), for the audit to say where it came from.
+VIA = "zagent ui"
 #: A form's body, at most (an answer is capped lower by config's limits; this bounds the read).
 MOST_FORM_BYTES = 1 << 20
 
@@ -174,11 +176,11 @@ async def decide(request: Request) -> Response:
         answer = fields.get("answer", "")
         if not answer.strip():
             return await _said(console, session_id, "the answer is empty: write one, or pick a choice")
-        decision = answering(answer, call_id, numbered=False)
+        decision = answering(answer, call_id, numbered=False, via=VIA)
     elif what == "approve":
-        decision = approving(call_id)
+        decision = approving(call_id, via=VIA)
     else:
-        decision = denying(call_id, fields.get("reason", "").strip())
+        decision = denying(call_id, fields.get("reason", "").strip(), via=VIA)
     refusal = await asyncio.wrap_future(console.decider.decide(session_id, decision))
     if refusal is not None:
         return await _said(console, session_id, refusal)

@@ -294,6 +294,23 @@ def test_the_console_serves_a_postgresql_journal_and_decides_there(postgres_url:
     assert (tmp_path / "deployed.txt").read_text().split() == ["prod"]
 
 
+def test_a_journal_that_fails_under_a_page_is_said_on_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    made = Home(tmp_path / "home", {})
+    (made.root / "tools").mkdir(parents=True)
+    session_id = made.run("looking", LOOKING, "look")
+    with sqlite3.connect(made.root / "journal.db") as raw:  # an event a newer zagent wrote
+        version = raw.execute("SELECT max(version) FROM events WHERE session_id = ?", (session_id,)).fetchone()[0]
+        raw.execute("INSERT INTO events (session_id, version, type, at, data) VALUES (?, ?, 'user_message', "
+                    "'2026-01-01T00:00:00.000Z', '{\"v\": 99, \"text\": \"from the future\"}')",
+                    (session_id, version + 1))
+    for console in serve(made.root):
+        failed = console.request("GET", f"/sessions/{session_id}?all=1")
+        body = failed.read().decode()
+        assert failed.status == 500 and "The journal failed" in body and "newer" in body, body
+
+
 def test_a_host_other_than_loopback_is_warned_about(home: Home) -> None:
     process = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home.root), "ui", "--port", "0",
                                 "--host", "0.0.0.0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

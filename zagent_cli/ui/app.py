@@ -202,9 +202,17 @@ def audit(request: Request) -> Response:
     return HTMLResponse(pages.audit_page(rows, tool, status, AUDIT_FILTERS, AUDIT_LIMIT))
 
 
+def _journal_failed(request: Request, exc: Exception) -> Response:
+    """The journal failed under a page (locked too long, damaged, a newer schema): said on the page."""
+    return HTMLResponse(pages.layout("the journal failed", f'<h1>The journal failed</h1><p class="problem">'
+                                                           f'{escape(str(exc))}</p>'), 500)
+
+
 def make_app(console: Console) -> ASGIApp:
     """The console's ASGI application, every route behind the token."""
-    app = Starlette(routes=[
+    from zagent_core.errors import ZagentError
+
+    app = Starlette(exception_handlers={ZagentError: _journal_failed}, routes=[
         Route("/", sessions),
         Route("/sessions/{session_id}", session),
         Route("/sessions/{session_id}/events", session_events),

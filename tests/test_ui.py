@@ -311,6 +311,15 @@ def test_a_journal_that_fails_under_a_page_is_said_on_it(tmp_path: Path) -> None
         assert failed.status == 500 and "The journal failed" in body and "newer" in body, body
 
 
+def test_sigterm_stops_the_console_with_a_page_following_a_session(home: Home) -> None:
+    for console in serve(home.root):
+        stream = console.request("GET", f"/sessions/{home.sessions['looking']}/events")
+        _next_head(stream)
+        console.process.terminate()
+        _, err = console.process.communicate(timeout=30)  # the stream gets GRACEFUL_SECONDS to close
+        assert console.process.returncode == 0 and "Traceback" not in err, err
+
+
 def test_a_host_other_than_loopback_is_warned_about(home: Home) -> None:
     process = subprocess.Popen([sys.executable, "-m", "zagent_cli", "--home", str(home.root), "ui", "--port", "0",
                                 "--host", "0.0.0.0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

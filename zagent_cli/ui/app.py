@@ -137,8 +137,7 @@ async def session_events(request: Request) -> Response:
         return Response("too many pages are followed live; reload this one by hand", 503)
     session_id = request.path_params["session_id"]
     return StreamingResponse(
-        head_events(lambda: console.journal.head(session_id), request.is_disconnected,
-                    console.streams.give_back),
+        head_events(lambda: console.journal.head(session_id), request.is_disconnected, console.streams),
         media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 

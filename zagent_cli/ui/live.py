@@ -21,10 +21,11 @@ MOST_STREAMS = 64
 
 
 class Streams:
-    """Counts the open streams, :data:`MOST_STREAMS` at most."""
+    """Counts the open streams, :data:`MOST_STREAMS` at most, and ends them all when the console stops."""
 
     def __init__(self) -> None:
         self._slots = threading.BoundedSemaphore(MOST_STREAMS)
+        self.closing = False
 
     def take(self) -> bool:
         return self._slots.acquire(blocking=False)
@@ -32,18 +33,22 @@ class Streams:
     def give_back(self) -> None:
         self._slots.release()
 
+    def close(self) -> None:
+        """Each open stream ends at its next poll: the server's graceful shutdown is not held up."""
+        self.closing = True
+
 
 async def head_events(head: Callable[[], int], disconnected: Callable[[], Awaitable[bool]],
-                      release: Callable[[], None]) -> AsyncIterator[str]:
+                      streams: Streams) -> AsyncIterator[str]:
     """The stream's text: a ``head`` event with the session's version now, then each time
-    ``head()`` moves on, until the page goes away (``disconnected``, awaited). The page
-    ignores a version it shows already."""
+    ``head()`` moves on, until the page goes away (``disconnected``, awaited) or the console
+    stops. The page ignores a version it shows already."""
     import anyio
 
     try:
         sent, quiet = -1, 0.0
         yield "retry: 2000\n\n"
-        while not await disconnected():
+        while not streams.closing and not await disconnected():
             version = await anyio.to_thread.run_sync(head)
             if version > sent:
                 sent, quiet = version, 0.0
@@ -54,4 +59,4 @@ async def head_events(head: Callable[[], int], disconnected: Callable[[], Awaita
             await anyio.sleep(POLL_SECONDS)
             quiet += POLL_SECONDS
     finally:
-        release()
+        streams.give_back()

@@ -4,6 +4,7 @@ URL), then uvicorn on it; the URL with the access token is printed once it serve
 from __future__ import annotations
 
 import ipaddress
+import signal
 import socket
 import sys
 from typing import TYPE_CHECKING
@@ -11,7 +12,10 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from zagent_cli.context import Context
+    from zagent_cli.ui.live import Streams
 
 #: Seconds open pages (their live streams) get to close when the console stops.
 GRACEFUL_SECONDS = 2
@@ -41,19 +45,30 @@ def bound(host: str, port: int) -> socket.socket:
     return sock
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, which says its URL once it serves."""
+def _stopped(sig: int, frame: FrameType | None) -> None:
+    sys.exit(0)
 
-    url = ""
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which says its URL once it serves, and ends the live streams when it stops."""
+
+    def __init__(self, config: uvicorn.Config, url: str, streams: Streams) -> None:
+        super().__init__(config)
+        self.url = url
+        self.streams = streams
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if not self.should_exit:
             print(self.url, flush=True)  # the first line of stdout: scripts and tests read it
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.streams.close()
+        super().handle_exit(sig, frame)
+
 
 def serve(context: Context, sock: socket.socket, token: str) -> None:
-    """Serve the console of ``context``'s journal on ``sock`` until Ctrl-C or SIGTERM."""
+    """Serve the console of ``context``'s journal on ``sock`` until Ctrl-C or SIGTERM (then exit 0)."""
     from zagent_cli.ui.app import Console, make_app
 
     host, port = sock.getsockname()[:2]
@@ -61,8 +76,10 @@ def serve(context: Context, sock: socket.socket, token: str) -> None:
         console = Console(journal, context, token, cookie=f"zagent_ui_{port}")
         config = uvicorn.Config(make_app(console), log_level="warning", lifespan="off",
                                 timeout_graceful_shutdown=GRACEFUL_SECONDS)
-        server = _Server(config)
         shown = f"[{host}]" if ":" in host else host
-        server.url = f"http://{shown}:{port}/?token={token}"
+        server = _Server(config, f"http://{shown}:{port}/?token={token}", console.streams)
+        # uvicorn stops on Ctrl-C or SIGTERM, then raises the signal again under the handlers it found:
+        # these make that a plain exit 0, as `zagent worker` exits when it is stopped.
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(stop, _stopped)
         server.run(sockets=[sock])
-    sys.stdout.flush()

@@ -171,6 +171,23 @@ def test_the_list_pages_by_keyset(home: Home) -> None:
     assert [row.session_id for row in first.rows + second.rows] == ids[:4] and everything.next_after is None
 
 
+def test_a_filter_looks_at_a_bounded_number_of_sessions_for_a_page(home: Home) -> None:
+    from zagent_cli.ui import listing
+
+    with SQLiteJournal(home.root / "journal.db", read_only=True) as journal:
+        everything = [row.session_id for row in listing.sessions_page(journal).rows]
+        scan_limit, listing.SCAN_LIMIT = listing.SCAN_LIMIT, 3
+        try:
+            none = listing.sessions_page(journal, search="no such words")
+            rest = listing.sessions_page(journal, search="no such words", after=none.next_after)
+            ended = listing.sessions_page(journal, search="fan out", after=everything[-2])
+        finally:
+            listing.SCAN_LIMIT = scan_limit
+    assert (none.rows, none.scanned, none.next_after) == ([], 3, everything[2])
+    assert rest.scanned == 3 and rest.next_after == everything[5]
+    assert (ended.scanned, ended.next_after) == (1, None)
+
+
 def test_a_session_page_shows_the_conversation_calls_and_timeline(console: Console, home: Home) -> None:
     page = console.page(f"/sessions/{home.sessions['looking']}")
     assert "look &lt;around&gt;" in page and "Nothing here &lt;b&gt;yet&lt;/b&gt;." in page

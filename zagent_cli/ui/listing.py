@@ -2,8 +2,8 @@
 
 A page is read from the journal's index of sessions (``journal.sessions(after=...)``), never
 the whole list; a status and a search are looked at session by session, so a filter that
-matches few sessions reads at most :data:`SCAN_LIMIT` sessions per page asked for, and the
-page then says where to go on from.
+matches few sessions looks at :data:`SCAN_LIMIT` sessions at most for a page, and the page
+then says where to go on from.
 """
 
 from __future__ import annotations
@@ -69,17 +69,17 @@ def sessions_page(journal: Journal, *, status: str | None = None, search: str = 
     rows: list[Row] = []
     scanned = 0
     cursor = after
-    while len(rows) < PAGE_SIZE and scanned < SCAN_LIMIT:
+    while True:
         summaries = journal.sessions(PAGE_SIZE, top_level=True, after=cursor)
-        for summary in summaries:
+        for number, summary in enumerate(summaries, start=1):
             scanned += 1
             cursor = summary.session_id
             row = _row(journal, summary)
             if _matches(row, status, search):
                 rows.append(row)
-                if len(rows) == PAGE_SIZE:
-                    break
-        if len(summaries) < PAGE_SIZE:
-            more = len(rows) == PAGE_SIZE and summaries and cursor != summaries[-1].session_id
-            return Page(rows, cursor if more else None, scanned)
-    return Page(rows, cursor, scanned)
+            if len(rows) == PAGE_SIZE or scanned == SCAN_LIMIT:
+                # Stopped within the journal's sessions: the next page goes on after this one.
+                last = len(summaries) < PAGE_SIZE and number == len(summaries)
+                return Page(rows, None if last else cursor, scanned)
+        if len(summaries) < PAGE_SIZE:  # the oldest session was looked at
+            return Page(rows, None, scanned)

@@ -108,7 +108,7 @@ def sessions_page(page: Page, status: str | None, search: str, statuses: Iterabl
         f'<td class="num">{row.children or ""}</td><td>{_when(row.last_at)}</td></tr>' for row in page.rows)
     table = (f'<table class="sessions"><thead><tr><th>session</th><th>status</th><th>first prompt</th><th>model</th>'
              f'<th>tokens</th><th>sub-agents</th><th>last activity</th></tr></thead><tbody>{rows}</tbody></table>'
-             if page.rows else '<p class="empty">no sessions match</p>')
+             if page.rows else f'<p class="empty">no sessions match (of {page.scanned} looked at)</p>')
     more = ""
     if page.next_after is not None:
         query = urlencode({k: v for k, v in (("status", status or ""), ("q", search),

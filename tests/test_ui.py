@@ -27,7 +27,7 @@ from test_approvals import DEPLOY, ENV
 from test_ask_user import zagent
 from test_spawn_cli import TREE
 
-from zagent_core.journal.events import ApprovalDecided, InputAnswered, ToolCallFinished
+from zagent_core.journal.events import ApprovalDecided, InputAnswered, ToolCallFinished, ToolCallInterrupted
 from zagent_store import SQLiteJournal
 
 if TYPE_CHECKING:
@@ -335,6 +335,35 @@ def test_sigterm_stops_the_console_with_a_page_following_a_session(home: Home) -
         console.process.terminate()
         _, err = console.process.communicate(timeout=30)  # the stream gets GRACEFUL_SECONDS to close
         assert console.process.returncode == 0 and "Traceback" not in err, err
+
+
+#: A tool that says it started, then runs until it is stopped.
+HANGING = """
+import pathlib, time
+pathlib.Path("hanging.txt").write_text("started")
+time.sleep(600)
+"""
+
+
+def test_stopping_the_console_stops_the_drive_it_runs_and_the_session_stays_resumable(tmp_path: Path) -> None:
+    from conftest import wait_for
+
+    made = Home(tmp_path / "home", {})
+    (made.root / "tools").mkdir(parents=True)
+    python_tool(made.root, "hang", HANGING, permission="ask")
+    session_id = made.run("hanging", [{"text": "Hanging.", "tool_calls": [{"id": "h1", "name": "hang",
+                                                                           "arguments": {}}]}], "hang on")
+    for console in serve(made.root):
+        done = console.request("POST", f"/sessions/{session_id}/approve",
+                               {"call_id": "h1", "csrf": console.csrf(session_id)})
+        assert done.status == 303
+        wait_for(lambda: (tmp_path / "hanging.txt").exists(), "the approved tool to start", seconds=60)
+        console.process.terminate()
+        _, err = console.process.communicate(timeout=60)
+        assert console.process.returncode == 0 and "Traceback" not in err, err
+    assert any(isinstance(event, ToolCallInterrupted) and event.call_id == "h1" for event in made.events("hanging"))
+    listed = json.loads(zagent(made.root, "sessions", "list", "--json").stdout)["sessions"]
+    assert [s["status"] for s in listed] == ["interrupted"]
 
 
 def test_a_host_other_than_loopback_is_warned_about(home: Home) -> None:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from zagent_cli.context import Context
-    from zagent_cli.ui.live import Streams
+    from zagent_cli.ui.app import Console
 
 #: Seconds open pages (their live streams) get to close when the console stops.
 GRACEFUL_SECONDS = 2
@@ -52,10 +52,10 @@ def _stopped(sig: int, frame: FrameType | None) -> None:
 class _Server(uvicorn.Server):
     """uvicorn's server, which says its URL once it serves, and ends the live streams when it stops."""
 
-    def __init__(self, config: uvicorn.Config, url: str, streams: Streams) -> None:
+    def __init__(self, config: uvicorn.Config, url: str, console: Console) -> None:
         super().__init__(config)
         self.url = url
-        self.streams = streams
+        self.console = console
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -63,7 +63,8 @@ class _Server(uvicorn.Server):
             print(self.url, flush=True)  # the first line of stdout: scripts and tests read it
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self.streams.close()
+        self.console.streams.close()
+        self.console.decider.stop()
         super().handle_exit(sig, frame)
 
 
@@ -77,9 +78,12 @@ def serve(context: Context, sock: socket.socket, token: str) -> None:
         config = uvicorn.Config(make_app(console), log_level="warning", lifespan="off",
                                 timeout_graceful_shutdown=GRACEFUL_SECONDS)
         shown = f"[{host}]" if ":" in host else host
-        server = _Server(config, f"http://{shown}:{port}/?token={token}", console.streams)
+        server = _Server(config, f"http://{shown}:{port}/?token={token}", console)
         # uvicorn stops on Ctrl-C or SIGTERM, then raises the signal again under the handlers it found:
         # these make that a plain exit 0, as `zagent worker` exits when it is stopped.
         for stop in (signal.SIGINT, signal.SIGTERM):
             signal.signal(stop, _stopped)
-        server.run(sockets=[sock])
+        try:
+            server.run(sockets=[sock])
+        finally:
+            console.decider.wait()

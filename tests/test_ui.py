@@ -193,6 +193,8 @@ def test_a_session_page_shows_the_conversation_calls_and_timeline(console: Conso
     assert "look &lt;around&gt;" in page and "Nothing here &lt;b&gt;yet&lt;/b&gt;." in page
     assert "-&gt; list_files (c1)" in page and "&lt;- list_files: ok," in page
     assert '<svg class="timeline"' in page and "<title>list_files (c1): ok" in page
+    assert f'data-part="/sessions/{home.sessions["looking"]}?all=1"' in console.page(
+        f"/sessions/{home.sessions['looking']}?all=1")  # redrawn live, it stays whole
 
 
 def test_a_session_page_links_its_children_and_the_child_its_parent(console: Console, home: Home) -> None:

@@ -123,7 +123,7 @@ def _session_html(console: Console, session_id: str, whole: bool, problem: str =
                               conversation(journal, state, part),
                               timeline_svg(journal.audit(session=session_id, limit=MOST_CALLS)), console.csrf,
                               earlier_turns=part.earlier_turns, problem=problem)
-    return pages.session_page(state, main), 409 if problem else 200
+    return pages.session_page(state, main, whole=whole), 409 if problem else 200
 
 
 def session(request: Request) -> Response:

@@ -199,11 +199,12 @@ def session_main(state: SessionState, status: str, facts: list[tuple[str, str]],
             f'<div class="conversation">{"".join(conversation_html(entries, known))}</div>')
 
 
-def session_page(state: SessionState, main: str) -> str:
-    """A session's page: :func:`session_main` in the box its live script refreshes."""
+def session_page(state: SessionState, main: str, *, whole: bool = False) -> str:
+    """A session's page: :func:`session_main` in the box its live script refreshes (with the
+    whole conversation again when ``whole``)."""
     sid = quote(state.session_id)
     box = (f'<div id="live" data-version="{state.version}" data-events="/sessions/{sid}/events" '
-           f'data-part="/sessions/{sid}">{main}</div>')
+           f'data-part="/sessions/{sid}{"?all=1" if whole else ""}">{main}</div>')
     return layout(f"session {state.session_id}", box, script=_LIVE)
 
 

@@ -197,6 +197,16 @@ def test_a_session_page_shows_the_conversation_calls_and_timeline(console: Conso
         f"/sessions/{home.sessions['looking']}?all=1")  # redrawn live, it stays whole
 
 
+def test_a_long_session_shows_its_last_turns_and_links_to_the_whole(home: Home) -> None:
+    from zagent_cli.ui.pages import session_main
+    from zagent_core.journal.snapshots import open_state
+
+    with SQLiteJournal(home.root / "journal.db", read_only=True) as journal:
+        state = open_state(journal, home.sessions["looking"])
+    drawn = session_main(state, "idle", [], [], "", "csrf", earlier_turns=3)
+    assert f'3 earlier turns not shown: <a href="/sessions/{state.session_id}?all=1">' in drawn
+
+
 def test_a_session_page_links_its_children_and_the_child_its_parent(console: Console, home: Home) -> None:
     parent = home.sessions["tree"]
     page = console.page(f"/sessions/{parent}")

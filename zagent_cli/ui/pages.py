@@ -192,11 +192,11 @@ def session_main(state: SessionState, status: str, facts: list[tuple[str, str]],
     pending = f'<section class="pending"><h2>Waiting for you</h2>{"".join(waiting)}</section>' if waiting else ""
     said = f'<p class="problem">{escape(problem)}</p>' if problem else ""
     drawn = f"<h2>Timeline</h2>{timeline}" if timeline else ""
-    skipped = (f'<p class="more">{earlier_turns} earlier turns not shown: <a href="?all=1">the whole session</a></p>'
+    skipped = (f'<p class="more">{earlier_turns} earlier turns not shown: <a href="/sessions/{quote(sid)}?all=1">the whole session</a></p>'
                if earlier_turns else "")
     return (f'<h1>Session {escape(sid)} {status_badge(status)}</h1>{said}{pending}'
             f'<table class="facts">{rows}</table>{drawn}<h2>Conversation</h2>{skipped}'
-            f'<div class="conversation">{"".join(conversation_html(entries, known))}</div>')
+            f'<div class="conversation">{conversation_html(entries, known)}</div>')
 
 
 def session_page(state: SessionState, main: str, *, whole: bool = False) -> str:

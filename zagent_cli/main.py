@@ -51,6 +51,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "skills": ("skills", "skills", "The home's skills (skills/NAME/SKILL.md), which the model activates with "
                                    "skills_use."),
     "tools": ("tools", "tools", "List the tools of the home and run one as an agent would."),
+    "ui": ("ui.command", "ui", "Serve a web console for the home's journal: sessions, their conversations and calls "
+                               "live, questions and approvals answered, the audit."),
     "worker": ("worker", "worker", "Drive the sessions that want a driver: wake-ups, messages left with run --detach, "
                                    "turns and tasks a stopped driver left."),
 }

@@ -115,7 +115,7 @@ def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: s
     from zagent_core.session.status import turn_failure
 
     sid = state.session_id
-    facts = _header_facts(state, status, turn_failure(state))
+    facts = header_facts(state, status, turn_failure(state))
     skipped = (f"({plural(part.earlier_turns, 'earlier turn')} not shown: --all shows the whole session, "
                "--last N the last N turns)")
     fact = "- **{}:** {}" if fmt == "md" else "{}: {}"
@@ -134,10 +134,7 @@ def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: s
                 out.say(fact.format("artifact", artifact_line(stored.event)))
         if part.earlier_turns:
             out.say(f"\n*{skipped}*" if fmt == "md" else f"\n{skipped}")
-        conversation = _Conversation(state.origin or "session")
-        entries = conversation.entries(journal.read(sid, after_version=part.after,
-                                                    types=sorted(EVENT_TYPES.keys() - _UNSHOWN)))
-        for entry in entries:
+        for entry in conversation(journal, state, part):
             out.say("\n".join(["", *_md_entry(entry)]).rstrip("\n") if fmt == "md" else "\n".join(_text_entry(entry)))
         if show_events:
             lines = [f"#{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
@@ -152,6 +149,13 @@ def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: s
 
 
 # -- the conversation -----------------------------------------------------------------------
+
+
+def conversation(journal: EventLog, state: SessionState, part: Part = Part()) -> Iterator[Entry]:
+    """The conversation of ``part`` of the session, in order, as it is read (only the events
+    it shows are parsed): what ``sessions show`` prints and the web console draws."""
+    return _Conversation(state.origin or "session").entries(
+        journal.read(state.session_id, after_version=part.after, types=sorted(EVENT_TYPES.keys() - _UNSHOWN)))
 
 
 class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen dataclass costs twice as much
@@ -410,7 +414,7 @@ def artifact_line(artifact: ArtifactRecorded) -> str:
     return f"{artifact.kind.replace('_', ' ')} {artifact.title}" + (f" ({', '.join(where)})" if where else "")
 
 
-def _header_facts(state: SessionState, status: str, failure: str | None) -> list[tuple[str, str]]:
+def header_facts(state: SessionState, status: str, failure: str | None) -> list[tuple[str, str]]:
     """The header's lines, as (name, value), but the artifacts (they take a read of the whole session)."""
     started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
     facts = [("status", status + (f": {failure}" if failure and status == "failed" else "")),

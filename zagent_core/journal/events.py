@@ -203,6 +203,15 @@ class ToolCallStarted(_Body):
     tool_version: str | None = None
 
 
+class Outcome(_Part):
+    """What a tool says its call came to, beside its text (the seed's ``reportOutcome``):
+    what ``zagent audit --outcome`` filters on."""
+
+    status: Literal["success", "failure", "partial"]
+    #: Why, in a sentence (at most 1000 characters; a longer one is cut).
+    reason: str = ""
+
+
 class _Result(_Body):
     """What a tool run produced, as the model received it: shared by calls and tasks."""
 
@@ -217,6 +226,23 @@ class _Result(_Body):
     full_output_path: str | None = None
     media: list[Media] = []
     files: list[OutputFile] = []
+    #: The result as data (a JSON tool's ``structured``, an MCP tool's ``structuredContent``), matching
+    #: the tool's ``output_schema`` when it has one: for programs, not the model (``mcp serve`` passes it on).
+    structured: Any = None
+    outcome: Outcome | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_no_data(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_nones(handler(self), ("structured", "outcome"))
+
+
+def _without_nones(body: dict[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
+    """``body`` without the ``optional`` fields that are None. Most events have none of them: their
+    bodies stay as they always were, so journals and exports read as before, by older zagents too."""
+    for name in optional:
+        if body.get(name, "") is None:
+            del body[name]
+    return body
 
 
 class ToolCallFinished(_Result):
@@ -506,12 +532,7 @@ class UserMessage(_Body):
 
     @model_serializer(mode="wrap")
     def _without_no_model(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Most messages name no model: their bodies stay as they always were, so journals and
-        # exports read as before, by older zagents too.
-        body: dict[str, Any] = handler(self)
-        if body.get("model", "") is None:
-            del body["model"]
-        return body
+        return _without_nones(handler(self), ("model",))  # most messages name no model
 
 
 class RepliedCall(_Part):

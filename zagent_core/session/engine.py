@@ -284,7 +284,7 @@ class Session:
         config = engine.config
         owner = leases.this_process(f"zagent {engine.command}" if engine.command else "zagent")
         self._writer = Writer(engine.journal, engine.heartbeat, session_id, owner, state or SessionState())
-        self._background = Background(self._writer, config, engine.workspace)
+        self._background = Background(self._writer, config, engine.workspace, tools)
         self._people = People(self._writer, lambda name: name in config.approvals.allow, config.limits)
         self._host = SessionHost(self._writer, self._background, self._people, home=engine.home, config=config,
                                  spawner=self.spawn)

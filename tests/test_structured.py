@@ -1,0 +1,133 @@
+"""Structured results (issue 24): a JSON tool's ``structured`` value, checked against its manifest's
+``output_schema``, and the ``outcome`` it reports, journaled with its result; through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import forked
+from conftest import PYTHON, python_tool
+
+#: Counts the words of its ``text``; ``shape`` bends what it prints to test the checks.
+COUNTER = """
+import json, sys
+args = json.load(sys.stdin)
+words = args.get("text", "").split()
+shape = args.get("shape", "good")
+structured = {"words": len(words), "first": words[0] if words else None}
+if shape == "bad":
+    structured = {"words": str(len(words)), "extra": True}
+result = {"output": f"{len(words)} words", "structured": structured}
+if shape == "none":
+    del result["structured"]
+if shape == "data_only":
+    del result["output"]
+if shape == "failed":
+    result = {"output": "nothing to count", "is_error": True,
+              "outcome": {"status": "failure", "reason": "the text is empty"}}
+if shape == "partial":
+    result["outcome"] = {"status": "partial", "reason": "counted the first page only"}
+if shape == "bad_outcome":
+    result["outcome"] = "done"
+print(json.dumps(result))
+"""
+
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {"words": {"type": "integer"}, "first": {"type": ["string", "null"]}},
+    "required": ["words"],
+    "additionalProperties": False,
+}
+
+
+def zagent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      stdin=subprocess.DEVNULL, cwd=home.parent, timeout=120)
+
+
+def counter(home: Path, **manifest: Any) -> None:
+    python_tool(home, "counter", COUNTER, output="json", output_schema=OUTPUT_SCHEMA, **manifest)
+
+
+def run_counter(home: Path, text: str, shape: str = "good") -> dict[str, Any]:
+    ran = zagent(home, "tools", "run", "counter", "--args", json.dumps({"text": text, "shape": shape}), "--json")
+    body: dict[str, Any] = json.loads(ran.stdout)
+    assert ran.returncode == (1 if body["is_error"] else 0), ran.stderr
+    return body
+
+
+def finished(home: Path, call_id: str) -> dict[str, Any]:
+    """The ``tool_call_finished`` of call ``call_id`` of the latest session, as ``sessions show`` gives it."""
+    shown = json.loads(zagent(home, "sessions", "show", "--json", "--events").stdout)
+    (event,) = [e for e in shown["events"] if e["type"] == "tool_call_finished" and e["data"]["call_id"] == call_id]
+    return dict(event["data"])
+
+
+def test_a_structured_result_that_matches_the_output_schema_is_journaled(home_dir: Path) -> None:
+    counter(home_dir)
+    body = run_counter(home_dir, "one two three")
+    assert body["is_error"] is False and body["output"] == "3 words"
+    assert body["structured"] == {"words": 3, "first": "one"}
+    assert finished(home_dir, body["call_id"])["structured"] == {"words": 3, "first": "one"}
+
+
+def test_a_structured_result_that_does_not_match_is_an_error_saying_what_is_wrong(home_dir: Path) -> None:
+    counter(home_dir)
+    body = run_counter(home_dir, "one two", "bad")
+    assert body["is_error"] is True and body["structured"] is None
+    assert body["output"] == ('2 words\n["structured" does not match the manifest\'s output_schema: unknown structured '
+                              'field "extra" (allowed: first, words); structured field "words": expected integer, '
+                              'got string]')
+    assert "structured" not in finished(home_dir, body["call_id"])  # only a value that matches is journaled
+
+
+def test_a_result_without_the_structured_value_its_schema_describes_is_an_error(home_dir: Path) -> None:
+    counter(home_dir)
+    body = run_counter(home_dir, "one", "none")
+    assert body["is_error"] is True
+    assert body["output"].endswith("""["structured" is missing: the manifest's output_schema describes it; print """
+                                   """{"output": "...", "structured": {...}}]""")
+    # A tool that says it failed need not give its data.
+    failed = run_counter(home_dir, "", "failed")
+    assert failed["output"] == "nothing to count" and failed["structured"] is None
+
+
+def test_a_result_that_is_all_data_shows_the_model_its_json(home_dir: Path) -> None:
+    counter(home_dir)
+    body = run_counter(home_dir, "a b", "data_only")
+    assert body["is_error"] is False
+    assert json.loads(body["output"]) == body["structured"] == {"words": 2, "first": "a"}
+
+
+def test_a_reported_outcome_is_journaled_with_its_reason(home_dir: Path) -> None:
+    counter(home_dir)
+    failed = run_counter(home_dir, "", "failed")
+    assert failed["outcome"] == {"status": "failure", "reason": "the text is empty"}
+    partial = run_counter(home_dir, "a", "partial")
+    assert partial["is_error"] is False
+    assert finished(home_dir, partial["call_id"])["outcome"] == {"status": "partial",
+                                                                 "reason": "counted the first page only"}
+    wrong = run_counter(home_dir, "a", "bad_outcome")
+    assert wrong["is_error"] is True and wrong["outcome"] is None
+    assert wrong["output"].endswith("""["outcome" must be {"status": "success" | "failure" | "partial", """
+                                    """"reason": "..."}, not "done"]""")
+
+
+def test_an_output_schema_needs_json_output_and_must_be_a_valid_schema(home_dir: Path) -> None:
+    python_tool(home_dir, "texty", COUNTER, output_schema=OUTPUT_SCHEMA)
+    python_tool(home_dir, "broken", COUNTER, output="json", output_schema={"type": "objekt"})
+    listed = zagent(home_dir, "tools", "list").stdout
+    assert ('tools/texty: not loaded: "output_schema": describes a JSON result\'s "structured" value: it needs '
+            '"output": "json"') in listed
+    assert 'tools/broken: not loaded: "output_schema": is not a valid JSON Schema at type' in listed
+
+
+def test_a_background_task_s_structured_result_is_checked_too(home_dir: Path) -> None:
+    counter(home_dir, background=True)
+    started = run_counter(home_dir, "x y z")
+    shown = json.loads(zagent(home_dir, "sessions", "show", started["session_id"], "--json", "--events").stdout)
+    (exited,) = [e["data"] for e in shown["events"] if e["type"] == "task_exited"]
+    assert exited["structured"] == {"words": 3, "first": "x"}

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +133,38 @@ def test_a_background_task_s_structured_result_is_checked_too(home_dir: Path) ->
     shown = json.loads(zagent(home_dir, "sessions", "show", started["session_id"], "--json", "--events").stdout)
     (exited,) = [e["data"] for e in shown["events"] if e["type"] == "task_exited"]
     assert exited["structured"] == {"words": 3, "first": "x"}
+
+
+#: Stamps its result with the call's time (as milliseconds since 1970: no replay rule hides those)
+#: and an id made from the call's seed.
+STAMPER = """
+import json, os
+from datetime import datetime
+now = datetime.fromisoformat(os.environ["ZAGENT_NOW"].replace("Z", "+00:00"))
+print(f"stamped {round(now.timestamp() * 1000)}, id {os.environ['ZAGENT_CALL_SEED'][:12]}")
+"""
+
+
+def test_a_call_is_told_its_journaled_start_time_and_a_seed_of_its_ids(home_dir: Path) -> None:
+    python_tool(home_dir, "stamper", STAMPER)
+    ran = json.loads(zagent(home_dir, "tools", "run", "stamper", "--json").stdout)
+    shown = json.loads(zagent(home_dir, "sessions", "show", ran["session_id"], "--json", "--events").stdout)
+    (started,) = [e for e in shown["events"] if e["type"] == "tool_call_started"]
+    at = datetime.fromisoformat(started["at"].replace("Z", "+00:00"))
+    seed = hashlib.sha256(f"{ran['session_id']}/{ran['call_id']}".encode()).hexdigest()
+    assert ran["output"] == f"stamped {round(at.timestamp() * 1000)}, id {seed[:12]}"
+    assert {"ZAGENT_NOW", "ZAGENT_CALL_SEED"} <= set(started["data"]["env_names"])
+    assert "clock" not in started["data"]  # the call was told its own: its event's time and ids say it
+
+
+def test_a_rerun_replay_tells_each_call_what_its_recording_was_told(home_dir: Path, tmp_path: Path) -> None:
+    python_tool(home_dir, "stamper", STAMPER, replay="safe")
+    script = tmp_path / "stamp.json"
+    script.write_text(json.dumps([{"text": "Stamping.", "tool_calls": [{"name": "stamper", "arguments": {}}]},
+                                  {"text": "Stamped."}]))
+    ran = zagent(home_dir, "run", "--json", "--model", f"scripted:{script}", "stamp it")
+    session_id = json.loads(ran.stdout)["session_id"]
+    replayed = zagent(home_dir, "replay", session_id, "--tools", "rerun", "--json")
+    report = json.loads(replayed.stdout)
+    assert replayed.returncode == 0 and report["matched"] is True, replayed.stdout
+    assert report["replays"][0]["rerun_steps"] == 1

@@ -75,6 +75,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.session.engine import Session
+from zagent_core.tools.clock import recorded_clocks
 from zagent_core.tools.validation import validate_arguments
 
 if TYPE_CHECKING:
@@ -433,6 +434,8 @@ class _Calls:
         #: The recorded sub-agent runs, by spawn call; and how each ended.
         self.spawned = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildSpawned)}
         self.ended = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildEnded)}
+        #: What each call was told of the time and its seed: a call run again is told the same.
+        self.clocks = recorded_clocks(recorded)
         #: The sub-agents' replays, and their sessions' ids, by recorded session id, in the order first spawned.
         self.children: dict[str, _SessionReplay] = {}
         self.ids: dict[str, str] = {}
@@ -446,7 +449,7 @@ class _Calls:
             self.serve(call)
         else:
             self.rerun += 1
-            self.session.call(call.name, call.arguments, call_id=call.call_id)
+            self.session.call(call.name, call.arguments, call_id=call.call_id, clock=self.clocks.get(call.call_id))
 
     def serve(self, call: RepliedCall) -> None:
         """Answer a call with the recorded result, without running anything; but check that

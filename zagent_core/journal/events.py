@@ -170,6 +170,15 @@ class ToolCallRejected(_Body):
     problems: list[str] = []
 
 
+class CallClock(_Part):
+    """What a call is told of the time and of its randomness: ``ZAGENT_NOW`` and ``ZAGENT_CALL_SEED``."""
+
+    #: When the call started, ISO 8601 UTC to the millisecond: ``2026-12-07T12:12:22.123Z``.
+    now: str
+    #: 32 hex digits derived from the session's and the call's ids.
+    seed: str
+
+
 class ToolCallStarted(_Body):
     """Committed before the process starts, so a crash mid-call is always visible."""
 
@@ -201,6 +210,13 @@ class ToolCallStarted(_Body):
     #: (zagent's, for a built-in): an audit or a replay tells what ran without a folder.
     identity: str | None = None
     tool_version: str | None = None
+    #: What the call was told when it is not what its event says (its ``at``, and the seed of its
+    #: session's and its own id): a replay tells a call what its recording was told.
+    clock: CallClock | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_own_clock(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_nones(handler(self), ("clock",))
 
 
 class Outcome(_Part):

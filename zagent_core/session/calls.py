@@ -20,6 +20,7 @@ from typing import Any, Literal
 from zagent_core.config import Config
 from zagent_core.ids import new_call_id
 from zagent_core.journal.events import (
+    CallClock,
     Coercion,
     RejectReason,
     ToolCallFinished,
@@ -37,6 +38,7 @@ from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.host import SessionHost
 from zagent_core.session.people import People
 from zagent_core.session.writer import Writer
+from zagent_core.tools.clock import fresh_clock, stamp
 from zagent_core.tools.inprocess import Arguments, BuiltinContext, Parked, ToolState
 from zagent_core.tools.results import ToolResult
 from zagent_core.tools.text import storable_json
@@ -180,8 +182,9 @@ class CallRunner:
 
     # -- calls -----------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any, call_id: str | None) -> CallOutcome:
-        """Validate, run and journal one call of tool ``name``; returns what the model receives."""
+    def call(self, name: str, arguments: Any, call_id: str | None, clock: CallClock | None = None) -> CallOutcome:
+        """Validate, run and journal one call of tool ``name``; returns what the model receives.
+        ``clock``: what the call is told of the time and its seed instead of its own (a replay's recorded one)."""
         call_id = call_id or new_call_id()
         if not CALL_ID.fullmatch(call_id):
             raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
@@ -197,7 +200,7 @@ class CallRunner:
             self._writer.append([requested, ToolCallRejected(call_id=call_id, reason="invalid_arguments",
                                                              message=message, problems=[unrecordable])])
             return outcome(call_id, ToolResult(output=message, is_error=True))
-        return self.run_requested(requested)
+        return self.run_requested(requested, clock)
 
     def _admitted(self, requested: ToolCallRequested) -> tuple[ToolEntry, dict[str, Any], list[Coercion]] | ToolCallRejected:
         """The tool and the validated arguments of a call, or why it is rejected (validated against the tool as it is now)."""
@@ -216,7 +219,7 @@ class CallRunner:
                                     problems=problems)
         return entry, validated.arguments, validated.coercions
 
-    def run_requested(self, requested: ToolCallRequested) -> CallOutcome:
+    def run_requested(self, requested: ToolCallRequested, clock: CallClock | None = None) -> CallOutcome:
         """A new call: journal its request with its rejection, its approval asked, or its start, and run it."""
         admitted = self._admitted(requested)
         if isinstance(admitted, ToolCallRejected):
@@ -228,7 +231,7 @@ class CallRunner:
             if waiting is not None:
                 return outcome(requested.call_id, waiting)
             return self.run_journaled(requested)
-        return self.execute(entry, requested, arguments, coercions)
+        return self.execute(entry, requested, arguments, coercions, clock=clock)
 
     def run_journaled(self, requested: ToolCallRequested) -> CallOutcome:
         """A call whose request is in the journal already, because a person approved it (with its
@@ -242,34 +245,39 @@ class CallRunner:
 
     def execute(self, entry: ToolEntry, requested: ToolCallRequested, arguments: Arguments,
                 coercions: list[Coercion], *, again: bool = False, notify_offset: int = 0,
-                attempt: int = 1) -> CallOutcome:
+                attempt: int = 1, clock: CallClock | None = None) -> CallOutcome:
         """Run a validated call of any kind of tool: ``tool_call_started``, then the run, then what
         it staged committed with ``tool_call_finished`` (one step: a crash keeps both or neither).
 
         ``again``: the call was journaled before (approved, or a crash cut it off); one that
         had started already and :attr:`~ToolEntry.continues` goes on without being started again.
         ``notify_offset``: where the cut-off attempt's journaled notes end in the call's notify
-        file, which the new attempt appends to.
+        file, which the new attempt appends to. ``clock``: what the call is told instead of its start
+        time and seed (journaled with its start); a call that goes on is told its first start.
         """
         writer, call_id, name = self._writer, requested.call_id, entry.name
         call_dir = self._host.call_folder(call_id) if entry.runs_process(arguments) else None
         cut_off = writer.state.calls.get(call_id)
         going_on = again and entry.continues and cut_off is not None and cut_off.status == "running"
+        started_at, own_clock = fresh_clock(writer.session_id, call_id)
+        if going_on and cut_off is not None and cut_off.started_at is not None:
+            own_clock = own_clock.model_copy(update={"now": stamp(cut_off.started_at)})
         with writer.lock:  # the task number is taken and journaled in one step
             state = writer.state
             task_id = str(state.tasks_numbered + 1) if entry.background(arguments) else None
             context = BuiltinContext(
                 session_id=writer.session_id, call_id=call_id, tool=name, workspace=self._workspace,
                 config=self._config, host=self._host, origin=state.origin, read_state=state.read_state,
-                state=ToolState(state.tool_state.get(name, {})), call_dir=call_dir, task_id=task_id,
+                state=ToolState(state.tool_state.get(name, {})), clock=clock or own_clock, call_dir=call_dir,
+                task_id=task_id,
             )
             prepared = entry.prepare(context, arguments)
             writer.append([] if going_on else [
                 *([] if again else [requested]),
                 ToolCallStarted(call_id=call_id, task_id=task_id, tool=name, arguments=arguments,
-                                coercions=coercions, notify_offset=notify_offset, attempt=attempt,
+                                coercions=coercions, notify_offset=notify_offset, attempt=attempt, clock=clock,
                                 **prepared.started),
-            ])
+            ], at=started_at)
         log.info("tool_call_started", session=writer.session_id, call_id=call_id, tool=name, task_id=task_id)
         crash_point("after_tool_call_started")
         started = time.monotonic()

@@ -27,6 +27,7 @@ from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.ids import new_session_id
 from zagent_core.journal.events import (
+    CallClock,
     ChildSpawned,
     Event,
     ModelReplied,
@@ -437,9 +438,9 @@ class Session:
 
     # -- calls -------------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any, *, call_id: str | None = None) -> CallOutcome:
-        """Validate, run and journal one call of tool ``name``: what the model receives, its call and task ids."""
-        return self._calls.call(name, arguments, call_id)
+    def call(self, name: str, arguments: Any, *, call_id: str | None = None, clock: CallClock | None = None) -> CallOutcome:
+        """Validate, run and journal one call of tool ``name`` (told ``clock``, a replay's, instead of its own)."""
+        return self._calls.call(name, arguments, call_id, clock)
 
     def needs_approval(self, name: str) -> bool:
         """Whether a person decides each call of ``name`` (``"permission": "ask"``, not in ``approvals.allow``)."""

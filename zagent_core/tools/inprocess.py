@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zagent_core.config import CapabilitiesConfig, Config
-from zagent_core.journal.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolOffer, ToolStateWritten
+from zagent_core.journal.events import ArtifactRecorded, CallClock, ReadEntry, ReadStateUpdated, ToolOffer, ToolStateWritten
 from zagent_core.tools.results import ToolResult, checked_state
 from zagent_core.tools.text import storable
 from zagent_core.version import zagent_version
@@ -191,6 +191,8 @@ class BuiltinContext:
     #: What the model was shown of each file, as the journal tells it before this call.
     read_state: Mapping[str, ReadEntry]
     state: ToolState
+    #: What the call is told of the time and its seed (``ZAGENT_NOW``, ``ZAGENT_CALL_SEED`` of a process).
+    clock: CallClock
     #: The call's own folder (``output/``, ``notify``), for a built-in that runs a process.
     call_dir: Path | None = None
     #: The task number this call starts, when it runs in the background.

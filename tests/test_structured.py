@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import forked
-from conftest import PYTHON, python_tool
+import pytest
+from conftest import PYTHON, python_tool, sql
+
+from zagent_core import Engine
 
 #: Counts the words of its ``text``; ``shape`` bends what it prints to test the checks.
 COUNTER = """
@@ -168,3 +171,24 @@ def test_a_rerun_replay_tells_each_call_what_its_recording_was_told(home_dir: Pa
     report = json.loads(replayed.stdout)
     assert replayed.returncode == 0 and report["matched"] is True, replayed.stdout
     assert report["replays"][0]["rerun_steps"] == 1
+
+
+@pytest.mark.stores
+def test_audit_filters_the_calls_by_the_outcome_their_tool_reported(engine: Engine, home_dir: Path,
+                                                                    journal_url: str) -> None:
+    counter(home_dir)
+    session = engine.start_session("test")
+    failed = session.call("counter", {"text": "", "shape": "failed"}).call_id
+    partial = session.call("counter", {"text": "a b", "shape": "partial"}).call_id
+    session.call("counter", {"text": "a b"})
+    session.end()
+
+    rows = sql(journal_url, "SELECT call_id, outcome, outcome_reason FROM tool_calls ORDER BY requested_at")
+    assert [(row["outcome"], row["outcome_reason"]) for row in rows] == [
+        ("failure", "the text is empty"), ("partial", "counted the first page only"), (None, None)]
+    listed = zagent(home_dir, "audit", "--outcome", "failure", "--json")
+    assert [row["call_id"] for row in json.loads(listed.stdout)["calls"]] == [failed], listed.stderr
+    shown = zagent(home_dir, "audit", "--outcome", "partial").stdout
+    assert shown.splitlines()[2:] == ["    outcome: partial: counted the first page only"]
+    assert partial in zagent(home_dir, "audit", "--outcome", "partial", "--json").stdout
+    assert zagent(home_dir, "audit", "--outcome", "success").stdout == "no calls match\n"

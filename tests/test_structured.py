@@ -192,3 +192,23 @@ def test_audit_filters_the_calls_by_the_outcome_their_tool_reported(engine: Engi
     assert shown.splitlines()[2:] == ["    outcome: partial: counted the first page only"]
     assert partial in zagent(home_dir, "audit", "--outcome", "partial", "--json").stdout
     assert zagent(home_dir, "audit", "--outcome", "success").stdout == "no calls match\n"
+
+
+def test_mcp_serve_lists_the_output_schema_and_passes_structured_content_on(home_dir: Path, tmp_path: Path) -> None:
+    import anyio
+    from test_mcp_serve import over_stdio
+
+    counter(home_dir)
+    (tmp_path / "workspace").mkdir()
+
+    async def scenario() -> None:
+        async with over_stdio(home_dir) as client:
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            good = await client.call_tool("counter", {"text": "a b"})
+            bad = await client.call_tool("counter", {"text": "a b", "shape": "bad"})
+        assert listed["counter"].output_schema == OUTPUT_SCHEMA
+        assert listed["read_file"].output_schema is None
+        assert not good.is_error and good.structured_content == {"words": 2, "first": "a"}
+        assert bad.is_error and bad.structured_content is None
+
+    anyio.run(scenario)

@@ -44,6 +44,10 @@ class FolderTool:
         return self.tool.validator
 
     @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return self.tool.manifest.output_schema
+
+    @property
     def replay(self) -> Literal["safe", "unsafe"]:
         return self.tool.manifest.replay
 

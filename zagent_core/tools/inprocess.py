@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zagent_core.config import CapabilitiesConfig, Config
-from zagent_core.journal.events import ArtifactRecorded, CallClock, ReadEntry, ReadStateUpdated, ToolOffer, ToolStateWritten
+from zagent_core.journal.events import (
+    ArtifactRecorded,
+    CallClock,
+    ReadEntry,
+    ReadStateUpdated,
+    ToolOffer,
+    ToolStateWritten,
+)
 from zagent_core.tools.results import ToolResult, checked_state
 from zagent_core.tools.text import storable
 from zagent_core.version import zagent_version
@@ -299,6 +306,8 @@ class Builtin:
     definition_hash: str = ""
     #: Where it comes from, as ``zagent tools list`` and the session's offer say.
     origin: str = "(built-in)"
+    #: The JSON Schema of the ``structured`` value of its results (an MCP tool's ``outputSchema``), if any.
+    output_schema: dict[str, Any] | None = None
 
     #: A person decides each call (``ask``): never for a built-in, which asks inside the call if it must.
     permission: Literal["allow", "ask"] = "allow"

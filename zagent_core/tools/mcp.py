@@ -721,6 +721,7 @@ class McpServers:
             runs_process=_always,  # a call folder, for the images and files it returns
             source=f"mcp:{server.name}@{listed.version}", version=listed.version,
             definition_hash=schema_hash(tool.input_schema), origin=f"(mcp server {server.name})",
+            output_schema=tool.output_schema,
         )
 
     def _run(self, server: Server, tool: str, read_only: bool, context: BuiltinContext,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -212,3 +213,24 @@ def test_mcp_serve_lists_the_output_schema_and_passes_structured_content_on(home
         assert bad.is_error and bad.structured_content is None
 
     anyio.run(scenario)
+
+
+def test_sessions_show_says_the_outcome_and_the_structured_value_of_a_result(home_dir: Path) -> None:
+    counter(home_dir)
+    ran = run_counter(home_dir, "a b", "partial")
+    shown = zagent(home_dir, "sessions", "show", ran["session_id"]).stdout
+    assert "  outcome: partial: counted the first page only\n" in shown
+    assert '  structured: {"words": 2, "first": "a"}\n' in shown
+
+
+def test_the_replay_doc_s_ticket_tool_replays_without_a_difference(tmp_path: Path) -> None:
+    from test_docs import DOCS, _clean_env, assert_shown_is_printed, run_steps, section_steps
+
+    steps = section_steps(DOCS / "replay.md", ["Tools that stamp times or make ids"])
+    status, blocks, output = run_steps(steps, tmp_path, _clean_env(tmp_path))
+    assert status == 0, output
+
+    def varying(text: str) -> str:  # the ticket's id and time are the recorded call's, new each time the doc runs
+        return re.sub(r"ticket \S+ opened at \d+", "ticket <id> opened at <seconds>", text)
+
+    assert assert_shown_is_printed("docs/replay.md", steps, blocks, normalize=varying) == 1

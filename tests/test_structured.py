@@ -234,3 +234,23 @@ def test_the_replay_doc_s_ticket_tool_replays_without_a_difference(tmp_path: Pat
         return re.sub(r"ticket \S+ opened at \d+", "ticket <id> opened at <seconds>", text)
 
     assert assert_shown_is_printed("docs/replay.md", steps, blocks, normalize=varying) == 1
+
+
+def test_a_built_in_reads_its_clock_on_its_context_and_returns_data_and_an_outcome(engine: Engine,
+                                                                                   journal_url: str) -> None:
+    from zagent_core.journal.events import Outcome
+    from zagent_core.tools.inprocess import Builtin, BuiltinContext
+    from zagent_core.tools.results import ToolResult
+
+    def stamp(context: BuiltinContext, arguments: dict[str, Any]) -> ToolResult:
+        return ToolResult(output="stamped", is_error=False, structured={"at": context.clock.now,
+                                                                        "seed": context.clock.seed},
+                          outcome=Outcome(status="success"))
+
+    engine.builtins["stamp"] = Builtin(name="stamp", description="Stamps.", parameters={"type": "object"}, run=stamp)
+    with engine.start_session() as session:
+        result = session.call("stamp", {})
+    (row,) = sql(journal_url, "SELECT at, session_id, call_id FROM events WHERE type = 'tool_call_started'")
+    seed = hashlib.sha256(f"{row['session_id']}/{row['call_id']}".encode()).hexdigest()[:32]
+    assert result.structured == {"at": row["at"], "seed": seed}
+    assert sql(journal_url, "SELECT outcome FROM tool_calls") == [{"outcome": "success"}]

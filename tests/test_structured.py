@@ -254,3 +254,18 @@ def test_a_built_in_reads_its_clock_on_its_context_and_returns_data_and_an_outco
     seed = hashlib.sha256(f"{row['session_id']}/{row['call_id']}".encode()).hexdigest()[:32]
     assert result.structured == {"at": row["at"], "seed": seed}
     assert sql(journal_url, "SELECT outcome FROM tool_calls") == [{"outcome": "success"}]
+
+
+def test_the_new_fields_are_written_only_when_there_is_something_to_say() -> None:
+    from zagent_core.journal.events import CallClock, Outcome, ToolCallFinished, ToolCallStarted, dump_event
+
+    started = ToolCallStarted(call_id="c", tool="t", arguments={}, argv=[], cwd="/", input_mode="builtin",
+                              output_mode="text", timeout_seconds=None)
+    finished = ToolCallFinished(call_id="c", output="", is_error=False, exit_code=0, duration_ms=1)
+    assert not {"clock", "structured", "outcome"} & (json.loads(dump_event(started)).keys()
+                                                      | json.loads(dump_event(finished)).keys())
+    told = started.model_copy(update={"clock": CallClock(now="2026-12-07T12:12:22.123Z", seed="ab" * 16)})
+    assert json.loads(dump_event(told))["clock"] == {"now": "2026-12-07T12:12:22.123Z", "seed": "ab" * 16}
+    reported = finished.model_copy(update={"structured": [], "outcome": Outcome(status="partial")})
+    assert json.loads(dump_event(reported))["structured"] == []
+    assert json.loads(dump_event(reported))["outcome"] == {"status": "partial", "reason": ""}

@@ -45,6 +45,12 @@ class _Body(_Part):
                             f"(v: int = {cls.SCHEMA_VERSION})")
 
 
+def _is_none(value: Any) -> bool:
+    """Whether an optional field is left out of a body: most events have none of those fields, and
+    their bodies stay as they always were, so journals and exports read as before, by older zagents too."""
+    return value is None
+
+
 # -- parts shared by several events ------------------------------------------------
 
 
@@ -212,11 +218,7 @@ class ToolCallStarted(_Body):
     tool_version: str | None = None
     #: What the call was told when it is not what its event says (its ``at``, and the seed of its
     #: session's and its own id): a replay tells a call what its recording was told.
-    clock: CallClock | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_own_clock(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_nones(handler(self), ("clock",))
+    clock: CallClock | None = Field(default=None, exclude_if=_is_none)
 
 
 class Outcome(_Part):
@@ -244,21 +246,8 @@ class _Result(_Body):
     files: list[OutputFile] = []
     #: The result as data (a JSON tool's ``structured``, an MCP tool's ``structuredContent``), matching
     #: the tool's ``output_schema`` when it has one: for programs, not the model (``mcp serve`` passes it on).
-    structured: Any = None
-    outcome: Outcome | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_no_data(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_nones(handler(self), ("structured", "outcome"))
-
-
-def _without_nones(body: dict[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
-    """``body`` without the ``optional`` fields that are None. Most events have none of them: their
-    bodies stay as they always were, so journals and exports read as before, by older zagents too."""
-    for name in optional:
-        if body.get(name, "") is None:
-            del body[name]
-    return body
+    structured: Any = Field(default=None, exclude_if=_is_none)
+    outcome: Outcome | None = Field(default=None, exclude_if=_is_none)
 
 
 class ToolCallFinished(_Result):
@@ -548,7 +537,12 @@ class UserMessage(_Body):
 
     @model_serializer(mode="wrap")
     def _without_no_model(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_nones(handler(self), ("model",))  # most messages name no model
+        # Most messages name no model: their bodies stay as they always were, so journals and
+        # exports read as before, by older zagents too.
+        body: dict[str, Any] = handler(self)
+        if body.get("model", "") is None:
+            del body["model"]
+        return body
 
 
 class RepliedCall(_Part):

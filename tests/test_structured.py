@@ -38,6 +38,9 @@ if shape == "partial":
     result["outcome"] = {"status": "partial", "reason": "counted the first page only"}
 if shape == "bad_outcome":
     result["outcome"] = "done"
+if shape == "huge":
+    result["structured"]["first"] = "w" * 300_000
+    result["outcome"] = {"status": "success", "reason": "r" * 1500}
 print(json.dumps(result))
 """
 
@@ -269,3 +272,11 @@ def test_the_new_fields_are_written_only_when_there_is_something_to_say() -> Non
     reported = finished.model_copy(update={"structured": [], "outcome": Outcome(status="partial")})
     assert json.loads(dump_event(reported))["structured"] == []
     assert json.loads(dump_event(reported))["outcome"] == {"status": "partial", "reason": ""}
+
+
+def test_a_structured_value_is_bounded_and_a_long_reason_is_cut(home_dir: Path) -> None:
+    python_tool(home_dir, "counter", COUNTER, output="json")  # no output_schema: any value, within the bound
+    body = run_counter(home_dir, "a", "huge")
+    assert body["is_error"] is True and body["structured"] is None
+    assert body["output"].endswith("over the 262144-byte limit; keep a path to a file instead]")
+    assert body["outcome"]["reason"] == "r" * 1000 + "... [cut: 1500 characters in all]"

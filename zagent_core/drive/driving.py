@@ -25,6 +25,7 @@ from zagent_core.drive.errors import (
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
     from zagent_core.config import LimitsConfig
+    from zagent_core.history.telemetry import LiveTrace
     from zagent_core.journal.protocol import Journal, StoredEvent
     from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Engine, Session
@@ -141,6 +142,7 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     state = _checked_state(engine, request)
     model, spec = _model(engine, request, state)
     session = _opened(engine, request, state, display)
+    trace = _traced(engine, session, state, display)
     tally = Tally()
     session.subscribe(tally.event)
     display.attach(session)
@@ -161,6 +163,8 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
         raise Stopped(session.session_id, resumable=True) from None
     finally:
         session.release()
+        if trace is not None:
+            trace.close()
     return DriveOutcome(session, reason, requests, tally)
 
 
@@ -204,6 +208,22 @@ def _opened(engine: Engine, request: DriveRequest, state: SessionState | None, d
         return engine.resume(request.session_id, listener=display.events, state=state)
     except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
         raise SessionUnavailableError(str(exc)) from None
+
+
+def _traced(engine: Engine, session: Session, state: SessionState | None, display: Display) -> LiveTrace | None:
+    """The session's spans sent as it runs, when telemetry is configured (docs/telemetry.md);
+    what it journaled before this drive was sent by the drive that journaled it."""
+    from zagent_core.history.telemetry import TelemetryUnavailableError, live_trace
+    from zagent_core.problems import Problem
+
+    try:
+        trace = live_trace(engine.journal, engine.config.telemetry, session.session_id, state.version if state else 0)
+    except TelemetryUnavailableError as exc:
+        display.problem(Problem(source="config.json", message=str(exc), severity="warning"))
+        return None
+    if trace is not None:
+        session.subscribe(trace.event, descendants=True)
+    return trace
 
 
 def _give(session: Session, decision: Decision) -> None:

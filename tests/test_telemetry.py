@@ -1,0 +1,220 @@
+"""OpenTelemetry traces (issue 28): spans built from the journal, sent live as a session runs
+and after the fact by ``zagent sessions trace``, with the same tree and ids both ways.
+
+A real ``zagent run`` (scripted model, a sub-agent by ``spawn``) sends to a real OTLP/HTTP
+receiver on 127.0.0.1 that decodes each ExportTraceServiceRequest; the mapping itself is also
+checked with the SDK's InMemorySpanExporter.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import forked
+import pytest
+from conftest import PYTHON
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from zagent_core.history.spans import session_spans, span_id_of, trace_id_of
+from zagent_core.history.telemetry import export_spans
+from zagent_store import SQLiteJournal
+
+#: A root that reads a file and spawns a child, which lists the workspace.
+SCRIPT = {
+    "replies": [{"text": "looking", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}},
+                                                   {"name": "spawn", "arguments": {"task": "list them"}}]},
+                {"text": "done: SECRET-REPLY"}],
+    "children": {"list them": [{"text": "", "tool_calls": [{"name": "list_files", "arguments": {"path": "."}}]},
+                               {"text": "one file"}]},
+}
+CONTENT_KEYS = {"gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "gen_ai.input.messages",
+                "gen_ai.output.messages"}
+
+
+class Receiver:
+    """An OTLP/HTTP trace receiver on 127.0.0.1: every span of every request, as plain tuples."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict[str, Any]] = []
+        # Requests are handled in threads of their own; every span has arrived once the sender exits.
+        self.lock = threading.Lock()
+        received = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = ExportTraceServiceRequest.FromString(body)
+                with received.lock:
+                    received.spans += [_plain(span) for resource in request.resource_spans
+                                       for scope in resource.scope_spans for span in scope.spans]
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def take(self) -> list[dict[str, Any]]:
+        with self.lock:
+            taken, self.spans = self.spans, []
+        return sorted(taken, key=lambda span: (span["start"], span["name"], span["span_id"]))
+
+
+def _plain(span: Any) -> dict[str, Any]:
+    def value(attribute: Any) -> Any:
+        kind = attribute.value.WhichOneof("value")
+        found = getattr(attribute.value, kind)
+        return tuple(item.string_value for item in found.values) if kind == "array_value" else found
+
+    return {"name": span.name, "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
+            "parent": span.parent_span_id.hex() or None, "start": span.start_time_unix_nano,
+            "end": span.end_time_unix_nano, "error": span.status.code == 2,
+            "attributes": {a.key: value(a) for a in span.attributes}}
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver()
+    yield found
+    found.server.shutdown()
+    found.server.server_close()
+
+
+def zagent(home: Path, *args: str, cwd: Path) -> Any:
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      cwd=cwd, timeout=120)
+
+
+def run(home: Path, workspace: Path, telemetry: dict[str, Any]) -> tuple[str, Any]:
+    (home / "config.json").write_text(json.dumps({"telemetry": telemetry}))
+    (workspace / "script.json").write_text(json.dumps(SCRIPT))
+    (workspace / "a.txt").write_text("SECRET-FILE\n")
+    result = zagent(home, "run", "--model", "scripted:script.json", "go", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    return result.stderr.split("session ", 1)[1].split(",")[0], result
+
+
+def tree(spans: list[dict[str, Any]]) -> list[str]:
+    """The spans as indented names, children in the order they started."""
+    below: dict[str | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        below.setdefault(span["parent"], []).append(span)
+    ids = {span["span_id"] for span in spans}
+
+    def lines(span: dict[str, Any], depth: int) -> list[str]:
+        return ["  " * depth + span["name"]] + [
+            line for child in below.get(span["span_id"], []) for line in lines(child, depth + 1)]
+
+    return [line for span in spans if span["parent"] not in ids for line in lines(span, 0)]
+
+
+def test_a_live_run_and_sessions_trace_send_the_same_spans(home_dir: Path, workspace: Path,
+                                                           receiver: Receiver) -> None:
+    session_id, _ = run(home_dir, workspace, {"otlp_endpoint": receiver.url})
+    live = receiver.take()
+    assert tree(live) == [
+        "invoke_agent zagent",
+        "  turn",
+        "    chat scripted:script.json",
+        "    execute_tool read_file",
+        "    execute_tool spawn",
+        "      invoke_agent child-1",
+        "        turn",
+        "          chat scripted:script.json#list%20them",
+        "          execute_tool list_files",
+        "          chat scripted:script.json#list%20them",
+        "    chat scripted:script.json",
+    ]
+    assert {span["trace_id"] for span in live} == {f"{trace_id_of(session_id):032x}"}
+    root = next(span for span in live if span["parent"] is None)
+    assert root["span_id"] == f"{span_id_of(session_id):016x}"
+    assert root["attributes"]["gen_ai.operation.name"] == "invoke_agent"
+    assert root["attributes"]["gen_ai.conversation.id"] == session_id
+    chat = next(span for span in live if span["name"].startswith("chat"))
+    assert chat["attributes"]["gen_ai.operation.name"] == "chat"
+    assert chat["attributes"]["gen_ai.request.model"] == "scripted:script.json"
+    assert chat["attributes"]["gen_ai.usage.input_tokens"] > 0
+    assert "gen_ai.usage.output_tokens" in chat["attributes"]
+    tool = next(span for span in live if span["name"] == "execute_tool read_file")
+    assert tool["attributes"]["gen_ai.tool.name"] == "read_file"
+    assert tool["attributes"]["gen_ai.tool.call.id"]
+    assert not CONTENT_KEYS & {key for span in live for key in span["attributes"]}
+
+    after = zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url, cwd=workspace)
+    assert after.returncode == 0, after.stderr
+    assert f"11 spans of session {session_id} sent to {receiver.url}/v1/traces" in after.stdout
+    assert receiver.take() == live
+
+
+def test_tracing_twice_gives_the_same_ids(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    session_id, _ = run(home_dir, workspace, {})
+    sent = []
+    for _ in range(2):
+        assert zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url,
+                      cwd=workspace).returncode == 0
+        sent.append(receiver.take())
+    assert len(sent[0]) == 11
+    assert sent[0] == sent[1]
+
+
+def test_content_is_sent_only_with_capture_content(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    run(home_dir, workspace, {"otlp_endpoint": receiver.url, "capture_content": True})
+    spans = receiver.take()
+    read = next(span for span in spans if span["name"] == "execute_tool read_file")
+    assert json.loads(read["attributes"]["gen_ai.tool.call.arguments"]) == {"path": "a.txt"}
+    assert "SECRET-FILE" in read["attributes"]["gen_ai.tool.call.result"]
+    assert any("SECRET-REPLY" in span["attributes"].get("gen_ai.output.messages", "") for span in spans)
+    turn = next(span for span in spans if span["name"] == "turn")
+    assert json.loads(turn["attributes"]["gen_ai.input.messages"])[0]["parts"][0]["content"] == "go"
+
+
+def test_an_unreachable_collector_fails_nothing_and_is_said_once(home_dir: Path, workspace: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    started = time.monotonic()
+    _, result = run(home_dir, workspace, {"otlp_endpoint": f"http://127.0.0.1:{closed}"})
+    took = time.monotonic() - started
+    assert result.stderr.count("telemetry_export_failed") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert took < 10, took
+
+
+def test_the_mapping_gives_the_sdk_the_session_tree(home_dir: Path, workspace: Path) -> None:
+    session_id, _ = run(home_dir, workspace, {})
+    exporter = InMemorySpanExporter()
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        assert export_spans(session_spans(journal, session_id), exporter) == 11
+        child = next(span for span in exporter.get_finished_spans() if span.name == "invoke_agent child-1")
+        spawn = next(span for span in exporter.get_finished_spans() if span.name == "execute_tool spawn")
+        assert child.parent is not None and child.parent.span_id == spawn.context.span_id
+        assert child.attributes is not None and child.attributes["gen_ai.agent.name"] == "child-1"
+        # The child alone is in its root's trace, under the same spawn call.
+        alone = list(session_spans(journal, str(child.attributes["gen_ai.conversation.id"])))
+    assert {span.trace_id for span in alone} == {trace_id_of(session_id)}
+    assert next(span for span in alone if span.name == "invoke_agent child-1").parent_id == spawn.context.span_id
+
+
+def test_sessions_trace_without_a_collector_says_how_to_give_one(home_dir: Path, workspace: Path) -> None:
+    session_id, _ = run(home_dir, workspace, {})
+    result = zagent(home_dir, "sessions", "trace", session_id, cwd=workspace)
+    assert result.returncode == 2
+    assert "give --endpoint URL" in result.stderr and "Traceback" not in result.stderr

@@ -218,3 +218,55 @@ def test_sessions_trace_without_a_collector_says_how_to_give_one(home_dir: Path,
     result = zagent(home_dir, "sessions", "trace", session_id, cwd=workspace)
     assert result.returncode == 2
     assert "give --endpoint URL" in result.stderr and "Traceback" not in result.stderr
+
+
+#: ``zagent`` in a process where OpenTelemetry cannot be imported, as without the ``otel`` extra.
+WITHOUT_OTEL = """
+import sys
+for name in [name for name in sys.modules if name.split(".")[0] == "opentelemetry"]:
+    del sys.modules[name]
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "opentelemetry":
+            raise ImportError(f"No module named {name!r}")
+sys.meta_path.insert(0, Missing())
+sys.argv = ["zagent", *sys.argv[1:]]
+from zagent_cli.entry import main
+main()
+"""
+
+
+def test_without_the_extra_a_run_says_how_to_install_it(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    (home_dir / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
+    (workspace / "script.json").write_text(json.dumps([{"text": "hi"}]))
+    result = forked.run([PYTHON, "-c", WITHOUT_OTEL, "--home", str(home_dir), "run", "--model", "scripted:script.json",
+                         "go"], capture_output=True, text=True, cwd=workspace, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "OpenTelemetry is not installed, so no spans are sent; install it with:" in result.stderr
+    assert "[otel]" in result.stderr and "Traceback" not in result.stderr
+    assert "hi" in result.stdout
+    assert receiver.take() == []
+
+
+def test_a_resumed_session_sends_only_what_it_added_and_its_session_span_again(
+        home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    session_id, _ = run(home_dir, workspace, {"otlp_endpoint": receiver.url})
+    first = receiver.take()
+    more = [{"text": "again", "tool_calls": [{"name": "list_files", "arguments": {"path": "."}}]}, {"text": "listed"}]
+    (workspace / "script.json").write_text(json.dumps({**SCRIPT, "replies": [*SCRIPT["replies"], *more]}))
+    resumed = zagent(home_dir, "resume", session_id, "once more", cwd=workspace)
+    assert resumed.returncode == 0, resumed.stderr
+    second = receiver.take()
+    assert zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url,
+                  cwd=workspace).returncode == 0
+    after = receiver.take()
+    root = f"{span_id_of(session_id):016x}"
+    # Each span but the session's own went out once, as it ended; the session's went out with
+    # each drive, the last one as the journal tells it.
+    live = [span for span in first + second if span["span_id"] != root]
+    assert sorted(live, key=lambda span: span["span_id"]) == sorted(
+        (span for span in after if span["span_id"] != root), key=lambda span: span["span_id"])
+    assert [span for span in second if span["span_id"] == root] == [
+        span for span in after if span["span_id"] == root]
+    assert tree(after)[-4:] == ["  turn", "    chat scripted:script.json", "    execute_tool list_files",
+                                "    chat scripted:script.json"]

@@ -270,3 +270,19 @@ def test_a_resumed_session_sends_only_what_it_added_and_its_session_span_again(
         span for span in after if span["span_id"] == root]
     assert tree(after)[-4:] == ["  turn", "    chat scripted:script.json", "    execute_tool list_files",
                                 "    chat scripted:script.json"]
+
+
+def test_a_worker_sends_the_sessions_it_drives(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    (home_dir / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
+    (workspace / "script.json").write_text(json.dumps(SCRIPT))
+    (workspace / "a.txt").write_text("SECRET-FILE\n")
+    left = zagent(home_dir, "run", "--detach", "--model", "scripted:script.json", "go", cwd=workspace)
+    assert left.returncode == 0, left.stderr
+    session_id = left.stdout.strip().split()[-1]
+    driven = zagent(home_dir, "worker", "--until-idle", "--poll", "0.05", cwd=workspace)
+    assert driven.returncode == 0, driven.stderr
+    live = receiver.take()
+    assert len(tree(live)) == 11 and tree(live)[0] == "invoke_agent zagent"
+    assert zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url,
+                  cwd=workspace).returncode == 0
+    assert receiver.take() == live

@@ -211,15 +211,22 @@ def _opened(engine: Engine, request: DriveRequest, state: SessionState | None, d
 
 
 def _traced(engine: Engine, session: Session, state: SessionState | None, display: Display) -> LiveTrace | None:
-    """The session's spans sent as it runs, when telemetry is configured (docs/telemetry.md);
-    what it journaled before this drive was sent by the drive that journaled it."""
-    from zagent_core.history.telemetry import TelemetryUnavailableError, live_trace
     from zagent_core.problems import Problem
 
+    return traced(engine, session, state.version if state else 0,
+                  lambda why: display.problem(Problem(source="config.json", message=why, severity="warning")))
+
+
+def traced(engine: Engine, session: Session, before: int, warn: Callable[[str], None]) -> LiveTrace | None:
+    """The session's spans sent as it runs (its sub-agents' too), when telemetry is configured
+    (docs/telemetry.md): what it journaled up to version ``before`` was sent by the drive that
+    journaled it. Without the ``otel`` extra, ``warn`` is told how to install it."""
+    from zagent_core.history.telemetry import TelemetryUnavailableError, live_trace
+
     try:
-        trace = live_trace(engine.journal, engine.config.telemetry, session.session_id, state.version if state else 0)
+        trace = live_trace(engine.journal, engine.config.telemetry, session.session_id, before)
     except TelemetryUnavailableError as exc:
-        display.problem(Problem(source="config.json", message=str(exc), severity="warning"))
+        warn(str(exc))
         return None
     if trace is not None:
         session.subscribe(trace.event, descendants=True)

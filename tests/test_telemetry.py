@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from zagent_core.history.spans import session_spans, span_id_of, trace_id_of
+from zagent_core.history.spans import CONTENT_CHARS, TraceBuilder, session_spans, span_id_of, trace_id_of
 from zagent_core.history.telemetry import export_spans
+from zagent_core.journal.events import (
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallRejected,
+    ToolCallRequested,
+    TurnStarted,
+)
+from zagent_core.journal.protocol import StoredEvent
 from zagent_store import SQLiteJournal
 
 #: A root that reads a file and spawns a child, which lists the workspace.
@@ -286,3 +295,24 @@ def test_a_worker_sends_the_sessions_it_drives(home_dir: Path, workspace: Path, 
     assert zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url,
                   cwd=workspace).returncode == 0
     assert receiver.take() == live
+
+
+def test_failed_calls_have_the_error_status_and_content_is_capped() -> None:
+    at = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
+    events = [SessionStarted(origin="run", workspace="/w", zagent_version="0"), TurnStarted(reason="user"),
+              ToolCallRequested(call_id="c1", tool="shell", arguments={"command": "false"}),
+              ToolCallFinished(call_id="c1", output="x" * (CONTENT_CHARS + 10), is_error=True, exit_code=1,
+                               duration_ms=5),
+              ToolCallRequested(call_id="c2", tool="nope", arguments={}),
+              ToolCallRejected(call_id="c2", reason="unknown_tool", message='unknown tool "nope"')]
+    builder = TraceBuilder("s1", capture_content=True)
+    ended = [span for version, event in enumerate(events, 1)
+             for span in builder.feed(StoredEvent(version, "s1", version, at + timedelta(seconds=version), event))]
+    shell, nope = ended
+    assert shell.error == "the tool reported an error" and shell.attributes["zagent.tool.exit_code"] == 1
+    assert str(shell.attributes["gen_ai.tool.call.result"]).endswith("... [10 more characters in the journal]")
+    assert nope.error == 'unknown tool "nope"' and nope.attributes["zagent.tool.outcome"] == "rejected"
+    assert (shell.start, shell.end) == (at + timedelta(seconds=3), at + timedelta(seconds=4))
+    session, turn = sorted(builder.close(), key=lambda span: span.start)
+    assert turn.parent_id == session.span_id and shell.parent_id == turn.span_id and session.parent_id is None
+    assert session.end == at + timedelta(seconds=6)

@@ -107,8 +107,16 @@ class _SessionSpans:
         return (self.turn or self.session).span_id
 
 
+#: The characters of one content attribute (``capture_content``): a tool's output or a long reply is
+#: cut there, behind a marker, so that one span cannot outgrow the collector's request limit.
+CONTENT_CHARS = 16 * 1024
+
+
 def _content(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= CONTENT_CHARS:
+        return text
+    return f"{text[:CONTENT_CHARS]}... [{len(text) - CONTENT_CHARS} more characters in the journal]"
 
 
 class TraceBuilder:
@@ -176,7 +184,7 @@ class TraceBuilder:
                 if finished.is_error:
                     call.error = "the tool reported an error" + (" (timed out)" if finished.timed_out else "")
                 if self.capture_content:
-                    call.attributes["gen_ai.tool.call.result"] = finished.output
+                    call.attributes["gen_ai.tool.call.result"] = _content(finished.output)
             case ToolCallRejected(message=message) | ToolCallInterrupted(message=message):
                 call.error = message
                 call.attributes["zagent.tool.outcome"] = stored.event.type.removeprefix("tool_call_")

@@ -21,11 +21,9 @@ from typing import Any
 import forked
 import pytest
 from conftest import PYTHON
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otlp_receiver import answer
 
 from zagent_core.history.spans import CONTENT_CHARS, TraceBuilder, session_spans, span_id_of, trace_id_of
 from zagent_core.history.telemetry import export_spans
@@ -56,23 +54,14 @@ class Receiver:
 
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
-        # Requests are handled in threads of their own; every span has arrived once the sender exits.
+        # Requests are handled in threads of their own; a span is kept before its request is answered,
+        # so all have arrived once the sender exits.
         self.lock = threading.Lock()
         received = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                request = ExportTraceServiceRequest.FromString(body)
-                with received.lock:
-                    received.spans += [_plain(span) for resource in request.resource_spans
-                                       for scope in resource.scope_spans for span in scope.spans]
-                answer = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                answer(self, received.keep)
 
             def log_message(self, *args: Any) -> None:
                 return None
@@ -80,6 +69,11 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def keep(self, request: ExportTraceServiceRequest) -> None:
+        with self.lock:
+            self.spans += [_plain(span) for resource in request.resource_spans for scope in resource.scope_spans
+                           for span in scope.spans]
 
     def take(self) -> list[dict[str, Any]]:
         with self.lock:

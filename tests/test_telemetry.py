@@ -194,11 +194,16 @@ def test_an_unreachable_collector_fails_nothing_and_is_said_once(home_dir: Path,
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     started = time.monotonic()
-    _, result = run(home_dir, workspace, {"otlp_endpoint": f"http://127.0.0.1:{closed}"})
+    session_id, result = run(home_dir, workspace, {"otlp_endpoint": f"http://127.0.0.1:{closed}"})
     took = time.monotonic() - started
     assert result.stderr.count("telemetry_export_failed") == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert took < 10, took
+    # Where a person waits for the export, a collector that does not take it is an error.
+    traced = zagent(home_dir, "sessions", "trace", session_id, cwd=workspace)
+    assert traced.returncode == 1
+    assert traced.stderr == ("Error: the collector did not take the spans: check that it runs and listens on the "
+                             "endpoint given (--endpoint, telemetry.otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)\n")
 
 
 def test_the_mapping_gives_the_sdk_the_session_tree(home_dir: Path, workspace: Path) -> None:

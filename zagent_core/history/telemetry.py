@@ -57,18 +57,24 @@ def traces_url(config: TelemetryConfig, given: str | None = None) -> str | None:
 
 
 def otlp_exporter(url: str) -> SpanExporter:
-    """An OTLP/HTTP exporter to ``url`` (``""``: the one the environment names) that logs a failure
-    once instead of at every batch (:class:`TelemetryUnavailableError` without the extra)."""
+    """An OTLP/HTTP exporter to ``url`` (``""``: the one the environment names); its failures are
+    its caller's to say (:class:`TelemetryUnavailableError` without the extra)."""
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     except ImportError:
         raise TelemetryUnavailableError(
             "telemetry is configured (telemetry.otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT), but OpenTelemetry is "
             f"not installed, so no spans are sent; install it with: {install_command('otel')}") from None
-    # Each failed batch would be logged by the exporter itself, retries too: ours says it once.
+    # Each failed batch, retries too, would be logged by the exporter itself: zagent says it once.
     logging.getLogger("opentelemetry.exporter.otlp.proto.http").setLevel(logging.CRITICAL)
-    inner = OTLPSpanExporter(endpoint=url or None, timeout=EXPORT_TIMEOUT_SECONDS)
+    return OTLPSpanExporter(endpoint=url or None, timeout=EXPORT_TIMEOUT_SECONDS)
+
+
+def _reported_once(inner: SpanExporter, url: str) -> SpanExporter:
+    """``inner``, whose first failure is logged (``telemetry_export_failed``) and the rest are not:
+    a live session never hears of its collector's trouble."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
     where = url or "the endpoint of OTEL_EXPORTER_OTLP_ENDPOINT"
 
     class ReportedOnce(SpanExporter):
@@ -142,7 +148,11 @@ def export_spans(spans: Iterable[Span], exporter: SpanExporter) -> int:
 
 
 def _sent(exporter: SpanExporter, batch: list[ReadableSpan], success: Any) -> int:
-    if exporter.export(batch) is not success:
+    try:
+        taken = exporter.export(batch) is success
+    except Exception:  # noqa: BLE001 - said as the refusal it is, whatever the exporter's way of failing
+        taken = False
+    if not taken:
         raise ExportFailedError("the collector did not take the spans: check that it runs and listens on the "
                                 "endpoint given (--endpoint, telemetry.otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)")
     return len(batch)
@@ -208,7 +218,7 @@ def live_trace(journal: Journal, config: TelemetryConfig, session_id: str, quiet
     url = traces_url(config)
     if url is None:
         return None
-    exporter = otlp_exporter(url)
+    exporter = _reported_once(otlp_exporter(url), url)
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     return LiveTrace(journal, session_id, quiet_through, BatchSpanProcessor(exporter),

@@ -8,6 +8,7 @@ the network, and a collector that cannot be reached is logged once, never raised
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -117,7 +118,9 @@ def readable(span: Span) -> ReadableSpan:
         instrumentation_scope=InstrumentationScope("zagent", zagent_version()))
 
 
+@functools.cache
 def _resource() -> Any:
+    """Who sent the spans: made once, as the SDK's detectors (run by ``create``) cost a thread pool each time."""
     from opentelemetry.sdk.resources import Resource
 
     return Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "zagent",

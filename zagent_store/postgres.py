@@ -48,9 +48,9 @@ from zagent_store.postgres_admin import PostgresAdmin
 from zagent_store.postgres_base import dialect, first_line, redacted
 from zagent_store.postgres_leases import CHANNEL, PostgresLeases
 from zagent_store.sql import (
-    TOP_LEVEL,
     JournalVersionError,
     format_time,
+    heads_picked,
     paged,
     session_summary,
     stored_events,
@@ -356,8 +356,9 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
                 "SELECT 1 FROM events WHERE session_id = %s AND call_id = %s AND type = 'tool_call_requested' LIMIT 1",
                 (session_id, call_id)).fetchone() is not None
 
-    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
-        picked = f"SELECT * FROM heads h WHERE {TOP_LEVEL}" if top_level else "SELECT * FROM heads"
+    def sessions(self, limit: int | None = None, *, top_level: bool = False,
+                 after: str | None = None) -> list[SessionSummary]:
+        picked = "SELECT * FROM heads h WHERE " + heads_picked(top_level, after, "%s")
         with self._reported("read") as conn:
             rows = conn.execute(
                 f"""SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version,
@@ -366,7 +367,7 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
                    LEFT JOIN LATERAL (SELECT status, version FROM snapshots WHERE session_id = h.session_id
                                       ORDER BY version DESC LIMIT 1) s ON TRUE
                    ORDER BY h.last_seq DESC""",
-                (limit,),
+                (*([] if after is None else [after]), limit),
             ).fetchall()
         return [session_summary(row) for row in rows]
 

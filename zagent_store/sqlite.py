@@ -38,9 +38,9 @@ from zagent_core.journal.protocol import (
 )
 from zagent_store import clock
 from zagent_store.sql import (
-    TOP_LEVEL,
     JournalVersionError,
     format_time,
+    heads_picked,
     paged,
     session_summary,
     stored_events,
@@ -381,9 +381,10 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
                 " AND type = 'tool_call_requested' LIMIT 1",
                 (session_id, call_id)).fetchone() is not None
 
-    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
+    def sessions(self, limit: int | None = None, *, top_level: bool = False,
+                 after: str | None = None) -> list[SessionSummary]:
         # The head rows hold the counts and the parent; only the newest snapshot of each is looked up.
-        picked = f"SELECT * FROM heads h WHERE {TOP_LEVEL}" if top_level else "SELECT * FROM heads"
+        picked = "SELECT * FROM heads h WHERE " + heads_picked(top_level, after, "?")
         with self._lock, reported(self.path, "read"):
             rows = self._conn.execute(
                 f"""SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version,
@@ -392,7 +393,7 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
                    LEFT JOIN snapshots s ON s.session_id = h.session_id AND s.version = (
                        SELECT max(version) FROM snapshots WHERE session_id = h.session_id)
                    ORDER BY h.last_seq DESC""",
-                (-1 if limit is None else limit,),
+                (*([] if after is None else [after]), -1 if limit is None else limit),
             ).fetchall()
         summaries: dict[str, SessionSummary] = {}
         for row in rows:  # a session whose snapshots of two projections share the newest version joins twice

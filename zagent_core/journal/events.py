@@ -45,6 +45,25 @@ class _Body(_Part):
                             f"(v: int = {cls.SCHEMA_VERSION})")
 
 
+class _Sparse(_Body):
+    """A body whose optional fields, when None, are left out of its JSON: a field added later
+    (a user message's ``model``, a nested call's ``parent_call_id``) that most events never
+    set keeps their bodies as they always were, so journals and exports read as before, by
+    older zagents too."""
+
+    @model_serializer(mode="wrap")
+    def _without_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        body: dict[str, Any] = handler(self)
+        for name in _SPARSE_FIELDS:
+            if name in body and body[name] is None:
+                del body[name]
+        return body
+
+
+#: The fields :class:`_Sparse` bodies leave out when None.
+_SPARSE_FIELDS = ("model", "parent_call_id")
+
+
 # -- parts shared by several events ------------------------------------------------
 
 
@@ -164,12 +183,15 @@ RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_argume
                        "denied", "deferred"]
 
 
-class ToolCallRequested(_Body):
+class ToolCallRequested(_Sparse):
     type: Literal["tool_call_requested"] = "tool_call_requested"
     call_id: str
     tool: str
     #: The arguments exactly as asked for, before validation or coercion.
     arguments: Any
+    #: Set for a nested call: the running call whose tool asked for it (``zagent call``, or a
+    #: built-in's ``context.call_tool``). Its result went to that tool, not to the model.
+    parent_call_id: str | None = None
 
 
 class ToolCallRejected(_Body):
@@ -535,20 +557,11 @@ class SkillActivated(_Body):
 # -- the conversation -------------------------------------------------------------------
 
 
-class UserMessage(_Body):
+class UserMessage(_Sparse):
     type: Literal["user_message"] = "user_message"
     text: str
     #: The model a person asked to answer it with (``run --detach --model``; what a worker uses).
     model: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_no_model(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Most messages name no model: their bodies stay as they always were, so journals and
-        # exports read as before, by older zagents too.
-        body: dict[str, Any] = handler(self)
-        if body.get("model", "") is None:
-            del body["model"]
-        return body
 
 
 class RepliedCall(_Part):

@@ -15,6 +15,7 @@ journal (``read_state``, ``tool_state``) is what the next call, a resume or a re
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import os
@@ -139,6 +140,11 @@ class Host(Protocol):
         started before a crash), drive it to its end, and return its outcome."""
         ...
 
+    def call_tool(self, context: BuiltinContext, name: str, arguments: Any) -> ToolResult:
+        """Run a call of tool ``name`` nested in this call, as any call is run (validated,
+        journaled with its ``parent_call_id``, capped, confined), and return its result."""
+        ...
+
 
 class ToolState:
     """One tool's durable key/value state, as one call sees it.
@@ -252,6 +258,12 @@ class BuiltinContext:
         """Stage a new read-state entry for ``entry.path``."""
         self._read_updates[entry.path] = entry
 
+    def call_tool(self, name: str, arguments: Any) -> ToolResult:
+        """Call tool ``name`` from this call: a nested call, journaled with this call as its parent
+        (``limits.nested_call_depth`` says how deep calls nest). Its result is this tool's to use;
+        the model sees only what this call returns."""
+        return self.host.call_tool(self, name, arguments)
+
     def record_artifact(self, artifact: ArtifactRecorded) -> None:
         self.staged.append(artifact)
 
@@ -281,6 +293,16 @@ def _never(arguments: Arguments) -> bool:
     return False
 
 
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A tool's parameters: an object of ``properties``, the ``required`` ones, and no other."""
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def always(arguments: Arguments) -> bool:
+    """``runs_process`` of a built-in that keeps files of its own in every call's folder."""
+    return True
+
+
 def _everywhere(config: Config, depth: int) -> bool:
     return True
 
@@ -297,7 +319,8 @@ class Builtin:
     concurrency_safe: bool | Callable[[Arguments], bool] = False
     #: What a resume does with a call a crash cut off: ``safe`` runs it again, ``unsafe`` reports it interrupted.
     replay: Literal["safe", "unsafe"] = "unsafe"
-    #: Whether a call runs a process (it then gets a call folder the engine can clean up after a crash).
+    #: Whether a call runs a process or keeps files of its own (it then gets a call folder, with
+    #: its ``output/``, that the engine can clean up after a crash).
     runs_process: Callable[[Arguments], bool] = _never
     #: Whether a call starts a background task (numbered when the call starts).
     background: Callable[[Arguments], bool] = _never
@@ -345,6 +368,10 @@ class Builtin:
 
     def deferred(self, config: Config) -> bool:
         return self.deferrable and config.tools.defers(self.name)
+
+    def shaped(self, description: str, parameters: dict[str, Any]) -> Builtin:
+        """The tool with the description and parameters a config gives it (its caps in them)."""
+        return dataclasses.replace(self, description=description, parameters=parameters)
 
     def offer(self) -> ToolOffer:
         return ToolOffer(name=self.name, description=self.description, folder=self.origin,

@@ -87,7 +87,7 @@ class ToolEntry(Protocol):
         ...
 
     def runs_process(self, arguments: Arguments) -> bool:
-        """Whether the call runs a process (it then gets a call folder)."""
+        """Whether the call runs a process or keeps files of its own (it then gets a call folder)."""
         ...
 
     def background(self, arguments: Arguments) -> bool:

@@ -159,11 +159,12 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     state = _checked_state(engine, request)
     model, spec = _model(engine, request, state)
     session = _opened(engine, request, state, display)
-    trace = _traced(engine, session, state, display)
     tally = Tally()
     session.subscribe(tally.event)
     display.attach(session)
+    trace: LiveTrace | None = None
     try:
+        trace = _traced(engine, session, state, display)
         if request.decision is not None:
             _give(session, request.decision)
         if model is None:

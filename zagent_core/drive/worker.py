@@ -31,6 +31,7 @@ from zagent_core.session import leases
 from zagent_core.session.engine import Engine, SessionEndedError, UnknownSessionError
 
 if TYPE_CHECKING:
+    from zagent_core.history.telemetry import LiveTrace
     from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Session
 
@@ -187,8 +188,9 @@ class Worker:
         from zagent_core.drive.driving import traced
         from zagent_core.drive.model import choose_model
 
-        trace = traced(self.engine, session, before, self._warn_once)
+        trace: LiveTrace | None = None
         try:
+            trace = traced(self.engine, session, before, self._warn_once)
             state = session.state
             model, spec = choose_model(self.engine, None if state.model else self.model_spec, state, None)
             if model is None:

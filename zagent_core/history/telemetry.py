@@ -199,13 +199,18 @@ class LiveTrace:
 
     def close(self) -> None:
         """Feed what the session appended after the last event heard, end every open span, and
-        flush: waits for the collector at most :data:`EXPORT_TIMEOUT_SECONDS` per batch."""
-        with self._lock:
-            for stored in self._journal.read(self._session_id, after_version=self._seen.get(self._session_id, 0)):
-                self._feed(stored)
-            for span in self._builder.close():
-                self._processor.on_end(readable(span))
-        self._processor.shutdown()
+        flush: waits for the collector at most :data:`EXPORT_TIMEOUT_SECONDS` per batch. Never raises."""
+        try:
+            with self._lock:
+                for stored in self._journal.read(self._session_id,
+                                                 after_version=self._seen.get(self._session_id, 0)):
+                    self._feed(stored)
+                for span in self._builder.close():
+                    self._processor.on_end(readable(span))
+        except Exception:  # noqa: BLE001 - the drive's outcome stands whatever its trace's fate
+            log.warning("telemetry_close_failed", exc_info=True, session=self._session_id)
+        finally:
+            self._processor.shutdown()
 
     def _feed(self, stored: StoredEvent) -> None:
         self._seen[stored.session_id] = stored.version

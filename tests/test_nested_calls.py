@@ -88,6 +88,21 @@ def test_a_tool_calls_another_through_zagent_call_journaled_with_its_parent_and_
     assert "\n    <- shout: ok, " in shown
 
 
+def test_a_temporary_folder_too_deep_for_a_socket_path_still_lets_a_tool_call_tools(
+        tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A socket's path is limited to about 100 bytes: a $TMPDIR as deep as a build's or a test's
+    # must not fail every call that runs a process ("AF_UNIX path too long").
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    assert run(tools, tmp_path, {"tool": "shout", "args": {"text": "deep"}}).returncode == 0
+
+    requested, results = calls_of(tools)
+    (parent,) = [r for r in requested.values() if r.tool == "caller"]
+    assert results[parent.call_id].output == "DEEP\n[zagent call exit 0]"
+
+
 def test_an_invalid_nested_call_is_refused_with_the_message_a_model_would_get(tools: Path, tmp_path: Path) -> None:
     ran = run(tools, tmp_path, {"tool": "shout", "args": {"txt": "hello"}}, {"tool": "nope", "args": {}})
     assert ran.returncode == 0, ran.stderr

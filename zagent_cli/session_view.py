@@ -184,7 +184,14 @@ def _result_title(result: ToolCallFinished | TaskExited | TaskKilled) -> str:
 
 
 def _with_files(output: str, result: ToolCallFinished | TaskExited | TaskKilled) -> str:
+    """The result's text, then what it holds beside it: the files its text does not name, the
+    outcome its tool reported, and its structured value (shortened to a line)."""
     listed = [f"file: {item.path}" for item in result.files if item.path not in output]
+    if result.outcome is not None:
+        reason = f": {result.outcome.reason}" if result.outcome.reason else ""
+        listed.append(f"outcome: {result.outcome.status}{reason}")
+    if result.structured is not None:
+        listed.append(f"structured: {head(json.dumps(result.structured, ensure_ascii=False), 200)}")
     return "\n".join([output, *listed]) if listed else output
 
 

@@ -278,6 +278,9 @@ def print_audit(rows: list[dict[str, Any]]) -> None:
         say(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11} {took:>9}  "
             f"{_arguments(row['arguments'], 50)}")
         say(f"    {head(row['output_head'], 110)}")
+        if row.get("outcome"):
+            because = f": {head(row['outcome_reason'], 100)}" if row.get("outcome_reason") else ""
+            say(f"    outcome: {row['outcome']}{because}")
         if row.get("asked"):
             say(f"    {asked_line(row['asked'])}")
 

@@ -65,6 +65,7 @@ from zagent_store.views import (
     SESSIONS_7,
     TASKS_4,
     TOOL_CALLS_4,
+    TOOL_CALLS_10,
 )
 
 if TYPE_CHECKING:
@@ -148,8 +149,13 @@ def _one_statement_appends(conn: psycopg.Connection[Any]) -> None:
             MESSAGE = 'zagent: session ' || session || ' is not at the version the append expected'; END $$""")
 
 
+def _outcome_columns(conn: psycopg.Connection[Any]) -> None:
+    """Schema 3: as SQLite's migration 10, ``tool_calls`` says the outcome each call's tool reported."""
+    conn.execute(f"CREATE OR REPLACE VIEW tool_calls AS {dialect(TOOL_CALLS_10)}")
+
+
 #: Migration n (1-based) brings a journal from schema n-1 to n. Append only.
-MIGRATIONS = [_schema_1, _one_statement_appends]
+MIGRATIONS = [_schema_1, _one_statement_appends, _outcome_columns]
 
 #: Any number: the advisory lock that makes two processes opening a new journal migrate it once.
 _MIGRATION_LOCK = 0x7A6167656E74

@@ -55,6 +55,7 @@ from zagent_store.views import (
     create_audit_views,
     decisions_view,
     lean_audit_schema,
+    outcome_columns,
     people_ranges,
     task_outcome_views,
 )
@@ -188,7 +189,8 @@ def _expiring_leases(db: sqlite_utils.Database) -> None:
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views, _lean_hot_path,
                                                               task_outcome_views, artifacts_view, decisions_view,
-                                                              _session_tree, _expiring_leases, people_ranges]
+                                                              _session_tree, _expiring_leases, people_ranges,
+                                                              outcome_columns]
 
 #: The oldest schema this zagent reads without migrating it (what a read-only open can do): the
 #: migrations since changed only indexes and the views' spelling, not what reading relies on.

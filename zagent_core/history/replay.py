@@ -77,6 +77,7 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.session.engine import Session
+from zagent_core.tools.clock import recorded_clocks
 from zagent_core.tools.results import ToolResult
 from zagent_core.tools.validation import validate_arguments
 
@@ -452,6 +453,8 @@ class _Calls:
             if isinstance(stored.event, ToolCallRequested) and stored.event.parent_call_id is not None:
                 self.nested.setdefault(stored.event.parent_call_id, []).append(stored.event)
         self.ended = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildEnded)}
+        #: What each call was told of the time and its seed: a call run again is told the same.
+        self.clocks = recorded_clocks(recorded)
         #: The sub-agents' replays, and their sessions' ids, by recorded session id, in the order first spawned.
         self.children: dict[str, _SessionReplay] = {}
         self.ids: dict[str, str] = {}
@@ -459,7 +462,7 @@ class _Calls:
 
     def run(self, call: RepliedCall) -> None:
         if self._reruns(call.name, call.call_id):
-            self.session.call(call.name, call.arguments, call_id=call.call_id)
+            self.session.call(call.name, call.arguments, call_id=call.call_id, clock=self.clocks.get(call.call_id))
         else:
             self.serve(call)
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from zagent_core.config import Config
 from zagent_core.ids import new_call_id
 from zagent_core.journal.events import (
+    CallClock,
     RejectReason,
     ToolCallFinished,
     ToolCallInterrupted,
@@ -37,6 +38,7 @@ from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.host import SessionHost
 from zagent_core.session.people import People
 from zagent_core.session.writer import Writer
+from zagent_core.tools.clock import fresh_clock, stamp
 from zagent_core.tools.disclosure import findable
 from zagent_core.tools.inprocess import BuiltinContext, Findable, Parked, ToolState
 from zagent_core.tools.results import ToolResult
@@ -200,9 +202,11 @@ class CallRunner:
 
     # -- calls -----------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any, call_id: str | None, parent_call_id: str | None = None) -> CallOutcome:
+    def call(self, name: str, arguments: Any, call_id: str | None, parent_call_id: str | None = None,
+             clock: CallClock | None = None) -> CallOutcome:
         """Validate, run and journal one call of tool ``name``; returns what the model receives
-        (or, for a call nested in running call ``parent_call_id``, what that call's tool receives)."""
+        (or, for a call nested in running call ``parent_call_id``, what that call's tool receives).
+        ``clock``: what the call is told of the time and its seed instead of its own (a replay's recorded one)."""
         call_id = call_id or new_call_id()
         if not CALL_ID.fullmatch(call_id):
             raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
@@ -218,7 +222,7 @@ class CallRunner:
             self._writer.append([requested, ToolCallRejected(call_id=call_id, reason="invalid_arguments",
                                                              message=message, problems=[unrecordable])])
             return outcome(call_id, ToolResult(output=message, is_error=True))
-        return self.run_requested(requested)
+        return self.run_requested(requested, clock)
 
     def nested(self, parent_call_id: str, name: str, arguments: Any) -> CallOutcome:
         """A call of tool ``name`` that the tool of running call ``parent_call_id`` asks for
@@ -281,7 +285,7 @@ class CallRunner:
                                     problems=problems)
         return entry, validated
 
-    def run_requested(self, requested: ToolCallRequested) -> CallOutcome:
+    def run_requested(self, requested: ToolCallRequested, clock: CallClock | None = None) -> CallOutcome:
         """A new call: journal its request with its rejection, its approval asked, or its start, and run it."""
         admitted = self._admitted(requested)
         if isinstance(admitted, ToolCallRejected):
@@ -293,7 +297,7 @@ class CallRunner:
             if waiting is not None:
                 return outcome(requested.call_id, waiting)
             return self.run_journaled(requested)
-        return self.execute(entry, requested, validated)
+        return self.execute(entry, requested, validated, clock=clock)
 
     def run_journaled(self, requested: ToolCallRequested) -> CallOutcome:
         """A call whose request is in the journal already, because a person approved it (with its
@@ -306,36 +310,41 @@ class CallRunner:
         return self.execute(entry, requested, validated, again=True)
 
     def execute(self, entry: ToolEntry, requested: ToolCallRequested, validated: Validated, *,
-                again: bool = False, notify_offset: int = 0, attempt: int = 1) -> CallOutcome:
+                again: bool = False, notify_offset: int = 0, attempt: int = 1,
+                clock: CallClock | None = None) -> CallOutcome:
         """Run a validated call of any kind of tool: ``tool_call_started``, then the run, then what
         it staged committed with ``tool_call_finished`` (one step: a crash keeps both or neither).
 
         ``again``: the call was journaled before (approved, or a crash cut it off); one that
         had started already and :attr:`~ToolEntry.continues` goes on without being started again.
         ``notify_offset``: where the cut-off attempt's journaled notes end in the call's notify
-        file, which the new attempt appends to.
+        file, which the new attempt appends to. ``clock``: what the call is told instead of its start
+        time and seed (journaled with its start); a call that goes on is told its first start.
         """
         writer, call_id, name, arguments = self._writer, requested.call_id, entry.name, validated.arguments
         call_dir = self._host.call_folder(call_id) if entry.runs_process(arguments) else None
         cut_off = writer.state.calls.get(call_id)
         going_on = again and entry.continues and cut_off is not None and cut_off.status == "running"
+        started_at, own_clock = fresh_clock(writer.session_id, call_id)
+        if going_on and cut_off is not None and cut_off.started_at is not None:
+            own_clock = own_clock.model_copy(update={"now": stamp(cut_off.started_at)})
         with writer.lock:  # the task number is taken and journaled in one step
             state = writer.state
             task_id = str(state.tasks_numbered + 1) if entry.background(arguments) else None
             context = BuiltinContext(
                 session_id=writer.session_id, call_id=call_id, tool=name, workspace=self._workspace,
                 config=self._config, host=self._host, origin=state.origin, read_state=self._host.read_state(),
-                state=ToolState(state.tool_state.get(name, {})), call_dir=call_dir, task_id=task_id,
-                active_skills=state.active_skills,
-                findable=self.findable,
+                state=ToolState(state.tool_state.get(name, {})), clock=clock or own_clock, call_dir=call_dir,
+                task_id=task_id, active_skills=state.active_skills, findable=self.findable,
             )
             prepared = entry.prepare(context, arguments)
             writer.append([] if going_on else [
                 *([] if again else [requested]),
                 ToolCallStarted(call_id=call_id, task_id=task_id, tool=name, arguments=arguments,
-                                coercions=validated.coercions, dropped=validated.dropped, notify_offset=notify_offset, attempt=attempt,
+                                coercions=validated.coercions, dropped=validated.dropped,
+                                notify_offset=notify_offset, attempt=attempt, clock=clock,
                                 **prepared.started),
-            ])
+            ], at=started_at)
         log.info("tool_call_started", session=writer.session_id, call_id=call_id, tool=name, task_id=task_id)
         crash_point("after_tool_call_started")
         started = time.monotonic()

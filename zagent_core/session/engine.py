@@ -27,6 +27,7 @@ from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.ids import new_session_id
 from zagent_core.journal.events import (
+    CallClock,
     ChildSpawned,
     Event,
     ModelReplied,
@@ -300,7 +301,7 @@ class Session:
         config = engine.config
         owner = leases.this_process(f"zagent {engine.command}" if engine.command else "zagent")
         self._writer = Writer(engine.journal, engine.heartbeat, session_id, owner, state or SessionState())
-        self._background = Background(self._writer, config, engine.workspace)
+        self._background = Background(self._writer, config, engine.workspace, tools)
         self._people = People(self._writer, lambda name: name in config.approvals.allow, config.limits)
         self._host = SessionHost(self._writer, self._background, self._people, home=engine.home, config=config,
                                  spawner=self.spawn, caller=lambda *nested: self._calls.nested(*nested))
@@ -453,9 +454,9 @@ class Session:
 
     # -- calls -------------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any, *, call_id: str | None = None) -> CallOutcome:
-        """Validate, run and journal one call of tool ``name``: what the model receives, its call and task ids."""
-        return self._calls.call(name, arguments, call_id)
+    def call(self, name: str, arguments: Any, *, call_id: str | None = None, clock: CallClock | None = None) -> CallOutcome:
+        """Validate, run and journal one call of tool ``name`` (told ``clock``, a replay's, instead of its own)."""
+        return self._calls.call(name, arguments, call_id, clock=clock)
 
     def needs_approval(self, name: str) -> bool:
         """Whether a person decides each call of ``name`` (``"permission": "ask"``, not in ``approvals.allow``)."""

@@ -138,7 +138,7 @@ class SessionHost:
         return CallContext(
             session_id=self._writer.session_id, home=self._home.root, workspace=context.workspace, scratch=scratch,
             output_dir=context.call_dir / "output", notify_file=context.call_dir / "notify",
-            caps=self.capabilities().as_env(), state_file=state_file,
+            caps=self.capabilities().as_env(), clock=context.clock, state_file=state_file,
         )
 
     def run_process(self, context: BuiltinContext, spec: ProcessSpec) -> ProcessOutcome:

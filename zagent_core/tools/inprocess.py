@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zagent_core.config import CapabilitiesConfig, Config
-from zagent_core.journal.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolOffer, ToolStateWritten
+from zagent_core.journal.events import (
+    ArtifactRecorded,
+    CallClock,
+    ReadEntry,
+    ReadStateUpdated,
+    ToolOffer,
+    ToolStateWritten,
+)
 from zagent_core.tools.results import ToolResult, checked_state
 from zagent_core.tools.text import storable
 from zagent_core.version import zagent_version
@@ -215,6 +222,8 @@ class BuiltinContext:
     #: What the model was shown of each file, as the journal tells it before this call.
     read_state: Mapping[str, ReadEntry]
     state: ToolState
+    #: What the call is told of the time and its seed (``ZAGENT_NOW``, ``ZAGENT_CALL_SEED`` of a process).
+    clock: CallClock
     #: The call's own folder (``output/``, ``notify``), for a built-in that runs a process.
     call_dir: Path | None = None
     #: The task number this call starts, when it runs in the background.
@@ -346,6 +355,8 @@ class Builtin:
     deferrable: bool = False
     #: It is how the model finds deferred tools (``tool_search``): a request sends it only while some are.
     finds_deferred: bool = False
+    #: The JSON Schema of the ``structured`` value of its results (an MCP tool's ``outputSchema``), if any.
+    output_schema: dict[str, Any] | None = None
 
     #: A person decides each call (``ask``): never for a built-in, which asks inside the call if it must.
     permission: Literal["allow", "ask"] = "allow"

@@ -724,6 +724,7 @@ class McpServers:
             source=f"mcp:{server.name}@{listed.version}", version=listed.version,
             definition_hash=schema_hash(tool.input_schema), origin=f"(mcp server {server.name})",
             deferrable=True,  # many servers offer dozens of tools: lazy disclosure sends those the model finds
+            output_schema=tool.output_schema,
         )
 
     def _run(self, server: Server, tool: str, read_only: bool, context: BuiltinContext,

@@ -71,11 +71,12 @@ Answer = Callable[[str, Any], ToolResult]
 
 def _runtime_root() -> Path:
     """Where runtime folders go: ``$XDG_RUNTIME_DIR`` (the user's own), else the temporary
-    folder. A socket's path must stay under about 100 bytes, which a home's may not."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime) and len(runtime) < 60:
-        return Path(runtime)
-    return Path(tempfile.gettempdir())
+    folder, else ``/tmp``: the first short enough, as a socket's path must stay under about
+    100 bytes (a home's may not, nor a ``$TMPDIR`` deep in a test's or a build's folder)."""
+    for candidate in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir()):
+        if candidate and len(candidate) < 60 and os.path.isdir(candidate):
+            return Path(candidate)
+    return Path("/tmp")
 
 
 def _private_root() -> Path:

@@ -40,6 +40,11 @@ class ToolEntry(Protocol):
         ...
 
     @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of its results' ``structured`` value, if it has one (``mcp serve``'s ``outputSchema``)."""
+        ...
+
+    @property
     def replay(self) -> Literal["safe", "unsafe"]:
         """What a resume does with a call a crash cut off: ``safe`` runs it again, ``unsafe`` reports it."""
         ...

@@ -28,6 +28,7 @@ from otlp_receiver import answer
 from zagent_core.history.spans import CONTENT_CHARS, TraceBuilder, session_spans, span_id_of, trace_id_of
 from zagent_core.history.telemetry import export_spans
 from zagent_core.journal.events import (
+    Outcome,
     SessionStarted,
     ToolCallFinished,
     ToolCallRejected,
@@ -302,16 +303,20 @@ def test_failed_calls_have_the_error_status_and_content_is_capped() -> None:
               ToolCallRequested(call_id="c1", tool="shell", arguments={"command": "false"}),
               ToolCallFinished(call_id="c1", output="x" * (CONTENT_CHARS + 10), is_error=True, exit_code=1,
                                duration_ms=5),
+              ToolCallRequested(call_id="c3", tool="deploy", arguments={}),
+              ToolCallFinished(call_id="c3", output="half done", is_error=False, exit_code=0, duration_ms=5,
+                               outcome=Outcome(status="failure", reason="2 of 4 hosts failed")),
               ToolCallRequested(call_id="c2", tool="nope", arguments={}),
               ToolCallRejected(call_id="c2", reason="unknown_tool", message='unknown tool "nope"')]
     builder = TraceBuilder("s1", capture_content=True)
     ended = [span for version, event in enumerate(events, 1)
              for span in builder.feed(StoredEvent(version, "s1", version, at + timedelta(seconds=version), event))]
-    shell, nope = ended
+    shell, deploy, nope = ended
+    assert deploy.error == "2 of 4 hosts failed" and deploy.attributes["zagent.tool.outcome"] == "failure"
     assert shell.error == "the tool reported an error" and shell.attributes["zagent.tool.exit_code"] == 1
     assert str(shell.attributes["gen_ai.tool.call.result"]).endswith("... [10 more characters in the journal]")
     assert nope.error == 'unknown tool "nope"' and nope.attributes["zagent.tool.outcome"] == "rejected"
     assert (shell.start, shell.end) == (at + timedelta(seconds=3), at + timedelta(seconds=4))
     session, turn = sorted(builder.close(), key=lambda span: span.start)
     assert turn.parent_id == session.span_id and shell.parent_id == turn.span_id and session.parent_id is None
-    assert session.end == at + timedelta(seconds=6)
+    assert session.end == at + timedelta(seconds=8)

@@ -183,6 +183,12 @@ class TraceBuilder:
                     call.attributes["zagent.tool.exit_code"] = finished.exit_code
                 if finished.is_error:
                     call.error = "the tool reported an error" + (" (timed out)" if finished.timed_out else "")
+                if finished.outcome is not None:  # what the tool says it came to (its reason is no content)
+                    call.attributes["zagent.tool.outcome"] = finished.outcome.status
+                    if finished.outcome.reason:
+                        call.attributes["zagent.tool.outcome_reason"] = finished.outcome.reason
+                    if finished.outcome.status == "failure":
+                        call.error = call.error or finished.outcome.reason or "the tool reported a failure"
                 if self.capture_content:
                     call.attributes["gen_ai.tool.call.result"] = _content(finished.output)
             case ToolCallRejected(message=message) | ToolCallInterrupted(message=message):

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import click
-import pytest
 import forked
+import pytest
 from click.testing import CliRunner
 
 from zagent_cli.main import cli
@@ -25,6 +25,7 @@ COMMANDS = [
     ["run", "--session", "{id}", "hi"], ["resume", "{id}"], ["answer", "{id}", "yes"], ["approve", "{id}"],
     ["deny", "{id}"], ["compact", "{id}"], ["chat", "{id}"], ["replay", "{id}"], ["audit", "--session", "{id}"],
     ["sessions", "show", "{id}"], ["sessions", "export", "{id}"], ["sessions", "fork", "{id}", "--at", "1"],
+    ["sessions", "trace", "{id}", "--endpoint", "http://127.0.0.1:4318"],
 ]
 
 

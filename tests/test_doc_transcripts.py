@@ -31,6 +31,8 @@ _VARIES = [
     (re.compile(r'^    "(events|sessions)": \d+', re.M), r'    "\1": <n>'),
     (re.compile(r'"ripgrep": (?:"[^"]*"|null)'), '"ripgrep": "<rg>"'),
     (re.compile(r"\b\d+\.\d KiB before, \d+\.\d KiB after"), "<n> KiB before, <n> KiB after"),
+    # A trace id is a hash of its session's id, which each run makes anew.
+    (re.compile(r"\btrace [0-9a-f]{32}\b"), "trace <id>"),
 ]
 
 
@@ -72,7 +74,7 @@ def demo_for(tmp: Path, normalize: Callable[[str], str] = _varies) -> Demo:
 #: Each page run, how many of its transcripts at least, and how what varies is normalised.
 PAGES = {"cli.md": (50, _varies), "audit.md": (21, _varies_in_tables), "manifest.md": (1, _varies),
          "models.md": (1, _varies),
-         "skills.md": (5, _varies)}
+         "skills.md": (5, _varies), "telemetry.md": (2, _varies)}
 #: Pages with transcripts that no test runs yet, and why.
 NOT_YET = {
     "journal.md": "its SQL examples read the homes of both cli.md and audit.md, after all their examples",

@@ -1,4 +1,4 @@
-"""``zagent sessions``: list, show, export, import, fork and prune the journal's sessions."""
+"""``zagent sessions``: list, show, export, trace, import, fork and prune the journal's sessions."""
 
 from __future__ import annotations
 
@@ -79,6 +79,44 @@ def sessions_export(obj: Context, session_id: str, fmt: str, output: str | None)
     else:
         # JSON Lines: C0 is escaped already; DEL and C1 get the \\u form (the same string).
         click.echo(text.translate(JSON_ESCAPES), nl=False)
+
+
+@sessions.command("trace")
+@click.argument("session_id", type=SESSION, shell_complete=complete_sessions)
+@click.option("--endpoint", metavar="URL", help="The OTLP/HTTP collector (http://127.0.0.1:4318); default: "
+              "config.json's telemetry.otlp_endpoint, else OTEL_EXPORTER_OTLP_ENDPOINT.")
+@click.pass_obj
+def sessions_trace(obj: Context, session_id: str, endpoint: str | None) -> None:
+    """Send SESSION_ID's trace, its sub-agents' too, to an OpenTelemetry collector, with the
+    journaled times; the ids are the ones a live export gave, so sending it again changes nothing."""
+    from zagent_core.config import load_config
+    from zagent_core.history.spans import session_spans, trace_id_of, trace_root
+    from zagent_core.history.telemetry import (
+        ExportFailedError,
+        TelemetryUnavailableError,
+        export_spans,
+        otlp_exporter,
+        traces_url,
+    )
+
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise click.BadParameter("give an http:// or https:// URL, e.g. http://127.0.0.1:4318",
+                                 param_hint="--endpoint")
+    telemetry = load_config(obj.home.config_path)[0].telemetry
+    url = traces_url(telemetry, endpoint)
+    if url is None:
+        raise click.UsageError("no collector to send the trace to: give --endpoint URL, or set telemetry.otlp_endpoint "
+                               "in config.json or OTEL_EXPORTER_OTLP_ENDPOINT")
+    with obj.existing_journal() as journal:
+        if journal.head(session_id) == 0:
+            raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+        try:
+            sent = export_spans(session_spans(journal, session_id, capture_content=telemetry.capture_content),
+                                otlp_exporter(url))
+        except (TelemetryUnavailableError, ExportFailedError) as exc:
+            raise click.ClickException(str(exc)) from None
+        trace = f"{trace_id_of(trace_root(journal, session_id)):032x}"
+    say(f"{plural(sent, 'span')} of session {session_id} sent to {url or 'OTEL_EXPORTER_OTLP_ENDPOINT'}: trace {trace}")
 
 
 @sessions.command("import")

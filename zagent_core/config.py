@@ -516,6 +516,26 @@ class McpConfig(BaseModel):
     servers: dict[Annotated[str, AfterValidator(_server_name)], McpServerConfig] = {}
 
 
+class TelemetryConfig(BaseModel):
+    """OpenTelemetry traces of the sessions as they run (docs/telemetry.md; the ``zagent[otel]`` extra)."""
+
+    model_config = _STRICT
+
+    #: The OTLP/HTTP collector's base URL (``http://127.0.0.1:4318``; ``/v1/traces`` is added unless
+    #: given). Unset: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) if set, else no export.
+    otlp_endpoint: str | None = None
+    #: Put arguments, outputs, messages and replies into the spans; off, spans carry names, ids,
+    #: times and token counts only.
+    capture_content: bool = False
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError('"otlp_endpoint" must be an http:// or https:// URL, e.g. http://127.0.0.1:4318')
+        return value
+
+
 class Config(BaseModel):
     model_config = _STRICT
 
@@ -531,6 +551,7 @@ class Config(BaseModel):
     journal: JournalConfig = JournalConfig()
     mcp: McpConfig = McpConfig()
     sandbox: SandboxConfig = SandboxConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
 
 
 def _drop(raw: dict[str, Any], loc: tuple[int | str, ...]) -> bool:

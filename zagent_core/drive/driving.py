@@ -25,6 +25,7 @@ from zagent_core.drive.errors import (
 if TYPE_CHECKING:
     from zagent_core.agent.models import Model
     from zagent_core.config import LimitsConfig
+    from zagent_core.history.telemetry import LiveTrace
     from zagent_core.journal.protocol import Journal, StoredEvent
     from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Engine, Session
@@ -161,7 +162,9 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     tally = Tally()
     session.subscribe(tally.event)
     display.attach(session)
+    trace: LiveTrace | None = None
     try:
+        trace = _traced(engine, session, state, display)
         if request.decision is not None:
             _give(session, request.decision)
         if model is None:
@@ -178,6 +181,8 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
         raise Stopped(session.session_id, resumable=True) from None
     finally:
         session.release()
+        if trace is not None:
+            trace.close()
     return DriveOutcome(session, reason, requests, tally)
 
 
@@ -221,6 +226,29 @@ def _opened(engine: Engine, request: DriveRequest, state: SessionState | None, d
         return engine.resume(request.session_id, listener=display.events, state=state)
     except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
         raise SessionUnavailableError(str(exc)) from None
+
+
+def _traced(engine: Engine, session: Session, state: SessionState | None, display: Display) -> LiveTrace | None:
+    from zagent_core.problems import Problem
+
+    return traced(engine, session, state.version if state else 0,
+                  lambda why: display.problem(Problem(source="config.json", message=why, severity="warning")))
+
+
+def traced(engine: Engine, session: Session, before: int, warn: Callable[[str], None]) -> LiveTrace | None:
+    """The session's spans sent as it runs (its sub-agents' too), when telemetry is configured
+    (docs/telemetry.md): what it journaled up to version ``before`` was sent by the drive that
+    journaled it. Without the ``otel`` extra, ``warn`` is told how to install it."""
+    from zagent_core.history.telemetry import TelemetryUnavailableError, live_trace
+
+    try:
+        trace = live_trace(engine.journal, engine.config.telemetry, session.session_id, before)
+    except TelemetryUnavailableError as exc:
+        warn(str(exc))
+        return None
+    if trace is not None:
+        session.subscribe(trace.event, descendants=True)
+    return trace
 
 
 def _give(session: Session, decision: Decision) -> None:

@@ -31,6 +31,7 @@ from zagent_core.session import leases
 from zagent_core.session.engine import Engine, SessionEndedError, UnknownSessionError
 
 if TYPE_CHECKING:
+    from zagent_core.history.telemetry import LiveTrace
     from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Session
 
@@ -76,6 +77,8 @@ class Worker:
         self._stopping = threading.Event()
         #: The expiry each lease on work had when this worker first saw it (``--until-idle``).
         self._expiries: dict[tuple[str, str], datetime | None] = {}
+        #: Telemetry configured without its extra: said once, not for every session claimed.
+        self._warned = False
 
     def run(self, *, until_idle: bool = False) -> WorkerStats:
         """Claim and drive until :meth:`stop` (or, ``until_idle``, until nothing is left to claim,
@@ -141,19 +144,21 @@ class Worker:
     def _drive(self, claim: Claim) -> None:
         session_id = claim.session_id
         try:
-            session = self._resume(claim)
-            if session is not None:
-                self._run(session)
+            opened = self._resume(claim)
+            if opened is not None:
+                self._run(*opened)
         finally:
             with self._changed:
                 self._active.pop(session_id, None)
                 self._changed.notify_all()
 
-    def _resume(self, claim: Claim) -> Session | None:
+    def _resume(self, claim: Claim) -> tuple[Session, int] | None:
+        """The session resumed under the claim, and its version before (where its live trace starts)."""
         session_id = claim.session_id
         self.stats.claimed += 1
         try:
-            if self._budget(session_id, self.engine.session_state(session_id)) <= 0:
+            before = self.engine.session_state(session_id)
+            if self._budget(session_id, before) <= 0:
                 self.engine.heartbeat.release(session_id, self.owner)
                 return None
             session = self.engine.resume(session_id, claim=claim)
@@ -176,13 +181,16 @@ class Worker:
                         "lease expired")
         else:
             self.report(f"session {session_id}: claimed")
-        return session
+        return session, before.version
 
-    def _run(self, session: Session) -> None:
+    def _run(self, session: Session, before: int) -> None:
         from zagent_core.agent.loop import Agent
+        from zagent_core.drive.driving import traced
         from zagent_core.drive.model import choose_model
 
+        trace: LiveTrace | None = None
         try:
+            trace = traced(self.engine, session, before, self._warn_once)
             state = session.state
             model, spec = choose_model(self.engine, None if state.model else self.model_spec, state, None)
             if model is None:
@@ -202,8 +210,15 @@ class Worker:
                 session.release()
             except JournalError:
                 log.warning("release_failed", exc_info=True, session=session.session_id)
+            if trace is not None:
+                trace.close()
         self.stats.finished += 1
         self.report(f"session {session.session_id}: {result.reason} after {result.requests} model request(s)")
+
+    def _warn_once(self, text: str) -> None:
+        if not self._warned:
+            self._warned = True
+            self.report(f"warning: config.json: {text}")
 
     def _budget(self, session_id: str, state: SessionState) -> int:
         """Model requests the session may still make before a person acts; at 0 it is left, said once."""

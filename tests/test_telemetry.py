@@ -1,0 +1,322 @@
+"""OpenTelemetry traces (issue 28): spans built from the journal, sent live as a session runs
+and after the fact by ``zagent sessions trace``, with the same tree and ids both ways.
+
+A real ``zagent run`` (scripted model, a sub-agent by ``spawn``) sends to a real OTLP/HTTP
+receiver on 127.0.0.1 that decodes each ExportTraceServiceRequest; the mapping itself is also
+checked with the SDK's InMemorySpanExporter.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import forked
+import pytest
+from conftest import PYTHON
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otlp_receiver import answer
+
+from zagent_core.history.spans import CONTENT_CHARS, TraceBuilder, session_spans, span_id_of, trace_id_of
+from zagent_core.history.telemetry import export_spans
+from zagent_core.journal.events import (
+    Outcome,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallRejected,
+    ToolCallRequested,
+    TurnStarted,
+)
+from zagent_core.journal.protocol import StoredEvent
+from zagent_store import SQLiteJournal
+
+#: A root that reads a file and spawns a child, which lists the workspace.
+SCRIPT = {
+    "replies": [{"text": "looking", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}},
+                                                   {"name": "spawn", "arguments": {"task": "list them"}}]},
+                {"text": "done: SECRET-REPLY"}],
+    "children": {"list them": [{"text": "", "tool_calls": [{"name": "list_files", "arguments": {"path": "."}}]},
+                               {"text": "one file"}]},
+}
+CONTENT_KEYS = {"gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "gen_ai.input.messages",
+                "gen_ai.output.messages"}
+
+
+class Receiver:
+    """An OTLP/HTTP trace receiver on 127.0.0.1: every span of every request, as plain tuples."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict[str, Any]] = []
+        # Requests are handled in threads of their own; a span is kept before its request is answered,
+        # so all have arrived once the sender exits.
+        self.lock = threading.Lock()
+        received = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                answer(self, received.keep)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def keep(self, request: ExportTraceServiceRequest) -> None:
+        with self.lock:
+            self.spans += [_plain(span) for resource in request.resource_spans for scope in resource.scope_spans
+                           for span in scope.spans]
+
+    def take(self) -> list[dict[str, Any]]:
+        with self.lock:
+            taken, self.spans = self.spans, []
+        return sorted(taken, key=lambda span: (span["start"], span["name"], span["span_id"]))
+
+
+def _plain(span: Any) -> dict[str, Any]:
+    def value(attribute: Any) -> Any:
+        kind = attribute.value.WhichOneof("value")
+        found = getattr(attribute.value, kind)
+        return tuple(item.string_value for item in found.values) if kind == "array_value" else found
+
+    return {"name": span.name, "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
+            "parent": span.parent_span_id.hex() or None, "start": span.start_time_unix_nano,
+            "end": span.end_time_unix_nano, "error": span.status.code == 2,
+            "attributes": {a.key: value(a) for a in span.attributes}}
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver()
+    yield found
+    found.server.shutdown()
+    found.server.server_close()
+
+
+def zagent(home: Path, *args: str, cwd: Path) -> Any:
+    return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                      cwd=cwd, timeout=120)
+
+
+def run(home: Path, workspace: Path, telemetry: dict[str, Any]) -> tuple[str, Any]:
+    (home / "config.json").write_text(json.dumps({"telemetry": telemetry}))
+    (workspace / "script.json").write_text(json.dumps(SCRIPT))
+    (workspace / "a.txt").write_text("SECRET-FILE\n")
+    result = zagent(home, "run", "--model", "scripted:script.json", "go", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    return result.stderr.split("session ", 1)[1].split(",")[0], result
+
+
+def tree(spans: list[dict[str, Any]]) -> list[str]:
+    """The spans as indented names, children in the order they started."""
+    below: dict[str | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        below.setdefault(span["parent"], []).append(span)
+    ids = {span["span_id"] for span in spans}
+
+    def lines(span: dict[str, Any], depth: int) -> list[str]:
+        return ["  " * depth + span["name"]] + [
+            line for child in below.get(span["span_id"], []) for line in lines(child, depth + 1)]
+
+    return [line for span in spans if span["parent"] not in ids for line in lines(span, 0)]
+
+
+def test_a_live_run_and_sessions_trace_send_the_same_spans(home_dir: Path, workspace: Path,
+                                                           receiver: Receiver) -> None:
+    session_id, _ = run(home_dir, workspace, {"otlp_endpoint": receiver.url})
+    live = receiver.take()
+    assert tree(live) == [
+        "invoke_agent zagent",
+        "  turn",
+        "    chat scripted:script.json",
+        "    execute_tool read_file",
+        "    execute_tool spawn",
+        "      invoke_agent child-1",
+        "        turn",
+        "          chat scripted:script.json#list%20them",
+        "          execute_tool list_files",
+        "          chat scripted:script.json#list%20them",
+        "    chat scripted:script.json",
+    ]
+    assert {span["trace_id"] for span in live} == {f"{trace_id_of(session_id):032x}"}
+    root = next(span for span in live if span["parent"] is None)
+    assert root["span_id"] == f"{span_id_of(session_id):016x}"
+    assert root["attributes"]["gen_ai.operation.name"] == "invoke_agent"
+    assert root["attributes"]["gen_ai.conversation.id"] == session_id
+    chat = next(span for span in live if span["name"].startswith("chat"))
+    assert chat["attributes"]["gen_ai.operation.name"] == "chat"
+    assert chat["attributes"]["gen_ai.request.model"] == "scripted:script.json"
+    assert chat["attributes"]["gen_ai.usage.input_tokens"] > 0
+    assert "gen_ai.usage.output_tokens" in chat["attributes"]
+    tool = next(span for span in live if span["name"] == "execute_tool read_file")
+    assert tool["attributes"]["gen_ai.tool.name"] == "read_file"
+    assert tool["attributes"]["gen_ai.tool.call.id"]
+    assert not CONTENT_KEYS & {key for span in live for key in span["attributes"]}
+
+    after = zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url, cwd=workspace)
+    assert after.returncode == 0, after.stderr
+    assert f"11 spans of session {session_id} sent to {receiver.url}/v1/traces" in after.stdout
+    assert receiver.take() == live
+
+
+def test_tracing_twice_gives_the_same_ids(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    session_id, _ = run(home_dir, workspace, {})
+    sent = []
+    for _ in range(2):
+        assert zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url,
+                      cwd=workspace).returncode == 0
+        sent.append(receiver.take())
+    assert len(sent[0]) == 11
+    assert sent[0] == sent[1]
+
+
+def test_content_is_sent_only_with_capture_content(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    run(home_dir, workspace, {"otlp_endpoint": receiver.url, "capture_content": True})
+    spans = receiver.take()
+    read = next(span for span in spans if span["name"] == "execute_tool read_file")
+    assert json.loads(read["attributes"]["gen_ai.tool.call.arguments"]) == {"path": "a.txt"}
+    assert "SECRET-FILE" in read["attributes"]["gen_ai.tool.call.result"]
+    assert any("SECRET-REPLY" in span["attributes"].get("gen_ai.output.messages", "") for span in spans)
+    turn = next(span for span in spans if span["name"] == "turn")
+    assert json.loads(turn["attributes"]["gen_ai.input.messages"])[0]["parts"][0]["content"] == "go"
+
+
+def test_an_unreachable_collector_fails_nothing_and_is_said_once(home_dir: Path, workspace: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    started = time.monotonic()
+    session_id, result = run(home_dir, workspace, {"otlp_endpoint": f"http://127.0.0.1:{closed}"})
+    took = time.monotonic() - started
+    assert result.stderr.count("telemetry_export_failed") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert took < 10, took
+    # Where a person waits for the export, a collector that does not take it is an error.
+    traced = zagent(home_dir, "sessions", "trace", session_id, cwd=workspace)
+    assert traced.returncode == 1
+    assert traced.stderr == ("Error: the collector did not take the spans: check that it runs and listens on the "
+                             "endpoint given (--endpoint, telemetry.otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)\n")
+
+
+def test_the_mapping_gives_the_sdk_the_session_tree(home_dir: Path, workspace: Path) -> None:
+    session_id, _ = run(home_dir, workspace, {})
+    exporter = InMemorySpanExporter()
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        assert export_spans(session_spans(journal, session_id), exporter) == 11
+        child = next(span for span in exporter.get_finished_spans() if span.name == "invoke_agent child-1")
+        spawn = next(span for span in exporter.get_finished_spans() if span.name == "execute_tool spawn")
+        assert child.parent is not None and child.parent.span_id == spawn.context.span_id
+        assert child.attributes is not None and child.attributes["gen_ai.agent.name"] == "child-1"
+        # The child alone is in its root's trace, under the same spawn call.
+        alone = list(session_spans(journal, str(child.attributes["gen_ai.conversation.id"])))
+    assert {span.trace_id for span in alone} == {trace_id_of(session_id)}
+    assert next(span for span in alone if span.name == "invoke_agent child-1").parent_id == spawn.context.span_id
+
+
+def test_sessions_trace_without_a_collector_says_how_to_give_one(home_dir: Path, workspace: Path) -> None:
+    session_id, _ = run(home_dir, workspace, {})
+    result = zagent(home_dir, "sessions", "trace", session_id, cwd=workspace)
+    assert result.returncode == 2
+    assert "give --endpoint URL" in result.stderr and "Traceback" not in result.stderr
+
+
+#: ``zagent`` in a process where OpenTelemetry cannot be imported, as without the ``otel`` extra.
+WITHOUT_OTEL = """
+import sys
+for name in [name for name in sys.modules if name.split(".")[0] == "opentelemetry"]:
+    del sys.modules[name]
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "opentelemetry":
+            raise ImportError(f"No module named {name!r}")
+sys.meta_path.insert(0, Missing())
+sys.argv = ["zagent", *sys.argv[1:]]
+from zagent_cli.entry import main
+main()
+"""
+
+
+def test_without_the_extra_a_run_says_how_to_install_it(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    (home_dir / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
+    (workspace / "script.json").write_text(json.dumps([{"text": "hi"}]))
+    result = forked.run([PYTHON, "-c", WITHOUT_OTEL, "--home", str(home_dir), "run", "--model", "scripted:script.json",
+                         "go"], capture_output=True, text=True, cwd=workspace, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "OpenTelemetry is not installed, so no spans are sent; install it with:" in result.stderr
+    assert "[otel]" in result.stderr and "Traceback" not in result.stderr
+    assert "hi" in result.stdout
+    assert receiver.take() == []
+
+
+def test_a_resumed_session_sends_only_what_it_added_and_its_session_span_again(
+        home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    session_id, _ = run(home_dir, workspace, {"otlp_endpoint": receiver.url})
+    first = receiver.take()
+    more = [{"text": "again", "tool_calls": [{"name": "list_files", "arguments": {"path": "."}}]}, {"text": "listed"}]
+    (workspace / "script.json").write_text(json.dumps({**SCRIPT, "replies": [*SCRIPT["replies"], *more]}))
+    resumed = zagent(home_dir, "resume", session_id, "once more", cwd=workspace)
+    assert resumed.returncode == 0, resumed.stderr
+    second = receiver.take()
+    assert zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url,
+                  cwd=workspace).returncode == 0
+    after = receiver.take()
+    root = f"{span_id_of(session_id):016x}"
+    # Each span but the session's own went out once, as it ended; the session's went out with
+    # each drive, the last one as the journal tells it.
+    live = [span for span in first + second if span["span_id"] != root]
+    assert sorted(live, key=lambda span: span["span_id"]) == sorted(
+        (span for span in after if span["span_id"] != root), key=lambda span: span["span_id"])
+    assert [span for span in second if span["span_id"] == root] == [
+        span for span in after if span["span_id"] == root]
+    assert tree(after)[-4:] == ["  turn", "    chat scripted:script.json", "    execute_tool list_files",
+                                "    chat scripted:script.json"]
+
+
+def test_a_worker_sends_the_sessions_it_drives(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    (home_dir / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
+    (workspace / "script.json").write_text(json.dumps(SCRIPT))
+    (workspace / "a.txt").write_text("SECRET-FILE\n")
+    left = zagent(home_dir, "run", "--detach", "--model", "scripted:script.json", "go", cwd=workspace)
+    assert left.returncode == 0, left.stderr
+    session_id = left.stdout.strip().split()[-1]
+    driven = zagent(home_dir, "worker", "--until-idle", "--poll", "0.05", cwd=workspace)
+    assert driven.returncode == 0, driven.stderr
+    live = receiver.take()
+    assert len(tree(live)) == 11 and tree(live)[0] == "invoke_agent zagent"
+    assert zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url,
+                  cwd=workspace).returncode == 0
+    assert receiver.take() == live
+
+
+def test_failed_calls_have_the_error_status_and_content_is_capped() -> None:
+    at = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
+    events = [SessionStarted(origin="run", workspace="/w", zagent_version="0"), TurnStarted(reason="user"),
+              ToolCallRequested(call_id="c1", tool="shell", arguments={"command": "false"}),
+              ToolCallFinished(call_id="c1", output="x" * (CONTENT_CHARS + 10), is_error=True, exit_code=1,
+                               duration_ms=5),
+              ToolCallRequested(call_id="c3", tool="deploy", arguments={}),
+              ToolCallFinished(call_id="c3", output="half done", is_error=False, exit_code=0, duration_ms=5,
+                               outcome=Outcome(status="failure", reason="2 of 4 hosts failed")),
+              ToolCallRequested(call_id="c2", tool="nope", arguments={}),
+              ToolCallRejected(call_id="c2", reason="unknown_tool", message='unknown tool "nope"')]
+    builder = TraceBuilder("s1", capture_content=True)
+    ended = [span for version, event in enumerate(events, 1)
+             for span in builder.feed(StoredEvent(version, "s1", version, at + timedelta(seconds=version), event))]
+    shell, deploy, nope = ended
+    assert deploy.error == "2 of 4 hosts failed" and deploy.attributes["zagent.tool.outcome"] == "failure"
+    assert shell.error == "the tool reported an error" and shell.attributes["zagent.tool.exit_code"] == 1
+    assert str(shell.attributes["gen_ai.tool.call.result"]).endswith("... [10 more characters in the journal]")
+    assert nope.error == 'unknown tool "nope"' and nope.attributes["zagent.tool.outcome"] == "rejected"
+    assert (shell.start, shell.end) == (at + timedelta(seconds=3), at + timedelta(seconds=4))
+    session, turn = sorted(builder.close(), key=lambda span: span.start)
+    assert turn.parent_id == session.span_id and shell.parent_id == turn.span_id and session.parent_id is None
+    assert session.end == at + timedelta(seconds=8)

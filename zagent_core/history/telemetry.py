@@ -1,0 +1,233 @@
+"""Sending sessions' spans (:mod:`zagent_core.history.spans`) to an OTLP/HTTP collector: live,
+as a session's events are appended (:class:`LiveTrace`), or after the fact (:func:`export_spans`).
+
+Needs the ``zagent[otel]`` extra; every OpenTelemetry import is here, and only here. Live spans go
+through the SDK's ``BatchSpanProcessor``: a call pays for putting a span on its queue, never for
+the network, and a collector that cannot be reached is logged once, never raised.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from zagent_core.errors import ZagentError
+from zagent_core.history.spans import Span, TraceBuilder, trace_root
+from zagent_core.logs import get_logger
+from zagent_core.version import install_command, zagent_version
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanProcessor
+
+    from zagent_core.config import TelemetryConfig
+    from zagent_core.journal.protocol import Journal, StoredEvent
+
+log = get_logger(__name__)
+
+#: How long one export request may take, retries included; a CLI run waits at most this long
+#: at its end for a collector that does not answer.
+EXPORT_TIMEOUT_SECONDS = 5.0
+#: Spans sent in one request by ``zagent sessions trace`` (the batching processor's own default, live).
+EXPORT_BATCH = 512
+_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+class TelemetryUnavailableError(ZagentError, RuntimeError):
+    """Telemetry is asked for, but the OpenTelemetry packages (the ``otel`` extra) are not installed."""
+
+
+class ExportFailedError(ZagentError, RuntimeError):
+    """The collector did not take the spans (``zagent sessions trace``, where a person waits for it)."""
+
+
+def traces_url(config: TelemetryConfig, given: str | None = None) -> str | None:
+    """Where spans go: ``given`` (``--endpoint``), else config's ``otlp_endpoint``, each a base URL
+    that ``/v1/traces`` is added to; else ``""`` when only the standard ``OTEL_EXPORTER_OTLP_*``
+    variables say (the exporter reads them itself); None when nothing does."""
+    base = given or config.otlp_endpoint
+    if base is not None:
+        base = base.rstrip("/")
+        return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
+    return "" if any(os.environ.get(name) for name in _ENV) else None
+
+
+def otlp_exporter(url: str) -> SpanExporter:
+    """An OTLP/HTTP exporter to ``url`` (``""``: the one the environment names); its failures are
+    its caller's to say (:class:`TelemetryUnavailableError` without the extra)."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError:
+        raise TelemetryUnavailableError(
+            "telemetry is configured (telemetry.otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT), but OpenTelemetry is "
+            f"not installed, so no spans are sent; install it with: {install_command('otel')}") from None
+    # Each failed batch, retries too, would be logged by the exporter itself: zagent says it once.
+    logging.getLogger("opentelemetry.exporter.otlp.proto.http").setLevel(logging.CRITICAL)
+    return OTLPSpanExporter(endpoint=url or None, timeout=EXPORT_TIMEOUT_SECONDS)
+
+
+def _reported_once(inner: SpanExporter, url: str) -> SpanExporter:
+    """``inner``, whose first failure is logged (``telemetry_export_failed``) and the rest are not:
+    a live session never hears of its collector's trouble."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    where = url or "the endpoint of OTEL_EXPORTER_OTLP_ENDPOINT"
+
+    class ReportedOnce(SpanExporter):
+        failed = False
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            try:
+                result = inner.export(spans)
+            except Exception as exc:  # noqa: BLE001 - a collector's trouble must never reach a call
+                result, why = SpanExportResult.FAILURE, str(exc)
+            else:
+                why = "the collector did not take them"
+            if result is SpanExportResult.FAILURE and not self.failed:
+                self.failed = True
+                log.warning("telemetry_export_failed", endpoint=where, reason=why,
+                            hint="spans are dropped; check that the collector runs and telemetry.otlp_endpoint")
+            return result
+
+        def shutdown(self) -> None:
+            inner.shutdown()
+
+    return ReportedOnce()
+
+
+def readable(span: Span) -> ReadableSpan:
+    """``span`` as the OpenTelemetry SDK hands spans to exporters."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    def context(span_id: int) -> SpanContext:
+        return SpanContext(span.trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+    return ReadableSpan(
+        span.name, context(span.span_id), None if span.parent_id is None else context(span.parent_id),
+        resource=_resource(), attributes=dict(span.attributes),
+        kind=SpanKind.CLIENT if span.attributes.get("gen_ai.operation.name") == "chat" else SpanKind.INTERNAL,
+        status=Status(StatusCode.ERROR, span.error) if span.error is not None else Status(StatusCode.UNSET),
+        start_time=_nanoseconds(span.start), end_time=_nanoseconds(span.end),
+        instrumentation_scope=InstrumentationScope("zagent", zagent_version()))
+
+
+@functools.cache
+def _resource() -> Any:
+    """Who sent the spans: made once, as the SDK's detectors (run by ``create``) cost a thread pool each time."""
+    from opentelemetry.sdk.resources import Resource
+
+    return Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "zagent",
+                            "service.version": zagent_version()})
+
+
+def _nanoseconds(at: datetime) -> int:
+    return int(at.replace(microsecond=0).timestamp()) * 1_000_000_000 + at.microsecond * 1000
+
+
+def export_spans(spans: Iterable[Span], exporter: SpanExporter) -> int:
+    """Send ``spans`` in batches of :data:`EXPORT_BATCH` (:class:`ExportFailedError` when one is
+    refused); how many were sent. The exporter is shut down after."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    sent, batch = 0, []
+    try:
+        for span in spans:
+            batch.append(readable(span))
+            if len(batch) == EXPORT_BATCH:
+                sent += _sent(exporter, batch, SpanExportResult.SUCCESS)
+                batch = []
+        if batch:
+            sent += _sent(exporter, batch, SpanExportResult.SUCCESS)
+    finally:
+        exporter.shutdown()
+    return sent
+
+
+def _sent(exporter: SpanExporter, batch: list[ReadableSpan], success: Any) -> int:
+    try:
+        taken = exporter.export(batch) is success
+    except Exception:  # noqa: BLE001 - said as the refusal it is, whatever the exporter's way of failing
+        taken = False
+    if not taken:
+        raise ExportFailedError("the collector did not take the spans: check that it runs and listens on the "
+                                "endpoint given (--endpoint, telemetry.otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)")
+    return len(batch)
+
+
+class LiveTrace:
+    """A session's spans, sent as its events (and its sub-agents') are appended: subscribe
+    :meth:`event` to the session with ``descendants``, and :meth:`close` when the drive ends.
+
+    A session resumed is read from its journal once, quietly, up to where this drive began, so
+    the spans still open then (the session's own, a turn, a call) go out with their real start;
+    they are sent when they end, and the session's span again at each drive's end (same ids).
+    """
+
+    def __init__(self, journal: Journal, session_id: str, quiet_through: int, processor: SpanProcessor, *,
+                 capture_content: bool = False) -> None:
+        self._journal = journal
+        self._session_id = session_id
+        self._processor = processor
+        self._builder = TraceBuilder(trace_root(journal, session_id), capture_content=capture_content)
+        #: The last version fed, per session; and up to which version a session's spans are not sent.
+        self._seen: dict[str, int] = {}
+        self._quiet = {session_id: quiet_through}
+        # Listeners are told from whichever thread appended (background watchers, sub-agents).
+        self._lock = threading.Lock()
+
+    def event(self, stored: StoredEvent) -> None:
+        """Feed one appended event (and any of its session's earlier events not yet fed)."""
+        with self._lock:
+            seen = self._seen.get(stored.session_id, 0)
+            if stored.version <= seen:
+                return
+            # A sub-agent first heard mid-way was resumed: what it did before was sent then.
+            self._quiet.setdefault(stored.session_id, stored.version - 1)
+            if stored.version > seen + 1:
+                for earlier in self._journal.read(stored.session_id, after_version=seen):
+                    if earlier.version >= stored.version:
+                        break
+                    self._feed(earlier)
+            self._feed(stored)
+
+    def close(self) -> None:
+        """Feed what the session appended after the last event heard, end every open span, and
+        flush: waits for the collector at most :data:`EXPORT_TIMEOUT_SECONDS` per batch. Never raises."""
+        try:
+            with self._lock:
+                for stored in self._journal.read(self._session_id,
+                                                 after_version=self._seen.get(self._session_id, 0)):
+                    self._feed(stored)
+                for span in self._builder.close():
+                    self._processor.on_end(readable(span))
+        except Exception:  # noqa: BLE001 - the drive's outcome stands whatever its trace's fate
+            log.warning("telemetry_close_failed", exc_info=True, session=self._session_id)
+        finally:
+            self._processor.shutdown()
+
+    def _feed(self, stored: StoredEvent) -> None:
+        self._seen[stored.session_id] = stored.version
+        ended = self._builder.feed(stored)
+        if stored.version > self._quiet[stored.session_id]:
+            for span in ended:
+                self._processor.on_end(readable(span))
+
+
+def live_trace(journal: Journal, config: TelemetryConfig, session_id: str, quiet_through: int) -> LiveTrace | None:
+    """A :class:`LiveTrace` of the session when telemetry is configured, else None
+    (:class:`TelemetryUnavailableError` when it is, but the extra is not installed)."""
+    url = traces_url(config)
+    if url is None:
+        return None
+    exporter = _reported_once(otlp_exporter(url), url)
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    return LiveTrace(journal, session_id, quiet_through, BatchSpanProcessor(exporter),
+                     capture_content=config.capture_content)

@@ -560,11 +560,23 @@ class RepliedCall(_Part):
     arguments: Any
 
 
+class ThinkingBlock(_Part):
+    """What the model thought before it answered, as Anthropic sent it: the API checks the
+    ``signature`` (a ``redacted_thinking`` block's ``data``) when it is sent back."""
+
+    type: Literal["thinking", "redacted_thinking"] = "thinking"
+    thinking: str = ""
+    signature: str = ""
+    data: str = ""  # redacted_thinking: the encrypted thinking, opaque
+
+
 class ModelReplied(_Body):
     """Journaled before any of its tool calls runs, so a replay can serve it back."""
 
     type: Literal["model_replied"] = "model_replied"
     model: str
+    #: The reply's thinking blocks, in the order they came (none in journals from before thinking).
+    thinking: list[ThinkingBlock] = []
     text: str = ""
     tool_calls: list[RepliedCall] = []
     stop_reason: str

@@ -1,0 +1,114 @@
+"""Thinking (``model.thinking``): what Anthropic and OpenAI are asked, what the journal keeps,
+and the thinking blocks sent back unchanged in the next requests of the turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import python_tool
+from test_anthropic import USAGE, FakeServer, events, message, server  # noqa: F401 - server: a fixture
+from test_compaction import openai_server  # noqa: F401 - a fixture
+from test_openai import FakeServer as ChatServer, completion
+
+from zagent_core import Engine, Home
+from zagent_core.agent.loop import Agent
+from zagent_core.agent.models import Message, ModelError
+from zagent_core.agent.models.anthropic import AnthropicModel
+from zagent_core.agent.models.openai import OpenAIModel
+from zagent_core.config import ModelConfig
+from zagent_core.journal.events import ModelReplied, ThinkingBlock, load_event
+from zagent_store import SQLiteJournal
+
+#: A signature as the API sends one: opaque, and checked byte for byte when it comes back.
+SIGNATURE = "EqQBCkgIARABGAIiQL+/Zm9v\u00e9+/=="
+THOUGHT = {"type": "thinking", "thinking": "The user wants a count; I'll call the tool.\n", "signature": SIGNATURE}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
+
+
+def _reply_with_thinking(text: str, calls: list[tuple[str, str, Any]], stop: str) -> dict[str, Any]:
+    reply = message(text, calls, stop)
+    reply["content"] = [THOUGHT, REDACTED, *reply["content"]]
+    return reply
+
+
+def _echo(home: Path) -> None:
+    python_tool(home, "echo", "import json, sys\nprint(json.load(sys.stdin)['text'])",
+                parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+
+
+def test_thinking_blocks_are_journaled_and_sent_back_unchanged_in_the_turn(server: FakeServer,  # noqa: F811
+                                                                           tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _echo(home)
+    server.reply(_reply_with_thinking("Counting.", [("toolu_1", "echo", {"text": "hi"})], "tool_use"))
+    server.reply(message("Done."))
+    model = AnthropicModel("claude-test", base_url=server.url, config=ModelConfig(stream=False, thinking="high"))
+    with SQLiteJournal(home / "journal.db") as journal:
+        engine = Engine(Home(home), journal, workspace=tmp_path)
+        with engine.start_session("run") as session:
+            Agent(session, model).run("say hi")
+        replied = [stored.event for stored in journal.read(session.session_id) if isinstance(stored.event, ModelReplied)]
+    first, second = server.requests
+    # high is 16,384 tokens of thinking: max_tokens (16,384 by default) is raised above it
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 16384} and first["max_tokens"] == 20480
+    assert "temperature" not in first
+    assert second["messages"][1]["content"][:2] == [THOUGHT, REDACTED]
+    assert [block["type"] for block in second["messages"][1]["content"]] == [
+        "thinking", "redacted_thinking", "text", "tool_use"]
+    assert replied[0].thinking == [ThinkingBlock(**THOUGHT), ThinkingBlock(**REDACTED)]
+    assert replied[1].thinking == []
+
+
+def test_a_streamed_reply_folds_thinking_and_signature_deltas(server: FakeServer) -> None:  # noqa: F811
+    streamed = events(["Hi."])
+    head, body = streamed[:2], streamed[2:]
+    thinking = [
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        *[("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                   "delta": {"type": "thinking_delta", "thinking": piece}})
+          for piece in ("Let me ", "think.")],
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "signature_delta", "signature": SIGNATURE}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": REDACTED}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+    ]
+    renumbered = [(name, {**data, "index": data["index"] + 2} if "index" in data else data) for name, data in body]
+    server.stream([*head, *thinking, *renumbered])
+    pieces: list[str] = []
+    reply = AnthropicModel("m", base_url=server.url, config=ModelConfig(thinking=2048)).reply(
+        [Message(role="user", content="hi")], [], on_text=pieces.append)
+    assert reply.thinking == [ThinkingBlock(thinking="Let me think.", signature=SIGNATURE), ThinkingBlock(**REDACTED)]
+    assert reply.text == "Hi." and pieces == ["Hi."]
+    assert server.requests[0]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+def test_thinking_off_sends_nothing_and_a_temperature_with_thinking_is_refused() -> None:
+    assert "thinking" not in AnthropicModel("m").request([Message(role="user", content="hi")], [])
+    budget = AnthropicModel("m", config=ModelConfig(thinking=1024, max_tokens=30000))
+    assert budget.request([Message(role="user", content="hi")], [])["max_tokens"] == 30000
+    with pytest.raises(ModelError, match="no temperature with thinking: remove one of them"):
+        AnthropicModel("m", config=ModelConfig(thinking="low", temperature=0.5)).request([], [])
+
+
+@pytest.mark.parametrize(("thinking", "effort"), [("off", None), ("low", "low"), ("medium", "medium"),
+                                                  ("high", "high"), (1024, "low"), (8192, "medium"), (40000, "high")])
+def test_openai_is_asked_for_the_reasoning_effort(openai_server: ChatServer,  # noqa: F811
+                                                  thinking: Any, effort: str | None) -> None:
+    openai_server.reply(body=completion("ok"))
+    model = OpenAIModel("o3", base_url=openai_server.url, api_key="sk-test", config=ModelConfig(thinking=thinking))
+    assert model.reply([Message(role="user", content="hi")], []).text == "ok"
+    assert openai_server.requests[0].get("reasoning_effort") == effort
+
+
+def test_a_budget_under_1024_is_a_config_problem() -> None:
+    with pytest.raises(ValueError, match="greater than or equal to 1024"):
+        ModelConfig.model_validate({"thinking": 100})
+
+
+def test_a_model_replied_of_an_old_journal_reads_without_thinking() -> None:
+    old = load_event("model_replied", {"v": 1, "model": "m", "text": "hi", "stop_reason": "end_turn"})
+    assert isinstance(old, ModelReplied) and old.thinking == []

@@ -3,11 +3,13 @@ and the thinking blocks sent back unchanged in the next requests of the turn."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import python_tool
+from conftest import PYTHON, python_tool
 from test_anthropic import USAGE, FakeServer, events, message, server  # noqa: F401 - server: a fixture
 from test_compaction import openai_server  # noqa: F401 - a fixture
 from test_openai import FakeServer as ChatServer, completion
@@ -18,6 +20,7 @@ from zagent_core.agent.models import Message, ModelError
 from zagent_core.agent.models.anthropic import AnthropicModel
 from zagent_core.agent.models.openai import OpenAIModel
 from zagent_core.config import ModelConfig
+from zagent_core.history.replay import ReplayModel
 from zagent_core.journal.events import ModelReplied, ThinkingBlock, load_event
 from zagent_store import SQLiteJournal
 
@@ -112,3 +115,42 @@ def test_a_budget_under_1024_is_a_config_problem() -> None:
 def test_a_model_replied_of_an_old_journal_reads_without_thinking() -> None:
     old = load_event("model_replied", {"v": 1, "model": "m", "text": "hi", "stop_reason": "end_turn"})
     assert isinstance(old, ModelReplied) and old.thinking == []
+
+
+SCRIPT = [{"thinking": [THOUGHT, REDACTED], "text": "Counting.", "tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]},
+          {"text": "Done."}]
+
+
+def _zagent_run(home: Path, tmp_path: Path, *flags: str) -> str:
+    script = tmp_path / "thinking.json"
+    script.write_text(json.dumps(SCRIPT))
+    done = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", *flags,
+                           "--model", f"scripted:{script}", "say hi"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_terminal_shows_thinking_before_the_reply_and_no_thinking_hides_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _echo(home)
+    shown = _zagent_run(home, tmp_path).splitlines()
+    assert shown[1:4] == ["thinking: The user wants a count; I'll call the tool.", "thinking: (redacted)",
+                          "assistant: Counting."]
+    hidden = _zagent_run(home, tmp_path, "--no-thinking")
+    assert "thinking" not in hidden and "assistant: Counting." in hidden
+    with SQLiteJournal(home / "journal.db") as journal:
+        for summary in journal.sessions():  # journaled all the same
+            (first, _) = [s.event for s in journal.read(summary.session_id) if isinstance(s.event, ModelReplied)]
+            assert first.thinking == [ThinkingBlock(**THOUGHT), ThinkingBlock(**REDACTED)]
+
+
+def test_a_replay_serves_the_recorded_thinking(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _echo(home)
+    _zagent_run(home, tmp_path)
+    with SQLiteJournal(home / "journal.db") as journal:
+        (summary,) = journal.sessions()
+        recorded = [s.event for s in journal.read(summary.session_id) if isinstance(s.event, ModelReplied)]
+    served = ReplayModel(list(recorded)).reply([Message(role="user", content="say hi")], [])
+    assert served.thinking == recorded[0].thinking and served.journaled(0).thinking == recorded[0].thinking

@@ -16,12 +16,12 @@ from test_openai import FakeServer as ChatServer, completion
 
 from zagent_core import Engine, Home
 from zagent_core.agent.loop import Agent
-from zagent_core.agent.models import Message, ModelError
+from zagent_core.agent.models import Message, ModelError, load_model
 from zagent_core.agent.models.anthropic import AnthropicModel
 from zagent_core.agent.models.openai import OpenAIModel
-from zagent_core.config import ModelConfig
+from zagent_core.config import AnthropicConfig, Config, ModelConfig
 from zagent_core.history.replay import ReplayModel
-from zagent_core.journal.events import ModelReplied, ThinkingBlock, load_event
+from zagent_core.journal.events import ChildSpawned, ModelReplied, ThinkingBlock, ToolCallFinished, load_event
 from zagent_store import SQLiteJournal
 
 #: A signature as the API sends one: opaque, and checked byte for byte when it comes back.
@@ -154,3 +154,29 @@ def test_a_replay_serves_the_recorded_thinking(tmp_path: Path) -> None:
         recorded = [s.event for s in journal.read(summary.session_id) if isinstance(s.event, ModelReplied)]
     served = ReplayModel(list(recorded)).reply([Message(role="user", content="say hi")], [])
     assert served.thinking == recorded[0].thinking and served.journaled(0).thinking == recorded[0].thinking
+
+
+@pytest.mark.parametrize(("asked", "budget", "note"), [
+    ("low", 2048, ""), (None, 8192, ""),
+    ("high", 8192, "[thinking 'high' is more than model.thinking in config.json allows: the sub-agent thought at "
+                   "'medium']")])
+def test_spawn_thinks_as_asked_within_the_config(server: FakeServer, tmp_path: Path,  # noqa: F811
+                                                  asked: str | None, budget: int, note: str) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    spawn = {"task": "think about it"} | ({"thinking": asked} if asked else {})
+    server.reply(message("", [("toolu_1", "spawn", spawn)], "tool_use"))
+    server.reply(message("Thought it over."))
+    server.reply(message("Done."))
+    config = Config(model=ModelConfig(stream=False, thinking="medium", anthropic=AnthropicConfig(base_url=server.url)))
+    with SQLiteJournal(home / "journal.db") as journal:
+        engine = Engine(Home(home), journal, workspace=tmp_path, config=config)
+        with engine.start_session("run") as session:
+            model = load_model("anthropic:claude-test", config.model)
+            assert Agent(session, model, spec="anthropic:claude-test").run("go").reason == "idle"
+        (spawned,) = [s.event for s in journal.read(session.session_id) if isinstance(s.event, ChildSpawned)]
+        (result,) = [s.event for s in journal.read(session.session_id) if isinstance(s.event, ToolCallFinished)]
+    parent, child, _ = server.requests
+    assert parent["thinking"]["budget_tokens"] == 8192 and child["thinking"]["budget_tokens"] == budget
+    assert spawned.thinking == (None if asked is None else "medium" if asked == "high" else asked)
+    assert (note in result.output) if note else "thinking" not in result.output

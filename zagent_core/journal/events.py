@@ -442,6 +442,7 @@ class ChildSpawned(_Body):
     #: It shares its parent's read-state: what the parent read counts for its edits, and its reads are journaled
     #: in the parent (``read_state_updated`` of the spawn call, with ``child_ended``).
     share_read_state: bool = False
+    thinking: Literal["off", "low", "medium", "high"] | int | None = None  # spawn's; None: model.thinking
 
 
 class ChildEnded(_Body):
@@ -561,8 +562,7 @@ class RepliedCall(_Part):
 
 
 class ThinkingBlock(_Part):
-    """What the model thought before it answered, as Anthropic sent it: the API checks the
-    ``signature`` (a ``redacted_thinking`` block's ``data``) when it is sent back."""
+    """A reply's thinking as Anthropic sent it: the API checks ``signature`` (``data``) when it is sent back."""
 
     type: Literal["thinking", "redacted_thinking"] = "thinking"
     thinking: str = ""

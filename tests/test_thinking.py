@@ -4,6 +4,8 @@ and the thinking blocks sent back unchanged in the next requests of the turn."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -180,3 +182,29 @@ def test_spawn_thinks_as_asked_within_the_config(server: FakeServer, tmp_path: P
     assert parent["thinking"]["budget_tokens"] == 8192 and child["thinking"]["budget_tokens"] == budget
     assert spawned.thinking == (None if asked is None else "medium" if asked == "high" else asked)
     assert (note in result.output) if note else "thinking" not in result.output
+
+
+def test_a_resume_after_a_sigkill_between_the_call_and_the_next_request_sends_the_same_thinking(
+        server: FakeServer, tmp_path: Path) -> None:  # noqa: F811
+    home = tmp_path / "home"
+    _echo(home)
+    (home / "config.json").write_text(json.dumps({"model": {"stream": False, "thinking": "low", "max_retries": 0}}))
+    server.reply(_reply_with_thinking("Counting.", [("toolu_1", "echo", {"text": "hi"})], "tool_use"))
+    server.reply(message("Done."))
+    env = {**os.environ, "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-test"}
+    argv = [PYTHON, "-m", "zagent_cli", "--home", str(home)]
+    crashed = subprocess.run([*argv, "run", "--model", "anthropic:claude-test", "say hi"], capture_output=True,
+                             text=True, timeout=60, cwd=tmp_path, env={**env, "ZAGENT_CRASH_AT": "before_tool_call_finished"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert len(server.requests) == 1
+    with SQLiteJournal(home / "journal.db") as journal:
+        (summary,) = journal.sessions()
+    resumed = subprocess.run([*argv, "resume", summary.session_id], capture_output=True, text=True, timeout=60,
+                             cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    first, second = server.requests
+    assert second["messages"][1]["content"][:2] == [THOUGHT, REDACTED]
+    assert second["messages"][1]["content"][2:] == [
+        {"type": "text", "text": "Counting."}, {"type": "tool_use", "id": "toolu_1", "name": "echo",
+                                                "input": {"text": "hi"}}]
+    assert second["thinking"] == first["thinking"] == {"type": "enabled", "budget_tokens": 2048}

@@ -18,6 +18,12 @@ ever appended to (notes come at its end, the system prompt is never edited), so 
 request reads the whole of the previous one from the cache and writes only what is new.
 The breakpoint on the previous request's end makes that read certain even when a reply's
 results add more blocks than the API looks back over from the last breakpoint.
+
+Extended thinking (``model.thinking``): ``thinking: {type: enabled, budget_tokens}``, with
+``max_tokens`` raised above the budget when it is not. A reply's ``thinking`` and
+``redacted_thinking`` blocks are journaled as sent and lead its assistant message, unchanged,
+in every later request: the API checks their signatures, and requires them on the reply whose
+tool calls the request answers.
 """
 
 from __future__ import annotations

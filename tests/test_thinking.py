@@ -208,3 +208,11 @@ def test_a_resume_after_a_sigkill_between_the_call_and_the_next_request_sends_th
         {"type": "text", "text": "Counting."}, {"type": "tool_use", "id": "toolu_1", "name": "echo",
                                                 "input": {"text": "hi"}}]
     assert second["thinking"] == first["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+def test_thinking_only_leads_an_assistant_message_when_two_replies_are_joined() -> None:
+    first, second = ThinkingBlock(thinking="a", signature="sa"), ThinkingBlock(thinking="b", signature="sb")
+    wire = AnthropicModel("m").request([Message(role="user", content="go"),
+                                        Message(role="assistant", content="One.", thinking=[first]),
+                                        Message(role="assistant", content="Two.", thinking=[second])], [])["messages"]
+    assert [block.get("thinking") or block["text"] for block in wire[1]["content"]] == ["a", "One.", "Two."]

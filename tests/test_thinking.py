@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_chat
 from conftest import PYTHON, python_tool
 from test_anthropic import USAGE, FakeServer, events, message, server  # noqa: F401 - server: a fixture
 from test_compaction import openai_server  # noqa: F401 - a fixture
@@ -216,3 +217,19 @@ def test_thinking_only_leads_an_assistant_message_when_two_replies_are_joined() 
                                         Message(role="assistant", content="One.", thinking=[first]),
                                         Message(role="assistant", content="Two.", thinking=[second])], [])["messages"]
     assert [block.get("thinking") or block["text"] for block in wire[1]["content"]] == ["a", "One.", "Two."]
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_chat_shows_thinking_under_the_streamed_reply_unless_no_thinking(tmp_path: Path, shown: bool) -> None:
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps([{"thinking": [{"thinking": "A greeting; greet back.", "signature": "s"}],
+                                   "text": "Hi."}]))
+    home = tmp_path / "home"
+    home.mkdir()
+    child = test_chat.chat(home, "--model", f"scripted:{script}", *([] if shown else ["--no-thinking"]))
+    test_chat.say(child, "hello")
+    child.expect_exact("assistant: Hi.")
+    child.expect_exact("you>")  # the turn is over: all of it printed
+    assert ("thinking: A greeting; greet back." in child.before) is shown
+    test_chat.say(child, "/exit")
+    child.expect_exact("[left session")

@@ -24,7 +24,8 @@ from zagent_core.agent.models.anthropic import AnthropicModel
 from zagent_core.agent.models.openai import OpenAIModel
 from zagent_core.config import AnthropicConfig, Config, ModelConfig
 from zagent_core.history.replay import ReplayModel
-from zagent_core.journal.events import ChildSpawned, ModelReplied, ThinkingBlock, ToolCallFinished, load_event
+from zagent_core.journal.events import ChildSpawned, ModelReplied, ToolCallFinished, load_event
+from zagent_core.journal.thinking import ThinkingBlock
 from zagent_store import SQLiteJournal
 
 #: A signature as the API sends one: opaque, and checked byte for byte when it comes back.

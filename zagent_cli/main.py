@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                                   "then continue the session as resume does."),
     "audit": ("audit", "audit", "What the tools did: one entry per call, from the journal's tool_calls view, with who "
                                 "was asked about it and the answer (the decisions view)."),
+    "call": ("call", "call", "Call tool NAME from inside a tool's call: a nested call of that call, journaled with it, "
+                             "its result printed as tools run prints it."),
     "chat": ("chat", "chat", "Talk to an agent on this terminal: start a session, or continue SESSION_ID."),
     "compact": ("compact", "compact", "Summarise SESSION's conversation: from now on its model is shown the summary "
                                       "and what follows."),

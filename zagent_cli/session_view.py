@@ -168,6 +168,8 @@ class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen datacla
     text: str = ""
     code: str | None = None
     language: str = ""
+    #: How deep the call it is about nests in others (0: a call of the model's, 1: a call its tool made...).
+    depth: int = 0
 
 
 def _result_title(result: ToolCallFinished | TaskExited | TaskKilled) -> str:
@@ -192,6 +194,7 @@ class _Conversation:
         self.origin = origin
         self.unanswered: dict[str, datetime] = {}  # calls without a result so far, and when asked
         self.parked: dict[str, str] = {}  # calls waiting for a person, and what answers them
+        self.depths: dict[str, int] = {}  # nested calls, and how deep (the model's calls are not in it)
 
     def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
         opened = False
@@ -207,7 +210,8 @@ class _Conversation:
             yield entry
         for call_id in self.unanswered:
             yield Entry(self.unanswered[call_id], False, f"<- {self.tools[call_id]} ({call_id}): no result yet",
-                        text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"))
+                        text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"),
+                        depth=self.depths.get(call_id, 0))
 
     def _task(self, task_id: str, call_id: str) -> str:
         return f"task #{task_id} ({self.tools.get(call_id, '?')})"
@@ -216,6 +220,10 @@ class _Conversation:
         """The tool of a call that got its result: the call has no result still to come."""
         self.unanswered.pop(call_id, None)
         return self.tools.get(call_id, "?")
+
+    def _result(self, call_id: str, at: datetime, title: str, code: str | None = None) -> Entry:
+        """The entry of a call's result ``<- TOOL: title``, as deep as the call nests."""
+        return Entry(at, False, f"<- {self._tool(call_id)}: {title}", code=code, depth=self.depths.get(call_id, 0))
 
     def _started(self, event: SessionStarted, at: datetime) -> None:
         self.origin = event.origin or self.origin
@@ -229,23 +237,27 @@ class _Conversation:
     def _requested(self, event: ToolCallRequested, at: datetime) -> Entry:
         self.tools[event.call_id] = event.tool
         self.unanswered[event.call_id] = at
-        return Entry(at, False, f"-> {event.tool} ({event.call_id})",
-                     code=json.dumps(event.arguments, ensure_ascii=False), language="json")
+        parent, called = event.parent_call_id, ""
+        if parent is not None:
+            self.depths[event.call_id] = self.depths.get(parent, 0) + 1
+            called = f", called by {self.tools.get(parent, '?')} ({parent})"
+        return Entry(at, False, f"-> {event.tool} ({event.call_id}{called})",
+                     code=json.dumps(event.arguments, ensure_ascii=False), language="json",
+                     depth=self.depths.get(event.call_id, 0))
 
     def _task_started(self, event: TaskStarted, at: datetime) -> None:
         self.background.add(event.call_id)  # journaled before the call's result, which it makes short
 
     def _finished(self, event: ToolCallFinished, at: datetime) -> Entry:
-        tool = self._tool(event.call_id)
         if event.call_id in self.background and not event.is_error:
-            return Entry(at, False, f"<- {tool}: {head(event.output, 60)}")
-        return Entry(at, False, f"<- {tool}: {_result_title(event)}", code=_with_files(event.output, event))
+            return self._result(event.call_id, at, head(event.output, 60))
+        return self._result(event.call_id, at, _result_title(event), _with_files(event.output, event))
 
     def _rejected(self, event: ToolCallRejected, at: datetime) -> Entry:
-        return Entry(at, False, f"<- {self._tool(event.call_id)}: rejected", code=event.message)
+        return self._result(event.call_id, at, "rejected", event.message)
 
     def _interrupted(self, event: ToolCallInterrupted, at: datetime) -> Entry:
-        return Entry(at, False, f"<- {self._tool(event.call_id)}: interrupted", code=event.message)
+        return self._result(event.call_id, at, "interrupted", event.message)
 
     def _note(self, event: NoteReceived, at: datetime) -> Entry:
         source = self._task(event.task_id, event.call_id) if event.task_id else self.tools.get(event.call_id, "?")
@@ -369,10 +381,11 @@ def _text_entry(entry: Entry) -> list[str]:
         lines = ["", title + (":" if entry.text or entry.code else "")]
         lines += [f"  {line}" for line in entry.text.split("\n")] if entry.text else []
         return lines + (_text_block(entry.code, "  ") if entry.code is not None else [])
+    indent = "  " * (entry.depth + 1)  # a nested call's lines under its caller's
     if entry.code is not None and entry.language == "json":
-        return [f"  {entry.title} {head(entry.code, 100)}"]
-    lines = [f"  {entry.title}" + (f": {entry.text}" if entry.text else "")]
-    return lines + (_text_block(entry.code, "     ") if entry.code is not None else [])
+        return [f"{indent}{entry.title} {head(entry.code, 100)}"]
+    lines = [f"{indent}{entry.title}" + (f": {entry.text}" if entry.text else "")]
+    return lines + (_text_block(entry.code, indent + "   ") if entry.code is not None else [])
 
 
 def _fenced(code: str, language: str = "") -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -72,6 +73,10 @@ class BuiltinsConfig(BaseModel):
     shell: ShellConfig = ShellConfig()
 
 
+#: The placeholders of ``limits.truncation_marker``.
+MARKER_FIELDS = ("bytes", "where", "path")
+
+
 class LimitsConfig(BaseModel):
     model_config = _STRICT
 
@@ -79,6 +84,10 @@ class LimitsConfig(BaseModel):
     default_timeout_seconds: float = Field(120.0, gt=0, allow_inf_nan=False)
     #: Bytes of output the model receives; beyond it the head is cut and a marker says how much.
     output_cap_bytes: int = Field(32 * 1024, ge=256)
+    #: That marker's text, with ``{bytes}`` (how many were left out), ``{where}`` (``head``, or
+    #: ``middle`` for a shell command that explores) and ``{path}`` (the file holding the whole
+    #: output); None: zagent's own. At most 500 characters: it is added to each cut output.
+    truncation_marker: str | None = Field(default=None, min_length=1, max_length=500)
     #: What a call keeps of its output on disk (``full_output.txt``, a task's ``output.log``):
     #: past it, the first and last halves and a line between. A background task that passes
     #: it is stopped: it has no timeout, and its output is its own file, not the engine's pipe.
@@ -115,6 +124,29 @@ class LimitsConfig(BaseModel):
     #: A sub-agent's final reply, as its spawn call's result; beyond it the end is cut (the
     #: child's session keeps it whole). 32 KiB, as any tool's output (``output_cap_bytes``).
     child_reply_bytes: int = Field(32 * 1024, ge=256)
+    #: How deep calls may nest (a tool calling a tool, through ``zagent call`` or ``context.call_tool``):
+    #: 1, as the seed's ``callTool``, lets a call's tool call others but not theirs; 0 turns nested calls off.
+    nested_call_depth: int = Field(1, ge=0)
+    #: Nested calls one call may make: past it they are refused, so a tool that loops on
+    #: ``zagent call`` fills neither the journal nor the session's time without end.
+    nested_calls_per_call: int = Field(100, ge=1)
+
+    @field_validator("truncation_marker")
+    @classmethod
+    def _marker_fields(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(value)
+                      if name is not None]
+        except ValueError as exc:
+            raise ValueError(f"{exc}; write a brace as {{{{ or }}}}") from None
+        for name, spec, conversion in fields:
+            # Only the names, as they are: a format spec could pad a marker to any width.
+            if name not in MARKER_FIELDS or spec or conversion:
+                raise ValueError(f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}} "
+                                 f"is not a placeholder of the marker; it takes {', '.join('{' + f + '}' for f in MARKER_FIELDS)}")
+        return value
 
 
 #: Model families that take images, as their names go (OpenAI's own, the open ones served

@@ -11,17 +11,11 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    TypeAdapter,
-    ValidationError,
-    model_serializer,
-)
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_serializer
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from zagent_core.errors import ZagentError
+from zagent_core.journal.thinking import ThinkingBlock
 from zagent_core.version import zagent_version
 
 
@@ -43,6 +37,25 @@ class _Body(_Part):
         if cls.model_fields["v"].default != cls.SCHEMA_VERSION:
             raise TypeError(f"{cls.__name__}: a body of SCHEMA_VERSION {cls.SCHEMA_VERSION} must default v to it "
                             f"(v: int = {cls.SCHEMA_VERSION})")
+
+
+class _Sparse(_Body):
+    """A body whose optional fields, when None, are left out of its JSON: a field added later
+    (a user message's ``model``, a nested call's ``parent_call_id``) that most events never
+    set keeps their bodies as they always were, so journals and exports read as before, by
+    older zagents too."""
+
+    @model_serializer(mode="wrap")
+    def _without_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        body: dict[str, Any] = handler(self)
+        for name in _SPARSE_FIELDS:
+            if name in body and body[name] is None:
+                del body[name]
+        return body
+
+
+#: The fields :class:`_Sparse` bodies leave out when None.
+_SPARSE_FIELDS = ("model", "parent_call_id")
 
 
 # -- parts shared by several events ------------------------------------------------
@@ -164,12 +177,15 @@ RejectReason = Literal["unknown_tool", "disabled", "permission", "invalid_argume
                        "denied", "deferred"]
 
 
-class ToolCallRequested(_Body):
+class ToolCallRequested(_Sparse):
     type: Literal["tool_call_requested"] = "tool_call_requested"
     call_id: str
     tool: str
     #: The arguments exactly as asked for, before validation or coercion.
     arguments: Any
+    #: Set for a nested call: the running call whose tool asked for it (``zagent call``, or a
+    #: built-in's ``context.call_tool``). Its result went to that tool, not to the model.
+    parent_call_id: str | None = None
 
 
 class ToolCallRejected(_Body):
@@ -536,20 +552,11 @@ class SkillActivated(_Body):
 # -- the conversation -------------------------------------------------------------------
 
 
-class UserMessage(_Body):
+class UserMessage(_Sparse):
     type: Literal["user_message"] = "user_message"
     text: str
     #: The model a person asked to answer it with (``run --detach --model``; what a worker uses).
     model: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_no_model(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Most messages name no model: their bodies stay as they always were, so journals and
-        # exports read as before, by older zagents too.
-        body: dict[str, Any] = handler(self)
-        if body.get("model", "") is None:
-            del body["model"]
-        return body
 
 
 class RepliedCall(_Part):
@@ -559,15 +566,6 @@ class RepliedCall(_Part):
     call_id: str
     name: str
     arguments: Any
-
-
-class ThinkingBlock(_Part):
-    """A reply's thinking as Anthropic sent it: the API checks ``signature`` (``data``) when it is sent back."""
-
-    type: Literal["thinking", "redacted_thinking"] = "thinking"
-    thinking: str = ""
-    signature: str = ""
-    data: str = ""  # redacted_thinking: the encrypted thinking, opaque
 
 
 class ModelReplied(_Body):

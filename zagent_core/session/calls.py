@@ -108,7 +108,8 @@ class CallRunner:
     """Decides what a session may call, and runs calls: validated, approved, journaled and executed."""
 
     def __init__(self, writer: Writer, toolbox: Toolbox, host: SessionHost, people: People, background: Background,
-                 *, config: Config, workspace: Path, shown: Shown) -> None:
+                 *, config: Config, workspace: Path, shown: Shown,
+                 served: Callable[[str, ToolCallRequested], ToolResult | None]) -> None:
         self._writer = writer
         self.toolbox = toolbox
         self._host = host
@@ -117,6 +118,10 @@ class CallRunner:
         self._config = config
         self._workspace = workspace
         self._shown = shown
+        #: The last number given to a nested call of each call (see :meth:`nested`).
+        self._nested_numbers: dict[str, int] = {}
+        #: Serves a nested call instead of running it (a replay's recorded one), or says to run it (None).
+        self._served = served
 
     # -- what the session may call ---------------------------------------------------
 
@@ -195,15 +200,16 @@ class CallRunner:
 
     # -- calls -----------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any, call_id: str | None) -> CallOutcome:
-        """Validate, run and journal one call of tool ``name``; returns what the model receives."""
+    def call(self, name: str, arguments: Any, call_id: str | None, parent_call_id: str | None = None) -> CallOutcome:
+        """Validate, run and journal one call of tool ``name``; returns what the model receives
+        (or, for a call nested in running call ``parent_call_id``, what that call's tool receives)."""
         call_id = call_id or new_call_id()
         if not CALL_ID.fullmatch(call_id):
             raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
                              "(it names the call's folder)")
         if self._writer.has_call(call_id):
             raise ValueError(f"call id {call_id!r} is already used in session {self._writer.session_id}")
-        requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments)
+        requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments, parent_call_id=parent_call_id)
         unrecordable = _unrecordable(requested)
         if unrecordable:
             # Journal what can be journaled, and tell the model why nothing ran.
@@ -214,10 +220,54 @@ class CallRunner:
             return outcome(call_id, ToolResult(output=message, is_error=True))
         return self.run_requested(requested)
 
+    def nested(self, parent_call_id: str, name: str, arguments: Any) -> CallOutcome:
+        """A call of tool ``name`` that the tool of running call ``parent_call_id`` asks for
+        (``zagent call``, ``context.call_tool``): run as any call, journaled with its parent,
+        its result for that tool. Its id is the parent's, numbered: ``call_7.1``, ``call_7.2``..."""
+        number = self._nested_numbers.get(parent_call_id, 0)
+        call_id = ""
+        while not call_id or self._writer.has_call(call_id):
+            number += 1
+            call_id = f"{parent_call_id}.{number}"
+            if not CALL_ID.fullmatch(call_id):  # a parent's id too long to number
+                call_id = new_call_id()
+        self._nested_numbers[parent_call_id] = number
+        requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments, parent_call_id=parent_call_id)
+        served = self._served(self._writer.session_id, requested)
+        if served is not None:
+            return outcome(call_id, served)
+        return self.call(name, arguments, call_id, parent_call_id)
+
+    def _nesting(self, requested: ToolCallRequested) -> tuple[RejectReason, str] | None:
+        """Why a nested call may not run, whatever its arguments: too deep, one too many, or it would wait on a person."""
+        state, limit = self._writer.state, self._config.limits.nested_call_depth
+        depth, parent = 1, state.calls.get(requested.parent_call_id or "")
+        while parent is not None and parent.parent_call_id is not None:
+            depth, parent = depth + 1, state.calls.get(parent.parent_call_id)
+        name = requested.tool
+        most = self._config.limits.nested_calls_per_call
+        if self._nested_numbers.get(requested.parent_call_id or "", 0) > most:
+            return "limit", (f"{name} was not run: call {requested.parent_call_id} has made the {most} nested calls "
+                             "a call may make (limits.nested_calls_per_call in config.json)")
+        if depth > limit:
+            if limit == 0:
+                return "limit", (f"{name} was not run: nested calls are turned off (limits.nested_call_depth is 0 in "
+                                 "config.json), so a tool cannot call another tool")
+            return "limit", (f"{name} was not run: calls nest at most {limit} deep (limits.nested_call_depth in "
+                             f"config.json), and this one, asked for by call {requested.parent_call_id}, would be "
+                             f"{depth} deep")
+        if self.needs_approval(name):
+            return "permission", (f'{name} was not run: it needs a person\'s approval ("permission": "ask"), which a '
+                                  "nested call cannot wait for; add it to approvals.allow in config.json to let tools "
+                                  "call it")
+        return None
+
     def _admitted(self, requested: ToolCallRequested) -> tuple[ToolEntry, Validated] | ToolCallRejected:
         """The tool and the validated arguments of a call, or why it is rejected (validated against the tool as it is now)."""
         name = requested.tool
         refusal = self.refusal(name)
+        if refusal is None and requested.parent_call_id is not None:
+            refusal = self._nesting(requested)
         if refusal is not None:
             reason, message = refusal
             return ToolCallRejected(call_id=requested.call_id, reason=reason, message=message, problems=[])

@@ -139,6 +139,11 @@ class Host(Protocol):
         started before a crash), drive it to its end, and return its outcome."""
         ...
 
+    def call_tool(self, context: BuiltinContext, name: str, arguments: Any) -> ToolResult:
+        """Run a call of tool ``name`` nested in this call, as any call is run (validated,
+        journaled with its ``parent_call_id``, capped, confined), and return its result."""
+        ...
+
 
 class ToolState:
     """One tool's durable key/value state, as one call sees it.
@@ -251,6 +256,12 @@ class BuiltinContext:
     def remember(self, entry: ReadEntry) -> None:
         """Stage a new read-state entry for ``entry.path``."""
         self._read_updates[entry.path] = entry
+
+    def call_tool(self, name: str, arguments: Any) -> ToolResult:
+        """Call tool ``name`` from this call: a nested call, journaled with this call as its parent
+        (``limits.nested_call_depth`` says how deep calls nest). Its result is this tool's to use;
+        the model sees only what this call returns."""
+        return self.host.call_tool(self, name, arguments)
 
     def record_artifact(self, artifact: ArtifactRecorded) -> None:
         self.staged.append(artifact)

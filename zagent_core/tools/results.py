@@ -153,7 +153,13 @@ def _attachable(mime: str | None, size: int, caps: CapabilitiesConfig,
     return True, None
 
 
-def _marked_tail(tail: bytes, total: int, full: Path) -> tuple[str, int]:
+def cut_marker(template: str | None, default: str, *, dropped: int, where: str, path: Path | None) -> str:
+    """The line that says where an output was cut: ``limits.truncation_marker`` when set, else ``default``
+    (both filled in alike: ``{bytes}``, ``{where}``, ``{path}``)."""
+    return (template or default).format(bytes=dropped, where=where, path=path if path is not None else "(not kept)")
+
+
+def _marked_tail(tail: bytes, total: int, full: Path, template: str | None) -> tuple[str, int]:
     """The kept tail of an output of ``total`` bytes, behind a marker saying what was cut.
 
     The cut moves forward to the next line start when one is near, so the model does
@@ -164,10 +170,12 @@ def _marked_tail(tail: bytes, total: int, full: Path) -> tuple[str, int]:
         tail = tail[newline + 1:]
     dropped = total - len(tail)
     text = tail.decode("utf-8", "replace").lstrip("\ufffd")
-    return f"[{dropped} bytes cut from the start; full output: {full}]\n{text}", dropped
+    marker = cut_marker(template, "[{bytes} bytes cut from the start; full output: {path}]", dropped=dropped,
+                        where="head", path=full)
+    return f"{marker}\n{text}", dropped
 
 
-def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | None]:
+def _cap_text(text: str, cap: int, paths: CallPaths, template: str | None) -> tuple[str, int, str | None]:
     """Keep the last ``cap`` bytes of ``text``; save the whole to a file when cut."""
     data = text.encode("utf-8", "replace")
     if len(data) <= cap:
@@ -175,7 +183,7 @@ def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | No
     full = paths.call_dir / FULL_OUTPUT_NAME
     with create_fresh(full) as handle:
         handle.write(data)
-    marked, dropped = _marked_tail(data[-cap:], len(data), full)
+    marked, dropped = _marked_tail(data[-cap:], len(data), full, template)
     return marked, dropped, str(full)
 
 
@@ -495,10 +503,11 @@ def build_result(
     room = cap - sum(len(line.encode()) + 1 for line in added)
     # Text tools were captured at the cap already; the spill file is their full output.
     if output_mode == "text" and outcome.spilled is not None:
-        text, dropped = _marked_tail(outcome.stdout[-room:], outcome.stdout_total, outcome.spilled)
+        text, dropped = _marked_tail(outcome.stdout[-room:], outcome.stdout_total, outcome.spilled,
+                                     limits.truncation_marker)
         full_path: str | None = str(outcome.spilled)
     else:
-        text, dropped, full_path = _cap_text(text, room, paths)
+        text, dropped, full_path = _cap_text(text, room, paths, limits.truncation_marker)
 
     if not text.strip() and not added:
         text = "(the tool printed nothing)"

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from zagent_core.config import ModelConfig
 from zagent_core.errors import ZagentError
-from zagent_core.journal.events import Media, ModelReplied, RepliedCall, ThinkingBlock
+from zagent_core.journal.events import Media, ModelReplied, RepliedCall
+from zagent_core.journal.thinking import ThinkingBlock
 
 
 class ToolSpec(BaseModel):

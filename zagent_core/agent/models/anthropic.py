@@ -38,7 +38,7 @@ from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRe
 from zagent_core.agent.models.http import HTTPModel, StreamCut
 from zagent_core.agent.models.media import NOTHING, MediaPolicy, Prepared, prepare_all
 from zagent_core.config import ModelConfig, thinking_budget
-from zagent_core.journal.events import ThinkingBlock
+from zagent_core.journal.thinking import ThinkingBlock
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 

@@ -26,7 +26,7 @@ from urllib.parse import quote, unquote
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage, request_number
-from zagent_core.journal.events import ThinkingBlock
+from zagent_core.journal.thinking import ThinkingBlock
 from zagent_core.tools.text import storable_json
 
 

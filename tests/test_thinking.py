@@ -149,13 +149,20 @@ def test_the_terminal_shows_thinking_before_the_reply_and_no_thinking_hides_it(t
             assert first.thinking == [ThinkingBlock(**THOUGHT), ThinkingBlock(**REDACTED)]
 
 
-def test_a_replay_serves_the_recorded_thinking(tmp_path: Path) -> None:
+def _recorded(tmp_path: Path) -> tuple[Path, str]:
+    """A home with one session of the thinking script, and that session's id."""
     home = tmp_path / "home"
     _echo(home)
     _zagent_run(home, tmp_path)
     with SQLiteJournal(home / "journal.db") as journal:
         (summary,) = journal.sessions()
-        recorded = [s.event for s in journal.read(summary.session_id) if isinstance(s.event, ModelReplied)]
+    return home, summary.session_id
+
+
+def test_a_replay_serves_the_recorded_thinking(tmp_path: Path) -> None:
+    home, session_id = _recorded(tmp_path)
+    with SQLiteJournal(home / "journal.db") as journal:
+        recorded = [s.event for s in journal.read(session_id) if isinstance(s.event, ModelReplied)]
     served = ReplayModel(list(recorded)).reply([Message(role="user", content="say hi")], [])
     assert served.thinking == recorded[0].thinking and served.journaled(0).thinking == recorded[0].thinking
 
@@ -234,3 +241,12 @@ def test_chat_shows_thinking_under_the_streamed_reply_unless_no_thinking(tmp_pat
     assert ("thinking: A greeting; greet back." in child.before) is shown
     test_chat.say(child, "/exit")
     child.expect_exact("[left session")
+
+
+def test_sessions_show_gives_the_thinking_with_the_reply(tmp_path: Path) -> None:
+    home, session_id = _recorded(tmp_path)
+    shown = subprocess.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "sessions", "show", session_id],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "  [thinking: The user wants a count; I'll call the tool.]\n  [thinking: (redacted)]\n  Counting.\n" \
+        in shown.stdout

@@ -212,7 +212,7 @@ class LiveConversation:
         """A reply's thinking, dimmed, once the reply is journaled: under a streamed reply's text."""
         for block in reply.thinking:
             self._end_line()
-            say(f"thinking: {block.thinking.strip() if block.type == 'thinking' else '(redacted)'}", dim=True)
+            say(f"thinking: {block.readable()}", dim=True)
 
     def _child_line(self, child: tuple[int, str], stored: StoredEvent) -> None:
         line = event_line(stored)

@@ -18,3 +18,7 @@ class ThinkingBlock(BaseModel):
     signature: str = ""
     #: ``redacted_thinking``: the thought, encrypted (opaque).
     data: str = ""
+
+    def readable(self) -> str:
+        """The thought as a person is shown it: its text, or ``(redacted)``."""
+        return self.thinking.strip() if self.type == "thinking" else "(redacted)"

@@ -24,7 +24,7 @@ from zagent_core.agent.models.anthropic import AnthropicModel
 from zagent_core.agent.models.openai import OpenAIModel
 from zagent_core.config import AnthropicConfig, Config, ModelConfig
 from zagent_core.history.replay import ReplayModel
-from zagent_core.journal.events import ChildSpawned, ModelReplied, ToolCallFinished, load_event
+from zagent_core.journal.events import ChildSpawned, ModelReplied, ToolCallFinished, dump_event, load_event
 from zagent_core.journal.thinking import ThinkingBlock
 from zagent_store import SQLiteJournal
 
@@ -250,3 +250,12 @@ def test_sessions_show_gives_the_thinking_with_the_reply(tmp_path: Path) -> None
     assert shown.returncode == 0, shown.stderr
     assert "  [thinking: The user wants a count; I'll call the tool.]\n  [thinking: (redacted)]\n  Counting.\n" \
         in shown.stdout
+
+
+def test_a_reply_without_thinking_is_journaled_as_before() -> None:
+    # Older zagents refuse fields they do not know: a body without thinking must not name it.
+    assert "thinking" not in dump_event(ModelReplied(model="m", stop_reason="end_turn"))
+    assert "thinking" not in dump_event(ChildSpawned(call_id="c", label="child-1", child_session_id="s", task="t",
+                                                     model="m"))
+    assert '"thinking":[{"type":"thinking"' in dump_event(ModelReplied(model="m", stop_reason="end_turn",
+                                                                       thinking=[ThinkingBlock(**THOUGHT)]))

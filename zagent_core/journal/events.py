@@ -40,8 +40,8 @@ class _Body(_Part):
 
 
 class _Sparse(_Body):
-    """A body whose optional fields, when None, are left out of its JSON: a field added later
-    (a user message's ``model``, a nested call's ``parent_call_id``) that most events never
+    """A body whose optional fields, when None (or empty), are left out of its JSON: a field added later
+    (a user message's ``model``, a nested call's ``parent_call_id``, a reply's ``thinking``) that most events never
     set keeps their bodies as they always were, so journals and exports read as before, by
     older zagents too."""
 
@@ -49,13 +49,13 @@ class _Sparse(_Body):
     def _without_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         body: dict[str, Any] = handler(self)
         for name in _SPARSE_FIELDS:
-            if name in body and body[name] is None:
+            if name in body and body[name] in (None, []):
                 del body[name]
         return body
 
 
-#: The fields :class:`_Sparse` bodies leave out when None.
-_SPARSE_FIELDS = ("model", "parent_call_id")
+#: The fields :class:`_Sparse` bodies leave out when None (``thinking``: when empty).
+_SPARSE_FIELDS = ("model", "parent_call_id", "thinking")
 
 
 # -- parts shared by several events ------------------------------------------------
@@ -434,7 +434,7 @@ class SpawnStats(_Part):
     duration_ms: int = 0
 
 
-class ChildSpawned(_Body):
+class ChildSpawned(_Sparse):
     """A ``spawn`` call gave its task to a child session: journaled before the child's
     session exists, so a crash in between starts that very session, never a second one."""
 
@@ -568,7 +568,7 @@ class RepliedCall(_Part):
     arguments: Any
 
 
-class ModelReplied(_Body):
+class ModelReplied(_Sparse):
     """Journaled before any of its tool calls runs, so a replay can serve it back."""
 
     type: Literal["model_replied"] = "model_replied"

@@ -357,7 +357,7 @@ def test_a_resumed_child_keeps_its_system_prompt_and_may_not_change_model_or_pre
     prompts = [s.event.system_prompt for s in journal.read(child_id, types=("turn_started",))]
     assert prompts == ["You are terse.", "You are terse."]
     assert results(journal, parent_id)["call_s2_1"].output == (  # type: ignore[union-attr]
-        "spawn refused: a resumed sub-agent keeps its model and preset: leave out model, or spawn a new sub-agent")
+        "spawn refused: a resumed sub-agent keeps its model, preset and thinking: leave out model, or spawn a new sub-agent")
 
 
 def test_a_presets_own_model_spec_works_beside_a_catalog(home_dir: Path, journal: SQLiteJournal,

@@ -24,6 +24,7 @@ from zagent_cli.context import Context
 from zagent_cli.output import ERROR, OK, plural, say
 from zagent_cli.params import SESSION, complete_sessions
 from zagent_cli.refusals import refusals_said, waiting_lines
+from zagent_cli.run import NO_THINKING
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
@@ -58,8 +59,9 @@ Leaving never ends the session: zagent chat SESSION (or zagent resume) continues
 @click.argument("session_id", type=SESSION, required=False, shell_complete=complete_sessions)
 @click.option("--model", "model_spec", metavar="SPEC",
               help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: the session's, else agent.model).")
+@NO_THINKING
 @click.pass_obj
-def chat(obj: Context, session_id: str | None, model_spec: str | None) -> None:
+def chat(obj: Context, session_id: str | None, model_spec: str | None, no_thinking: bool) -> None:
     """Talk to an agent on this terminal: start a session, or continue SESSION_ID.
 
     Replies stream as they come, each tool call and its result on a line; questions and
@@ -69,18 +71,19 @@ def chat(obj: Context, session_id: str | None, model_spec: str | None) -> None:
         raise click.UsageError("zagent chat needs a terminal; in a script or a pipe, use zagent run "
                                "(and zagent resume SESSION to go on)")
     with obj.journal() as journal, refusals_said():
-        Chat(obj, obj.engine(journal), session_id, model_spec).run()
+        Chat(obj, obj.engine(journal), session_id, model_spec, thinking=not no_thinking).run()
 
 
 class Chat:
     """One chat: the session it holds, the agent that answers, the prompt between turns."""
 
-    def __init__(self, obj: Context, engine: Engine, session_id: str | None, model_spec: str | None) -> None:
+    def __init__(self, obj: Context, engine: Engine, session_id: str | None, model_spec: str | None,
+                 *, thinking: bool = True) -> None:
         from zagent_cli.show import LiveConversation
 
         self.obj = obj
         self.engine = engine
-        self.live = LiveConversation()
+        self.live = LiveConversation(thinking=thinking)
         self.model, self.spec = self._model(model_spec, session_id)
         self.session = self._open(session_id)
         self.agent = self._agent()

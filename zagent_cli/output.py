@@ -57,10 +57,10 @@ def _coloured() -> bool:
     return not os.environ.get("NO_COLOR")
 
 
-def say(text: str = "", *, err: bool = False, colour: str | None = None) -> None:
-    """Print one line of tool-, model- or user-made text for a person, in ``colour`` on a terminal."""
+def say(text: str = "", *, err: bool = False, colour: str | None = None, dim: bool = False) -> None:
+    """Print one line of tool-, model- or user-made text for a person, in ``colour`` (or dimmed) on a terminal."""
     line = terminal_safe(text)
-    click.echo(click.style(line, fg=colour) if colour and _coloured() else line, err=err)
+    click.echo(click.style(line, fg=colour, dim=dim or None) if (colour or dim) and _coloured() else line, err=err)
 
 
 def say_problems(problems: list[Problem]) -> None:

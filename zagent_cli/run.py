@@ -43,14 +43,14 @@ def output_of(quiet: bool, as_json: bool) -> Output:
     return "quiet" if quiet else "json" if as_json else "transcript"
 
 
-def _drive(obj: Context, request: DriveRequest, output: Output = "transcript") -> NoReturn:
+def _drive(obj: Context, request: DriveRequest, output: Output = "transcript", *, thinking: bool = True) -> NoReturn:
     """Shared by run, resume, answer, approve and deny: drive the session as asked, its
     conversation printed as it happens (or, ``-q``/``--json``, only what it came to), then
     say how it stopped."""
     from zagent_core.drive.driving import drive
 
     with obj.journal() as journal, refusals_said():
-        outcome = drive(obj.engine(journal), request, _display(output))
+        outcome = drive(obj.engine(journal), request, _display(output, thinking))
     if output == "json":
         emit_json(_outcome_json(outcome))
     elif output == "quiet":
@@ -95,9 +95,9 @@ def _outcome_json(outcome: DriveOutcome) -> dict[str, Any]:
                           for a in state.waiting_approvals.values()]}
 
 
-def _display(output: Output) -> Display:
+def _display(output: Output, thinking: bool = True) -> Display:
     """The terminal's view of a drive: its steps on stderr, the conversation as it happens on
-    stdout. Off a terminal, each reply is printed whole once it is journaled (not as it
+    stdout (the model's thinking dimmed, unless ``thinking`` is off). Off a terminal, each reply is printed whole once it is journaled (not as it
     streams), so scripts and logs get the bytes they always did. ``-q`` and ``--json`` show
     nothing as it happens and ask nobody: a question or an approval parks the session."""
     from zagent_cli.show import LiveConversation
@@ -105,7 +105,7 @@ def _display(output: Output) -> Display:
 
     if output != "transcript":
         return Display(attach=_stoppable)
-    live = LiveConversation()
+    live = LiveConversation(thinking=thinking)
     return Display(status=lambda line: say(f"[{line}]", err=True),
                    problem=lambda problem: say(f"{problem.severity}: {problem}", err=True),
                    output=say, wake=lambda text: say(f"[info: {text}]"), events=live.event,
@@ -130,6 +130,11 @@ def _latest_open_session(obj: Context) -> str:
         return latest_open_session(journal)
 
 
+#: Shared by run, resume and chat.
+NO_THINKING = click.option("--no-thinking", is_flag=True,
+                           help="Do not show the model's thinking (it is journaled all the same).")
+
+
 @click.command()
 @click.argument("prompt", type=TEXT)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: config agent.model).")
@@ -139,10 +144,11 @@ def _latest_open_session(obj: Context) -> str:
               help="Continue the most recently active session that has not ended.")
 @click.option("--detach", is_flag=True,
               help="Journal the message and leave the session to the workers (zagent worker); print its id.")
+@NO_THINKING
 @output_options
 @click.pass_obj
 def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | None, continue_latest: bool,
-        detach: bool, quiet: bool, as_json: bool) -> None:
+        detach: bool, no_thinking: bool, quiet: bool, as_json: bool) -> None:
     """Run the agent on PROMPT ("-": read it from stdin), headless, printing the conversation
     as it happens. Text piped in is sent with PROMPT, after a blank line.
 
@@ -163,7 +169,8 @@ def run(obj: Context, prompt: str, model_spec: str | None, session_id: str | Non
     else:
         from zagent_core.drive.driving import DriveRequest
 
-        _drive(obj, DriveRequest(session_id, prompt_text(prompt, obj.limits()), model_spec), output)
+        _drive(obj, DriveRequest(session_id, prompt_text(prompt, obj.limits()), model_spec), output,
+               thinking=not no_thinking)
 
 
 def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt: str | None,
@@ -184,10 +191,11 @@ def _submit(obj: Context, model_spec: str | None, session_id: str | None, prompt
 @click.argument("prompt", type=TEXT, required=False)
 @click.option("--model", "model_spec", metavar="SPEC", help="scripted:PATH, openai:MODEL or anthropic:MODEL (default: config agent.model).")
 @click.option("--last", is_flag=True, help="Resume the most recently active session that has not ended.")
+@NO_THINKING
 @output_options
 @click.pass_obj
 def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec: str | None, last: bool,
-           quiet: bool, as_json: bool) -> None:
+           no_thinking: bool, quiet: bool, as_json: bool) -> None:
     """Settle SESSION_ID after a crash (cut-off calls, dead or finished tasks), deliver its
     pending wake-ups, and continue, with PROMPT if given ("-": read it from stdin; text
     piped in joins it, or is it). With --last, the one argument given is the PROMPT."""
@@ -202,7 +210,8 @@ def resume(obj: Context, session_id: str | None, prompt: str | None, model_spec:
         session_id = session_named(obj, session_id)
     from zagent_core.drive.driving import DriveRequest
 
-    _drive(obj, DriveRequest(session_id, prompt_text(prompt, obj.limits()), model_spec), output)
+    _drive(obj, DriveRequest(session_id, prompt_text(prompt, obj.limits()), model_spec), output,
+           thinking=not no_thinking)
 
 
 @click.command()

@@ -243,7 +243,8 @@ class _Conversation:
         return Entry(at, True, "user", text=event.text)
 
     def _reply(self, event: ModelReplied, at: datetime) -> Entry:
-        return Entry(at, True, "assistant", text=event.text)
+        thought = [f"[thinking: {block.readable()}]" for block in event.thinking]
+        return Entry(at, True, "assistant", text="\n".join([*thought, event.text]) if thought else event.text)
 
     def _requested(self, event: ToolCallRequested, at: datetime) -> Entry:
         self.tools[event.call_id] = event.tool

@@ -158,7 +158,8 @@ class LiveConversation:
     Called from the agent's thread, the task watcher's and the sub-agents', hence the lock.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, thinking: bool = True) -> None:
+        self._thinking = thinking  # show the model's thinking (dimmed)
         self._lock = threading.Lock()
         self._streamed = ""  # the current reply's text, as printed
         self._open = False  # an assistant line is begun and not ended
@@ -193,6 +194,8 @@ class LiveConversation:
             if child is not None:  # a sub-agent's: never part of what streams here
                 self._child_line(child, stored)
                 return
+            if isinstance(event, ModelReplied) and self._thinking:
+                self._show_thinking(event)
             if isinstance(event, ModelReplied) and self._streamed:
                 self._end_line()
                 shown, self._streamed = self._streamed, ""
@@ -204,6 +207,12 @@ class LiveConversation:
             if line is not None:
                 self._end_line()
                 say(line)
+
+    def _show_thinking(self, reply: ModelReplied) -> None:
+        """A reply's thinking, dimmed, once the reply is journaled: under a streamed reply's text."""
+        for block in reply.thinking:
+            self._end_line()
+            say(f"thinking: {block.readable()}", dim=True)
 
     def _child_line(self, child: tuple[int, str], stored: StoredEvent) -> None:
         line = event_line(stored)

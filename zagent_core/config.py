@@ -352,6 +352,19 @@ class AnthropicConfig(BaseModel):
     version: str = "2023-06-01"
 
 
+#: How much a model thinks before it answers: a level, or (``anthropic:``) a budget of
+#: thinking tokens, at least the 1,024 the Messages API asks for.
+Thinking = Literal["off", "low", "medium", "high"] | Annotated[int, Field(ge=1024)]
+#: The budget of thinking tokens each level stands for (what ``anthropic:`` sends, and how
+#: levels and budgets compare: a sub-agent may not think more than its ceiling).
+THINKING_BUDGETS: dict[str, int] = {"off": 0, "low": 2048, "medium": 8192, "high": 16384}
+
+
+def thinking_budget(thinking: Thinking) -> int:
+    """The thinking tokens ``thinking`` stands for; 0: none."""
+    return thinking if isinstance(thinking, int) else THINKING_BUDGETS[thinking]
+
+
 class ModelConfig(BaseModel):
     """How models are reached and asked. The key itself is never stored here."""
 
@@ -372,6 +385,9 @@ class ModelConfig(BaseModel):
     #: Stream replies (server-sent events), which also keeps a long reply from timing out
     #: (the timeout is between two pieces); off for an endpoint that cannot.
     stream: bool = True
+    #: Extended thinking / reasoning: ``off`` (nothing sent), ``low``, ``medium``, ``high`` or a
+    #: budget in tokens; also the most a sub-agent's ``spawn(thinking=...)`` may ask for.
+    thinking: Thinking = "off"
     anthropic: AnthropicConfig = AnthropicConfig()
 
 

@@ -25,7 +25,7 @@ from typing import Literal
 
 from zagent_core.agent.loop import Agent
 from zagent_core.agent.models import Model, load_model, scripted
-from zagent_core.config import SpawnConfig, SubagentConfig
+from zagent_core.config import SpawnConfig, SubagentConfig, Thinking, thinking_budget
 from zagent_core.ids import new_session_id
 from zagent_core.journal.events import (
     ChildEnded,
@@ -79,6 +79,8 @@ class _Plan:
     #: Told to the model under the result's first line: the preset it asked for is unknown.
     note: str = ""
     share_read_state: bool = False
+    #: What spawn asked the child to think, within ``model.thinking``; None: ``model.thinking``.
+    thinking: Thinking | None = None
 
 
 class _Refused(Exception):  # noqa: N818 - a refusal for the model, not a failure
@@ -98,7 +100,8 @@ def drive_child(parent: Session, context: BuiltinContext, arguments: Arguments) 
             plan.note = _unknown_type_note(parent.engine.config.spawn, arguments)
             return _drive(parent, context, plan)
         plan = _plan(parent, arguments)
-        plan.note = _unknown_type_note(parent.engine.config.spawn, arguments)
+        plan.note = "\n".join(filter(None, [_unknown_type_note(parent.engine.config.spawn, arguments),
+                                            _lowered_thinking(parent, arguments)]))
         parent.await_turn(context.call_id, context.tool)
         with _slot(parent) as admitted:
             if not admitted:
@@ -139,10 +142,10 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
             known = list(parent.state.children)
             raise _Refused(f'this session has no sub-agent "{label}"{did_you_mean(label, known)}; '
                            + (f"its sub-agents: {', '.join(known)}" if known else "it has spawned none"))
-        kept = [name for name in ("model", "subagent_type") if name in arguments]
+        kept = [name for name in ("model", "subagent_type", "thinking") if name in arguments]
         if kept:
-            raise _Refused(f"a resumed sub-agent keeps its model and preset: leave out {' and '.join(kept)}, or "
-                           "spawn a new sub-agent")
+            raise _Refused(f"a resumed sub-agent keeps its model, preset and thinking: leave out {' and '.join(kept)}, "
+                           "or spawn a new sub-agent")
         _check_resumable(parent, label)
         owner = parent.engine.session_state(child.session_id).parent
         if owner is not None and owner.session_id != parent.session_id:  # this session is a fork
@@ -150,9 +153,10 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
                            "spawn a new sub-agent")
         first = _spawns_of(parent, label)[0]
         return _Plan(label=label, session_id=child.session_id, model_spec=child.model,
-                     model=_model(parent, child.model), task=arguments["task"],
+                     model=_model(parent, child.model, first.thinking), task=arguments["task"],
                      system_prompt=arguments.get("system") or first.system_prompt, tools=first.tools,
-                     subagent_type=child.subagent_type, resumed=True, share_read_state=first.share_read_state)
+                     subagent_type=child.subagent_type, resumed=True, share_read_state=first.share_read_state,
+                     thinking=first.thinking)
     preset_name = arguments.get("subagent_type")
     if preset_name is not None and preset_name not in config.subagents:
         # As the seed does: models trained on other hosts name types this one lacks; they still get a sub-agent.
@@ -165,7 +169,24 @@ def _plan(parent: Session, arguments: Arguments) -> _Plan:
                  system_prompt=arguments.get("system") or preset.system_prompt, tools=_tools(parent, preset),
                  subagent_type=preset_name, model_from_preset="model" not in arguments,
                  share_read_state=config.share_read_state if preset.share_read_state is None
-                 else preset.share_read_state)
+                 else preset.share_read_state, thinking=_thinking(parent, arguments.get("thinking")))
+
+
+def _thinking(parent: Session, asked: Thinking | None) -> Thinking | None:
+    """What the child thinks: what spawn asked for, lowered to ``model.thinking`` (the ceiling) when more."""
+    ceiling = parent.engine.config.model.thinking
+    if asked is None or thinking_budget(asked) <= thinking_budget(ceiling):
+        return asked
+    return ceiling
+
+
+def _lowered_thinking(parent: Session, arguments: Arguments) -> str:
+    """What the model is told when the thinking it asked for was more than the config allows ("" when not)."""
+    asked = arguments.get("thinking")
+    if asked is None or "resume" in arguments or _thinking(parent, asked) == asked:
+        return ""
+    return (f"[thinking {asked!r} is more than model.thinking in config.json allows: the sub-agent thought at "
+            f"{parent.engine.config.model.thinking!r}]")
 
 
 def _unknown_type_note(config: SpawnConfig, arguments: Arguments) -> str:
@@ -190,14 +211,14 @@ def _admit(parent: Session, context: BuiltinContext, plan: _Plan) -> None:
             plan.label = label
             plan.model_spec = _model_spec(parent, plan.model_spec, label, plan.task or "",
                                           from_preset=plan.model_from_preset)
-            plan.model = _model(parent, plan.model_spec)
+            plan.model = _model(parent, plan.model_spec, plan.thinking)
         assert plan.model_spec is not None
         return ChildSpawned(call_id=context.call_id, label=plan.label, child_session_id=plan.session_id,
                             task=plan.task or "", subagent_type=plan.subagent_type, model=plan.model_spec,
                             resumed=plan.resumed,
                             from_version=parent.engine.journal.head(plan.session_id) if plan.resumed else 0,
                             system_prompt=plan.system_prompt, tools=plan.tools,
-                            share_read_state=plan.share_read_state)
+                            share_read_state=plan.share_read_state, thinking=plan.thinking)
 
     parent.add_child(spawned)
 
@@ -225,10 +246,11 @@ def _going_on(parent: Session, label: str) -> _Plan:
     spawned = _spawns_of(parent, label)
     first, latest = spawned[0], spawned[-1]
     told = next(iter(journal.read(child.session_id, after_version=child.from_version, types=("user_message",))), None)
-    return _Plan(label=label, session_id=child.session_id, model_spec=child.model, model=_model(parent, child.model),
+    return _Plan(label=label, session_id=child.session_id, model_spec=child.model,
+                 model=_model(parent, child.model, first.thinking),
                  task=None if told else child.task, system_prompt=latest.system_prompt or first.system_prompt,
                  tools=first.tools, subagent_type=child.subagent_type, resumed=child.from_version > 0,
-                 share_read_state=first.share_read_state)
+                 share_read_state=first.share_read_state, thinking=first.thinking)
 
 
 def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, from_preset: bool = False) -> str:
@@ -259,9 +281,10 @@ def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, f
     return inherited
 
 
-def _model(parent: Session, spec: str) -> Model:
+def _model(parent: Session, spec: str, thinking: Thinking | None = None) -> Model:
+    config = parent.engine.config.model
     try:
-        return load_model(spec, parent.engine.config.model)
+        return load_model(spec, config if thinking is None else config.model_copy(update={"thinking": thinking}))
     except ValueError as exc:
         raise _Refused(f"the sub-agent's model cannot be used: {exc}") from None
 

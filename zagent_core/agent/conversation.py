@@ -153,7 +153,7 @@ class Conversation:
     def _add_reply(self, reply: ModelReplied, version: int) -> None:
         """The assistant message, then an empty slot per call for its result to fill."""
         self.requests += 1
-        self._append(Message(role="assistant", content=reply.text, tool_calls=[
+        self._append(Message(role="assistant", content=reply.text, thinking=reply.thinking, tool_calls=[
             ToolCallRequest(id=call.id, name=call.name, arguments=call.arguments)
             for call in reply.tool_calls]), version)
         if reply.input_tokens or reply.cache_read_tokens:

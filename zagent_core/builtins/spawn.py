@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from zagent_core.config import Config
+from zagent_core.config import THINKING_BUDGETS, Config
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.results import ToolResult
 
@@ -47,6 +47,10 @@ def parameters(config: Config) -> dict[str, Any]:
         properties["subagent_type"] = {"type": "string",
                                        "description": f"A preset for the sub-agent ({listing}); another "
                                                       "name runs a general-purpose one."}
+    properties["thinking"] = {
+        "anyOf": [{"type": "string", "enum": list(THINKING_BUDGETS)}, {"type": "integer", "minimum": 1024}],
+        "description": f"How much the sub-agent thinks before it answers: a level or a budget of tokens, at most "
+                       f"{config.model.thinking!r} (default: {config.model.thinking!r})."}
     models = config.spawn.models
     if models:
         properties["model"] = {"type": "string",

@@ -105,7 +105,7 @@ class ReplayModel:
                              f"often than the recorded session did ({len(self.replies)} replies)")
         recorded = self.replies[index]
         return ModelReply(
-            text=recorded.text, stop_reason=recorded.stop_reason, model=recorded.model,
+            text=recorded.text, thinking=recorded.thinking, stop_reason=recorded.stop_reason, model=recorded.model,
             tool_calls=[ToolCallRequest(id=c.id, name=c.name, arguments=c.arguments) for c in recorded.tool_calls],
             usage=Usage(input_tokens=recorded.input_tokens, output_tokens=recorded.output_tokens,
                         cache_read_tokens=recorded.cache_read_tokens,

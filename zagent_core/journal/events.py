@@ -25,7 +25,9 @@ from zagent_core.journal.parts import (
     Media,
     OutputFile,
     Part as _Part,
+    ThinkingBlock,
     ToolOffer,
+    empty as _is_empty,
     unset as _is_none,
 )
 from zagent_core.version import zagent_version
@@ -403,6 +405,7 @@ class ChildSpawned(_Body):
     #: It shares its parent's read-state: what the parent read counts for its edits, and its reads are journaled
     #: in the parent (``read_state_updated`` of the spawn call, with ``child_ended``).
     share_read_state: bool = False
+    thinking: Literal["off", "low", "medium", "high"] | int | None = Field(default=None, exclude_if=_is_none)  # None: model.thinking
 
 
 class ChildEnded(_Body):
@@ -517,6 +520,8 @@ class ModelReplied(_Body):
 
     type: Literal["model_replied"] = "model_replied"
     model: str
+    #: The reply's thinking blocks, in the order they came (none in journals from before thinking).
+    thinking: list[ThinkingBlock] = Field(default=[], exclude_if=_is_empty)
     text: str = ""
     tool_calls: list[RepliedCall] = []
     stop_reason: str

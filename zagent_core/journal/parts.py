@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,6 +31,11 @@ def unset(value: Any) -> bool:
     """Whether an optional field is left out of a body: most events have none of those fields, and
     their bodies stay as they always were, so journals and exports read as before, by older zagents too."""
     return value is None
+
+
+def empty(value: Any) -> bool:
+    """Whether a list field added later (a reply's ``thinking``) is left out of a body, for the same reason."""
+    return not value
 
 
 # -- parts shared by several events ------------------------------------------------
@@ -83,3 +88,18 @@ class Media(Part):
     size: int
     #: The file's sha256 when the call made it, so a later request can tell it changed (None before 0.2).
     sha256: str | None = None
+
+
+class ThinkingBlock(Part):
+    """A reply's thinking block as Anthropic sent it: the API checks the ``signature`` (a
+    ``redacted_thinking`` block's ``data``) when the block is sent back, so neither is ever edited."""
+
+    type: Literal["thinking", "redacted_thinking"] = "thinking"
+    thinking: str = ""
+    signature: str = ""
+    #: ``redacted_thinking``: the thought, encrypted (opaque).
+    data: str = ""
+
+    def readable(self) -> str:
+        """The thought as a person is shown it: its text, or ``(redacted)``."""
+        return self.thinking.strip() if self.type == "thinking" else "(redacted)"

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from zagent_core.config import ModelConfig
 from zagent_core.errors import ZagentError
 from zagent_core.journal.events import Media, ModelReplied, RepliedCall
+from zagent_core.journal.parts import ThinkingBlock
 
 
 class ToolSpec(BaseModel):
@@ -59,6 +60,8 @@ class ModelReply(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     text: str = ""
+    #: Anthropic's thinking blocks, in order, as sent: the next requests of the turn send them back unchanged.
+    thinking: list[ThinkingBlock] = Field(default_factory=list)
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     #: ``end_turn`` (no tool call: the agent is idle), ``tool_use``, ``max_tokens``, ...
     stop_reason: str = "end_turn"
@@ -69,7 +72,7 @@ class ModelReply(BaseModel):
         """This reply as the journal keeps it (each call's journal id its own until the session
         gives it a unique one: :meth:`~zagent_core.session.engine.Session.record_reply`)."""
         return ModelReplied(
-            model=self.model, text=self.text, stop_reason=self.stop_reason,
+            model=self.model, text=self.text, thinking=self.thinking, stop_reason=self.stop_reason,
             tool_calls=[RepliedCall(id=call.id, call_id=call.id, name=call.name, arguments=call.arguments)
                         for call in self.tool_calls],
             input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
@@ -84,6 +87,8 @@ class Message(BaseModel):
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
+    #: assistant messages: the thinking blocks that came before its text, as the provider sent them.
+    thinking: list[ThinkingBlock] = Field(default_factory=list)
     #: assistant messages: the calls it made.
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     #: tool messages: which call this is the result of.

@@ -18,6 +18,12 @@ ever appended to (notes come at its end, the system prompt is never edited), so 
 request reads the whole of the previous one from the cache and writes only what is new.
 The breakpoint on the previous request's end makes that read certain even when a reply's
 results add more blocks than the API looks back over from the last breakpoint.
+
+Extended thinking (``model.thinking``): ``thinking: {type: enabled, budget_tokens}``, with
+``max_tokens`` raised above the budget when it is not. A reply's ``thinking`` and
+``redacted_thinking`` blocks are journaled as sent and lead its assistant message, unchanged,
+in every later request: the API checks their signatures, and requires them on the reply whose
+tool calls the request answers.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from urllib.parse import urlsplit
 from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.agent.models.http import HTTPModel, StreamCut
 from zagent_core.agent.models.media import NOTHING, MediaPolicy, Prepared, prepare_all
-from zagent_core.config import ModelConfig
+from zagent_core.config import ModelConfig, thinking_budget
+from zagent_core.journal.parts import ThinkingBlock
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
@@ -58,6 +65,9 @@ _PASSING_ERRORS = ("overloaded_error", "api_error")
 NO_OUTPUT = "(no output)"
 _EMPTY = "(empty)"
 _CACHE = {"type": "ephemeral"}
+_THINKING = ("thinking", "redacted_thinking")
+#: What a reply may still say once thinking took its budget, when ``max_tokens`` leaves no room.
+ANSWER_ROOM = 4096
 
 
 def _text(text: str) -> list[dict[str, Any]]:
@@ -83,9 +93,24 @@ def _blocks(message: Message, prepared: Prepared) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [_tool_result(message, prepared)]
     if message.role == "assistant":
-        return [*_text(message.content), *({"type": "tool_use", "id": call.id, "name": call.name,
-                                            "input": call.arguments} for call in message.tool_calls)]
+        return [*_thinking(message.thinking), *_text(message.content),
+                *({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+                  for call in message.tool_calls)]
     return _text(message.content)
+
+
+def _thinking(blocks: list[ThinkingBlock]) -> list[dict[str, Any]]:
+    """A reply's thinking blocks as the API sent them: it checks each signature (a redacted
+    block's data) and refuses a block that changed."""
+    return [{"type": "redacted_thinking", "data": block.data} if block.type == "redacted_thinking"
+            else {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+            for block in blocks]
+
+
+def _thought(block: dict[str, Any]) -> ThinkingBlock:
+    if block["type"] == "redacted_thinking":
+        return ThinkingBlock(type="redacted_thinking", data=block["data"])
+    return ThinkingBlock(thinking=block.get("thinking", ""), signature=block.get("signature", ""))
 
 
 def _wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -102,7 +127,9 @@ def _wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message, media.get(index, NOTHING))
         if wire and wire[-1]["role"] == role:
-            wire[-1]["content"].extend(blocks)
+            # Thinking may only lead an assistant message: a reply joined to the one before
+            # (no user message between them) goes without its own.
+            wire[-1]["content"].extend(block for block in blocks if block["type"] not in _THINKING)
         else:
             wire.append({"role": role, "content": blocks})
     for entry in wire:
@@ -207,6 +234,10 @@ class _Stream:
             self.on_text(delta["text"])
         elif delta.get("type") == "input_json_delta":
             self.partial_json.setdefault(index, []).append(delta["partial_json"])
+        elif delta.get("type") == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+        elif delta.get("type") == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta["signature"]
 
     def _stop(self, index: int) -> None:
         block = self.blocks[index]
@@ -259,6 +290,12 @@ class AnthropicModel(HTTPModel):
     def request(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool = False) -> dict[str, Any]:
         """The request body for ``messages`` (what a test checks against the documented shape)."""
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.config.max_tokens or default_max_tokens(self.model)}
+        budget = thinking_budget(self.config.thinking)
+        if budget:
+            # The API asks for 1,024 <= budget_tokens < max_tokens: room for the answer is made.
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            if body["max_tokens"] <= budget:
+                body["max_tokens"] = budget + ANSWER_ROOM
         system = "\n".join(message.content for message in messages if message.role == "system")
         if system:
             body["system"] = [{"type": "text", "text": system, "cache_control": _CACHE}]
@@ -273,6 +310,10 @@ class AnthropicModel(HTTPModel):
             if self.config.temperature > 1:
                 raise ModelError(f"model.temperature is {self.config.temperature} in config.json; the Messages API "
                                  "takes 0 to 1: set it within that")
+            if budget:
+                raise ModelError(f"model.temperature is {self.config.temperature} and model.thinking is "
+                                 f"{self.config.thinking!r} in config.json; the Messages API takes no temperature "
+                                 "with thinking: remove one of them")
             body["temperature"] = self.config.temperature
         if stream:
             body["stream"] = True
@@ -299,6 +340,7 @@ class AnthropicModel(HTTPModel):
             stop = answer.get("stop_reason") or "end_turn"
             return ModelReply(
                 text="".join(block["text"] for block in content if block["type"] == "text"),
+                thinking=[_thought(block) for block in content if block["type"] in _THINKING],
                 tool_calls=calls,
                 stop_reason=_STOP.get(stop, stop),
                 usage=Usage(input_tokens=usage.get("input_tokens") or 0,

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from zagent_core.agent.models import Message, ModelReply, ToolCallRequest, ToolSpec, Usage
 from zagent_core.agent.models.http import HTTPModel, StreamCut
 from zagent_core.agent.models.media import NOTHING, Attachment, MediaPolicy, Prepared, prepare_all
-from zagent_core.config import ModelConfig
+from zagent_core.config import THINKING_BUDGETS, ModelConfig, Thinking, thinking_budget
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 T = TypeVar("T")
@@ -137,6 +137,16 @@ class _Stream:
                 "choices": [{"message": message, "finish_reason": self.finish}]}
 
 
+def reasoning_effort(thinking: Thinking) -> str | None:
+    """Chat Completions' ``reasoning_effort`` for ``model.thinking``: a level as it is, a budget
+    as the highest level whose budget it reaches (``low`` at least); None for ``off``: not sent."""
+    budget = thinking_budget(thinking)
+    if not budget:
+        return None
+    return max((level for level, tokens in THINKING_BUDGETS.items() if tokens and tokens <= budget),
+               key=THINKING_BUDGETS.__getitem__, default="low")
+
+
 class OpenAIModel(HTTPModel):
     """``openai:MODEL``: base URL and key from the arguments, else ``model.base_url`` /
     ``OPENAI_BASE_URL`` and the first of the variables ``model.api_key_env``,
@@ -202,6 +212,9 @@ class OpenAIModel(HTTPModel):
             body["temperature"] = self.config.temperature
         if self.config.max_tokens is not None:
             body["max_tokens"] = self.config.max_tokens
+        effort = reasoning_effort(self.config.thinking)
+        if effort is not None:
+            body["reasoning_effort"] = effort
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

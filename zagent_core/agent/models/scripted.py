@@ -1,7 +1,8 @@
 """A model whose replies are written down in advance: tests, demos, the embedded default.
 
 The file is a JSON list of replies, one per request, each ``{"text": ..., "tool_calls":
-[{"name": ..., "arguments": {...}}]}`` (``id`` optional). Reply *n* answers the request
+[{"name": ..., "arguments": {...}}]}`` (``id`` optional; ``"thinking": [{"thinking": ...,
+"signature": ...}]`` scripts thinking blocks). Reply *n* answers the request
 whose conversation already holds *n - 1* assistant messages, so a resumed session picks
 up where it stopped, in any process. Asking past the end is an error that says so.
 
@@ -25,6 +26,7 @@ from urllib.parse import quote, unquote
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from zagent_core.agent.models import Message, ModelError, ModelReply, ToolCallRequest, ToolSpec, Usage, request_number
+from zagent_core.journal.parts import ThinkingBlock
 from zagent_core.tools.text import storable_json
 
 
@@ -39,6 +41,8 @@ class _ScriptedCall(BaseModel):
 class _ScriptedReply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    #: Thinking blocks, as Anthropic's replies carry them (``{"thinking": ..., "signature": ...}``).
+    thinking: list[ThinkingBlock] = []
     text: str = ""
     tool_calls: list[_ScriptedCall] = []
 
@@ -103,6 +107,7 @@ class ScriptedModel:
         replies = [
             ModelReply(
                 text=item.text,
+                thinking=item.thinking,
                 tool_calls=[ToolCallRequest(id=call.id or f"call_s{turn}_{index}", name=call.name,
                                             arguments=call.arguments)
                             for index, call in enumerate(item.tool_calls)],

@@ -28,6 +28,7 @@ _MODULES = (
     "terminal",
     "ask_user",
     "spawn",
+    "model_search",
     "tool_search",
 )
 

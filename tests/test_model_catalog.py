@@ -1,0 +1,128 @@
+"""The model catalog (config.json's ``models``): how it loads, how spawn offers it
+(``model_search`` past a few models), and what sessions cost by its prices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from test_spawn import reply, results, run, spawn
+
+from zagent_core.builtins import model_search
+from zagent_core.builtins.registry import enabled
+from zagent_core.builtins.spawn import for_config
+from zagent_core.config import CatalogModel, Config, SpawnConfig, load_config
+from zagent_core.journal.fold import rebuild
+from zagent_core.tools.model_catalog import EMBEDDED_CATALOG_MAX, Usage, cost, model_line, offered
+from zagent_store.sqlite import SQLiteJournal
+
+FAST = {"id": "fast", "spec": "openai:gpt-4o-mini", "context_window": 128000, "max_output": 16384,
+        "price_in": 0.15, "price_out": 0.6, "description": "Cheap and quick, for mechanical work."}
+DEEP = {"id": "deep", "spec": "anthropic:claude-opus-4-1", "context_window": 200000, "price_in": 15,
+        "price_out": 75, "reasoning": True, "description": "Slow, for hard reasoning."}
+
+
+def loaded(tmp_path: Path, settings: dict[str, Any]) -> tuple[Config, list[str]]:
+    (tmp_path / "config.json").write_text(json.dumps(settings))
+    config, problems = load_config(tmp_path / "config.json")
+    return config, [problem.message for problem in problems]
+
+
+def test_a_catalog_loads_and_spawn_offers_it_whole_by_default(tmp_path: Path) -> None:
+    config, problems = loaded(tmp_path, {"models": [FAST, DEEP]})
+    assert problems == []
+    assert [entry.id for entry in offered(config)] == ["fast", "deep"]
+    config, _ = loaded(tmp_path, {"models": [FAST, DEEP], "spawn": {"models": ["deep"]}})
+    assert [entry.id for entry in offered(config)] == ["deep"]
+
+
+def test_the_older_spawn_models_form_still_loads_and_spawns(tmp_path: Path) -> None:
+    config, problems = loaded(tmp_path, {"spawn": {"models": {"fast": "openai:gpt-4o-mini"}}})
+    assert problems == []
+    (entry,) = offered(config)
+    assert (entry.id, entry.spec, entry.price_in) == ("fast", "openai:gpt-4o-mini", None)
+    assert model_line(entry) == "fast (openai), price unknown"
+
+
+def test_bad_catalog_entries_are_left_out_saying_what_to_change(tmp_path: Path) -> None:
+    config, problems = loaded(tmp_path, {"models": [
+        FAST, {"id": "bad", "spec": "gpt-4o"}, {"id": "neg", "spec": "openai:x", "price_in": -1},
+        {"id": "typo", "spec": "openai:y", "prise_in": 1}]})
+    assert [entry.id for entry in config.models] == ["fast", "typo"]
+    assert problems[0] == ('"models.1.spec": a model spec is PROVIDER:MODEL (openai:gpt-4o-mini, '
+                           "anthropic:claude-sonnet-4-5, scripted:PATH) (got 'gpt-4o'); that model is left out of "
+                           "the catalog")
+    assert problems[1].startswith('"models.2.price_in": Input should be greater than or equal to 0')
+    assert problems[1].endswith("that model is left out of the catalog")
+    assert problems[2] == 'unknown field "models.3.prise_in" is ignored'
+    config, problems = loaded(tmp_path, {"models": [FAST, FAST | {"spec": "openai:gpt-4o"}]})
+    assert config.models == []
+    assert problems[0].startswith('"models": the id "fast" is given to two models; give each model its own id (got ')
+    assert problems[0].endswith("; using the default")
+
+
+def test_a_model_is_one_line_in_the_spawn_schema(tmp_path: Path) -> None:
+    config = Config(models=[CatalogModel(**FAST), CatalogModel(**DEEP)])
+    assert model_line(config.models[0]) == ("fast (openai), $0.15 in / $0.6 out per 1M tokens, 128k window, "
+                                            "16,384 max output: Cheap and quick, for mechanical work.")
+    assert model_line(config.models[1]) == ("deep (anthropic), $15 in / $75 out per 1M tokens, 200k window, "
+                                            "reasoning: Slow, for hard reasoning.")
+    tool = for_config(config)
+    assert tool is not None
+    described = tool.parameters["properties"]["model"]["description"]
+    assert described.endswith(f"\n- {model_line(config.models[0])}\n- {model_line(config.models[1])}")
+    assert model_search.NAME not in enabled(config)[0]
+
+
+def many(count: int) -> list[CatalogModel]:
+    return [CatalogModel(id=f"m{n}", spec=f"openai:model-{n}", price_in=n, price_out=2 * n,
+                         description="reasoning" if n % 3 == 0 else "") for n in range(1, count + 1)]
+
+
+def test_a_large_catalog_is_found_with_model_search_not_listed() -> None:
+    config = Config(models=many(EMBEDDED_CATALOG_MAX + 1))
+    tool = for_config(config)
+    assert tool is not None
+    described = tool.parameters["properties"]["model"]["description"]
+    assert "m1 " not in described and "find their ids, prices and windows with the model_search tool" in described
+    assert model_search.NAME in enabled(config)[0]
+    assert model_search.NAME not in enabled(config.model_copy(update={"spawn": SpawnConfig(max_depth=0)}))[0]
+
+
+def test_model_search_answers_in_the_schema_s_lines(home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
+    script = {"replies": [reply("", {"name": "model_search", "arguments": {"query": "reasoning", "limit": 2}},
+                                {"name": "model_search", "arguments": {"query": "model-4"}},
+                                {"name": "model_search", "arguments": {"query": "nothing-like-it"}}),
+                          reply("ok")]}
+    catalog = many(EMBEDDED_CATALOG_MAX + 1)
+    _, session_id = run(home_dir, journal, workspace, script, catalog=catalog)
+    answers = [results(journal, session_id)[f"call_s1_{n}"].output for n in range(3)]
+    assert answers[0] == ("2 of 9 models (prices: US dollars per million tokens); give spawn the id as model:\n"
+                          f"- {model_line(catalog[2])}\n- {model_line(catalog[5])}")
+    assert answers[1].endswith(f":\n- {model_line(catalog[3])}")
+    assert answers[2] == ("No model matches 'nothing-like-it'. The models: m1, m2, m3, m4, m5, m6, m7, m8, m9. "
+                          "Search again with other words.")
+
+
+def test_spawn_runs_a_child_on_a_catalog_model_by_id(home_dir: Path, journal: SQLiteJournal,
+                                                     workspace: Path) -> None:
+    cheap = home_dir.parent / "cheap.json"
+    cheap.write_text(json.dumps([reply("done cheaply")]))
+    script = [reply("", spawn("do it", model="cheap")), reply("ok")]
+    catalog = [CatalogModel(id="cheap", spec=f"scripted:{cheap}", price_in=1, price_out=2)]
+    _, session_id = run(home_dir, journal, workspace, script, catalog=catalog)
+    assert results(journal, session_id)["call_s1_0"].output.endswith("\ndone cheaply")
+    assert rebuild(journal.read(session_id)).children["child-1"].model == f"scripted:{cheap}"
+
+
+def test_cache_reads_and_writes_are_priced_as_the_providers_price_them() -> None:
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000,
+                  cache_write_tokens=1_000_000)
+    anthropic = CatalogModel(id="a", spec="anthropic:claude", price_in=3, price_out=15)
+    assert cost(anthropic, usage) == 3 + 15 + 0.3 + 3.75
+    given = anthropic.model_copy(update={"price_cache_read": 1.0, "price_cache_write": 2.0})
+    assert cost(given, usage) == 3 + 15 + 1 + 2
+    openai = CatalogModel(id="o", spec="openai:gpt", price_in=2, price_out=8, price_cache_read=0.5)
+    assert cost(openai, usage) == 2 + 8 + 0.5 + 2
+    assert cost(CatalogModel(id="u", spec="openai:x", price_out=1), usage) is None

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import forked
+from conftest import PYTHON
 from test_spawn import reply, results, run, spawn
 
 from zagent_core.builtins import model_search
@@ -126,3 +128,78 @@ def test_cache_reads_and_writes_are_priced_as_the_providers_price_them() -> None
     openai = CatalogModel(id="o", spec="openai:gpt", price_in=2, price_out=8, price_cache_read=0.5)
     assert cost(openai, usage) == 2 + 8 + 0.5 + 2
     assert cost(CatalogModel(id="u", spec="openai:x", price_out=1), usage) is None
+
+
+# -- costs, through the CLI -----------------------------------------------------------------
+
+
+def used(text: str, *calls: dict[str, Any], **tokens: int) -> dict[str, Any]:
+    """A scripted reply that reports its usage."""
+    return reply(text, *calls) | {"usage": tokens}
+
+
+def zagent(home: Path, *args: str, cwd: Path) -> Any:
+    result = forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
+                        cwd=cwd, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def priced_session(tmp_path: Path, priced: bool = True) -> tuple[Path, str, str]:
+    """A session of two turns whose first spawns a child on the catalog's ``cheap``: (home, session, child)."""
+    home, folder = tmp_path / "home", tmp_path / "work"
+    folder.mkdir()
+    root, cheap = tmp_path / "root.json", tmp_path / "cheap.json"
+    root.write_text(json.dumps([
+        used("", spawn("do it", model="cheap"), input_tokens=1000, output_tokens=100, cache_read_tokens=2000,
+             cache_creation_tokens=400),
+        used("both done", input_tokens=500, output_tokens=50),
+        used("again", input_tokens=100, output_tokens=10)]))
+    cheap.write_text(json.dumps([used("done cheaply", input_tokens=3000, output_tokens=300)]))
+    catalog = [{"id": "cheap", "spec": f"scripted:{cheap}"} | ({"price_in": 0.5, "price_out": 1} if priced else {})]
+    if priced:
+        catalog.append({"id": "root", "spec": f"scripted:{root}", "price_in": 1, "price_out": 2,
+                        "price_cache_read": 0.5, "price_cache_write": 1.5})
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"models": catalog}))
+    zagent(home, "run", "--model", f"scripted:{root}", "go", cwd=folder)
+    session = json.loads(zagent(home, "sessions", "list", "--json", cwd=folder).stdout)["sessions"][0]["session_id"]
+    zagent(home, "resume", session, "once more", cwd=folder)
+    shown = json.loads(zagent(home, "sessions", "show", session, "--json", cwd=folder).stdout)
+    return home, session, shown["children"]["child-1"]["session_id"]
+
+
+def test_sessions_show_and_audit_give_the_cost_per_turn_session_and_subtree(tmp_path: Path) -> None:
+    home, session, child = priced_session(tmp_path)
+    costs = json.loads(zagent(home, "sessions", "show", session, "--json", cwd=tmp_path).stdout)["costs"]
+    # turn 1: 1000 x $1 + 100 x $2 + 2000 x $0.5 (cache read) + 400 x $1.5 (cache write), then 500 x $1 + 50 x $2
+    assert [turn["cost_usd"] for turn in costs["turns"]] == [0.0034, 0.00012]
+    assert costs["session"] == {"input_tokens": 1600, "output_tokens": 160, "cache_read_tokens": 2000,
+                                "cache_write_tokens": 400, "cost_usd": 0.00352, "unpriced_models": []}
+    # the child on cheap: 3000 x $0.5 + 300 x $1
+    assert costs["subtree"]["cost_usd"] == 0.00532 and costs["subtree"]["input_tokens"] == 4600
+    assert costs["descendants"] == 1
+    shown = zagent(home, "sessions", "show", session, cwd=tmp_path).stdout.splitlines()
+    assert "cost: $0.0035: 1,600 tokens in, 160 out, 2,000 cache read, 400 cache write" in shown
+    assert "cost with 1 sub-agent: $0.0053: 4,600 tokens in, 460 out, 2,000 cache read, 400 cache write" in shown
+    assert "turn 2 cost: $0.0001: 100 tokens in, 10 out, 0 cache read, 0 cache write" in shown
+    audited = zagent(home, "audit", "--session", session, cwd=tmp_path).stdout.splitlines()
+    assert audited[-3:] == ["cost: $0.0035: 1,600 tokens in, 160 out, 2,000 cache read, 400 cache write",
+                            "cost with 1 sub-agent: $0.0053: 4,600 tokens in, 460 out, 2,000 cache read, 400 cache "
+                            "write",
+                            "turn 1 cost: $0.0034: 1,500 tokens in, 150 out, 2,000 cache read, 400 cache write",
+                            "turn 2 cost: $0.0001: 100 tokens in, 10 out, 0 cache read, 0 cache write"][-3:]
+    assert json.loads(zagent(home, "audit", "--session", session, "--json", cwd=tmp_path).stdout)["costs"] == costs
+    child_costs = json.loads(zagent(home, "audit", "--session", child, "--json", cwd=tmp_path).stdout)["costs"]
+    assert child_costs["session"]["cost_usd"] == child_costs["subtree"]["cost_usd"] == 0.0018
+
+
+def test_a_model_without_prices_shows_its_tokens_and_an_unknown_cost(tmp_path: Path) -> None:
+    home, session, _ = priced_session(tmp_path, priced=False)
+    costs = json.loads(zagent(home, "sessions", "show", session, "--json", cwd=tmp_path).stdout)["costs"]
+    root = f"scripted:{tmp_path / 'root.json'}"
+    assert costs["session"]["cost_usd"] is None and costs["session"]["unpriced_models"] == [root]
+    assert costs["subtree"]["unpriced_models"] == [root, f"scripted:{tmp_path / 'cheap.json'}"]
+    shown = zagent(home, "sessions", "show", session, cwd=tmp_path).stdout.splitlines()
+    assert (f"cost: unknown ({root} not priced in config.json's models): 1,600 tokens in, 160 out, 2,000 cache "
+            "read, 400 cache write") in shown

@@ -41,6 +41,7 @@ from zagent_core.journal.events import (
 from zagent_core.journal.protocol import SessionSummary, StoredEvent
 
 if TYPE_CHECKING:
+    from zagent_core.history.costs import SessionCosts, Spend
     from zagent_core.history.trees import TreeNode
 
 
@@ -310,3 +311,30 @@ def print_tree(root: TreeNode) -> None:
 
     for line in lines(root, "", ""):
         say(line)
+
+
+def spend_line(spend: Spend) -> str:
+    """Tokens and cost in a line: ``$0.0123: 1,200 tokens in, 80 out, 5,000 cache read, 0 cache write``."""
+    usage = spend.usage
+    tokens = (f"{usage.input_tokens:,} tokens in, {usage.output_tokens:,} out, {usage.cache_read_tokens:,} cache read, "
+              f"{usage.cache_write_tokens:,} cache write")
+    if spend.usd is None:
+        return (f"unknown ({', '.join(spend.unpriced)} not priced in config.json's models): {tokens}")
+    return f"${spend.usd:.4f}: {tokens}"
+
+
+#: The turns whose cost ``sessions show`` and ``audit`` print, the latest (``--json`` gives every one).
+TURN_COSTS_SHOWN = 10
+
+
+def cost_facts(costs: SessionCosts) -> list[tuple[str, str]]:
+    """The cost lines of a session: its own, with its sub-agents (if any), and its latest turns'."""
+    facts = [("cost", spend_line(costs.session))]
+    if costs.descendants:
+        facts.append((f"cost with {plural(costs.descendants, 'sub-agent')}", spend_line(costs.subtree)))
+    first = max(0, len(costs.turns) - TURN_COSTS_SHOWN)
+    if first:
+        facts.append(("earlier turns", f"{first} more (--json gives the cost of each)"))
+    facts += [(f"turn {number} cost", spend_line(spend))
+              for number, spend in enumerate(costs.turns[first:], start=first + 1)]
+    return facts

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import forked
 from conftest import PYTHON
+from test_anthropic import FakeServer as AnthropicServer, message
+from test_openai import FakeServer as OpenAIServer, completion
 from test_spawn import reply, results, run, spawn
 
 from zagent_core.builtins import model_search
@@ -203,3 +206,38 @@ def test_a_model_without_prices_shows_its_tokens_and_an_unknown_cost(tmp_path: P
     shown = zagent(home, "sessions", "show", session, cwd=tmp_path).stdout.splitlines()
     assert (f"cost: unknown ({root} not priced in config.json's models): 1,600 tokens in, 160 out, 2,000 cache "
             "read, 400 cache write") in shown
+
+
+def test_replies_of_real_providers_are_priced_with_their_cache_as_each_provider_prices_it(tmp_path: Path) -> None:
+    openai_server, anthropic_server = OpenAIServer(), AnthropicServer()
+    for fake in (openai_server, anthropic_server):
+        fake.thread.start()
+    try:
+        openai_server.reply(body=completion("hi") | {"usage": {
+            "prompt_tokens": 1000, "completion_tokens": 100, "prompt_tokens_details": {"cached_tokens": 600}}})
+        anthropic_server.reply(message("hi", usage={"input_tokens": 100, "output_tokens": 50,
+                                                    "cache_read_input_tokens": 1000,
+                                                    "cache_creation_input_tokens": 2000}))
+        home = tmp_path / "home"
+        home.mkdir()
+        (home / "config.json").write_text(json.dumps({"model": {"stream": False}, "models": [
+            {"id": "o", "spec": "openai:m", "price_in": 2, "price_out": 8, "price_cache_read": 0.5},
+            {"id": "a", "spec": "anthropic:claude-test", "price_in": 3, "price_out": 15}]}))
+        environment = {"OPENAI_BASE_URL": openai_server.url, "OPENAI_API_KEY": "sk-test",
+                       "ANTHROPIC_BASE_URL": anthropic_server.url, "ANTHROPIC_API_KEY": "sk-ant-test"}
+        costs = {}
+        for spec in ("openai:m", "anthropic:claude-test"):
+            ran = forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", spec, "go"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                             env={**os.environ, **environment})
+            assert ran.returncode == 0, ran.stdout + ran.stderr
+            shown = json.loads(zagent(home, "sessions", "show", "--json", cwd=tmp_path).stdout)
+            costs[spec] = shown["costs"]["session"]
+    finally:
+        for fake in (openai_server, anthropic_server):
+            fake.httpd.shutdown()
+    # OpenAI's prompt_tokens hold its cached ones: 400 x $2 + 100 x $8 + 600 x $0.5 (the entry's cache price)
+    assert costs["openai:m"] == {"input_tokens": 400, "output_tokens": 100, "cache_read_tokens": 600,
+                                 "cache_write_tokens": 0, "cost_usd": 0.0019, "unpriced_models": []}
+    # Anthropic's own rates: 100 x $3 + 50 x $15 + 1000 x $0.3 (0.1x) + 2000 x $3.75 (1.25x)
+    assert costs["anthropic:claude-test"]["cost_usd"] == 0.00885

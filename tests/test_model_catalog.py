@@ -14,6 +14,9 @@ from test_anthropic import FakeServer as AnthropicServer, message
 from test_openai import FakeServer as OpenAIServer, completion
 from test_spawn import reply, results, run, spawn
 
+from zagent_core import Engine, Home
+from zagent_core.agent.loop import Agent
+from zagent_core.agent.models import load_model
 from zagent_core.builtins import model_search
 from zagent_core.builtins.registry import enabled
 from zagent_core.builtins.spawn import for_config
@@ -222,7 +225,7 @@ def test_replies_of_real_providers_are_priced_with_their_cache_as_each_provider_
         home.mkdir()
         (home / "config.json").write_text(json.dumps({"model": {"stream": False}, "models": [
             {"id": "o", "spec": "openai:m", "price_in": 2, "price_out": 8, "price_cache_read": 0.5},
-            {"id": "a", "spec": "anthropic:claude-test", "price_in": 3, "price_out": 15}]}))
+            {"id": "a", "spec": "anthropic:claude-test", "price_in": 3, "price_out": 15, "max_output": 1234}]}))
         environment = {"OPENAI_BASE_URL": openai_server.url, "OPENAI_API_KEY": "sk-test",
                        "ANTHROPIC_BASE_URL": anthropic_server.url, "ANTHROPIC_API_KEY": "sk-ant-test"}
         costs = {}
@@ -241,3 +244,16 @@ def test_replies_of_real_providers_are_priced_with_their_cache_as_each_provider_
                                  "cache_write_tokens": 0, "cost_usd": 0.0019, "unpriced_models": []}
     # Anthropic's own rates: 100 x $3 + 50 x $15 + 1000 x $0.3 (0.1x) + 2000 x $3.75 (1.25x)
     assert costs["anthropic:claude-test"]["cost_usd"] == 0.00885
+    # the entry's max_output is the request's max_tokens
+    assert anthropic_server.requests[0]["max_tokens"] == 1234
+
+
+def test_a_catalog_entry_s_window_is_what_compaction_measures_against(home_dir: Path, journal: SQLiteJournal,
+                                                                     workspace: Path) -> None:
+    script = home_dir.parent / "script.json"
+    script.write_text(json.dumps([reply("hi")]))
+    spec = f"scripted:{script}"
+    config = Config(models=[CatalogModel(id="small", spec=spec, context_window=50_000)])
+    with Engine(Home(home_dir), journal, workspace=workspace, config=config).start_session("test") as session:
+        assert Agent(session, load_model(spec), spec=spec).window == 50_000
+        assert Agent(session, load_model(spec), spec=f"{spec}-unlisted").window != 50_000

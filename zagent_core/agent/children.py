@@ -43,7 +43,7 @@ from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.engine import Session, SessionEndedError
 from zagent_core.session.leases import SessionBusyError
 from zagent_core.tools.inprocess import Arguments, BuiltinContext
-from zagent_core.tools.model_catalog import known, offered
+from zagent_core.tools.model_catalog import known, model_settings, offered
 from zagent_core.tools.results import ToolResult
 
 log = get_logger(__name__)
@@ -264,7 +264,7 @@ def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, f
 
 def _model(parent: Session, spec: str) -> Model:
     try:
-        return load_model(spec, parent.engine.config.model)
+        return load_model(spec, model_settings(parent.engine.config, spec))
     except ValueError as exc:
         raise _Refused(f"the sub-agent's model cannot be used: {exc}") from None
 

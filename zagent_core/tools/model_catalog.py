@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zagent_core.config import CatalogModel, Config
+from zagent_core.config import CatalogModel, Config, ModelConfig
 
 #: Catalogs of up to this many models are listed in spawn's schema; a larger one is found
 #: with ``model_search`` instead (listed, it would cost every request its tokens).
@@ -120,3 +120,14 @@ def priced_by(config: Config) -> dict[str, CatalogModel]:
         found.setdefault(entry.spec, entry)
         found.setdefault(entry.spec.partition(":")[2], entry)
     return found
+
+
+def model_settings(config: Config, spec: str) -> ModelConfig:
+    """How the model ``spec`` is asked: config.json's ``model``, with its catalog entry's
+    ``context_window`` and ``max_output`` (as ``max_tokens``) in place of ``model``'s, which
+    apply to every model alike."""
+    entry = priced_by(config).get(spec)
+    if entry is None:
+        return config.model
+    given = {"context_window": entry.context_window, "max_tokens": entry.max_output}
+    return config.model.model_copy(update={key: value for key, value in given.items() if value is not None})

@@ -198,6 +198,11 @@ def test_sessions_show_and_audit_give_the_cost_per_turn_session_and_subtree(tmp_
     assert json.loads(zagent(home, "audit", "--session", session, "--json", cwd=tmp_path).stdout)["costs"] == costs
     child_costs = json.loads(zagent(home, "audit", "--session", child, "--json", cwd=tmp_path).stdout)["costs"]
     assert child_costs["session"]["cost_usd"] == child_costs["subtree"]["cost_usd"] == 0.0018
+    root_line, child_line = zagent(home, "sessions", "show", session, "--tree", cwd=tmp_path).stdout.splitlines()
+    assert ", $0.0053  go" in root_line and ", $0.0018  do it" in child_line
+    tree = json.loads(zagent(home, "sessions", "show", session, "--tree", "--json", cwd=tmp_path).stdout)
+    assert tree["costs"][session] == {"session": costs["session"], "subtree": costs["subtree"]}
+    assert tree["costs"][child]["subtree"]["cost_usd"] == 0.0018
 
 
 def test_a_model_without_prices_shows_its_tokens_and_an_unknown_cost(tmp_path: Path) -> None:
@@ -209,6 +214,7 @@ def test_a_model_without_prices_shows_its_tokens_and_an_unknown_cost(tmp_path: P
     shown = zagent(home, "sessions", "show", session, cwd=tmp_path).stdout.splitlines()
     assert (f"cost: unknown ({root} not priced in config.json's models): 1,600 tokens in, 160 out, 2,000 cache "
             "read, 400 cache write") in shown
+    assert ", cost unknown  go" in zagent(home, "sessions", "show", session, "--tree", cwd=tmp_path).stdout
 
 
 def test_replies_of_real_providers_are_priced_with_their_cache_as_each_provider_prices_it(tmp_path: Path) -> None:

@@ -42,9 +42,9 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
     if as_json:
         emit_json({"calls": rows} | ({"costs": costs.to_dict() if costs else None} if session_id else {}))
         return
-    from zagent_cli.show import cost_facts, print_audit
+    from zagent_cli.show import cost_facts, print_audit, shown_costs
 
     print_audit(rows)
-    # With no catalog, every cost would be unknown: --json has the tokens.
-    for name, value in cost_facts(costs) if costs and (config.models or config.spawn.models) else []:
+    shown = shown_costs(config, costs)
+    for name, value in cost_facts(shown) if shown else []:
         say(f"{name}: {value}")

@@ -85,21 +85,26 @@ def _total(turns: list[Spend]) -> Spend:
     return sum(turns, Spend())
 
 
+def tree_costs(journal: Journal, root: TreeNode, config: Config) -> dict[str, SessionCosts]:
+    """What each session of the tree from ``root`` down cost, by session id."""
+    prices = priced_by(config)
+    found: dict[str, SessionCosts] = {}
+
+    def visit(node: TreeNode) -> SessionCosts:
+        turns = _turns(journal, node.session_id, prices)
+        below = [visit(child) for child in node.children]
+        own = _total(turns)
+        found[node.session_id] = SessionCosts(
+            session_id=node.session_id, turns=tuple(turns), session=own,
+            subtree=sum((child.subtree for child in below), own),
+            descendants=sum(1 + child.descendants for child in below))
+        return found[node.session_id]
+
+    visit(root)
+    return found
+
+
 def session_costs(journal: Journal, session_id: str, config: Config) -> SessionCosts | None:
     """What the session cost, turn by turn, and with its sub-agents; None when there is no such session."""
     root = session_tree(journal, session_id)
-    if root is None:
-        return None
-    prices = priced_by(config)
-    turns = _turns(journal, session_id, prices)
-
-    def below(node: TreeNode) -> tuple[Spend, int]:
-        spent, count = Spend(), 0
-        for child in node.children:
-            mine, theirs = below(child)
-            spent, count = spent + _total(_turns(journal, child.session_id, prices)) + mine, count + 1 + theirs
-        return spent, count
-
-    children, descendants = below(root)
-    return SessionCosts(session_id=session_id, turns=tuple(turns), session=_total(turns),
-                        subtree=_total(turns) + children, descendants=descendants)
+    return tree_costs(journal, root, config)[session_id] if root is not None else None

@@ -11,6 +11,7 @@ from typing import Any
 import forked
 from conftest import PYTHON
 from test_anthropic import FakeServer as AnthropicServer, message
+from test_docs import DOCS, FENCE, sections
 from test_openai import FakeServer as OpenAIServer, completion
 from test_spawn import reply, results, run, spawn
 
@@ -111,6 +112,18 @@ def test_model_search_answers_in_the_schema_s_lines(home_dir: Path, journal: SQL
     assert answers[1].endswith(f":\n- {model_line(catalog[3])}")
     assert answers[2] == ("No model matches 'nothing-like-it'. The models: m1, m2, m3, m4, m5, m6, m7, m8, m9. "
                           "Search again with other words.")
+
+
+def test_spawn_md_shows_the_lines_and_answers_zagent_gives(home_dir: Path, journal: SQLiteJournal,
+                                                          workspace: Path, tmp_path: Path) -> None:
+    section = sections(DOCS / "spawn.md")["Choosing a model and `model_search`"]
+    example, lines, answer = [match.group(3) for match in FENCE.finditer(section)]
+    config, problems = loaded(tmp_path, json.loads(example))
+    assert problems == []
+    assert lines == "".join(f"{model_line(entry)}\n" for entry in config.models)
+    script = [reply("", {"name": "model_search", "arguments": {"query": "reasoning", "limit": 2}}), reply("ok")]
+    _, session_id = run(home_dir, journal, workspace, script, catalog=many(EMBEDDED_CATALOG_MAX + 1))
+    assert answer == results(journal, session_id)["call_s1_0"].output + "\n"
 
 
 def test_spawn_runs_a_child_on_a_catalog_model_by_id(home_dir: Path, journal: SQLiteJournal,

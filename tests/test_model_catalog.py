@@ -102,16 +102,19 @@ def test_a_large_catalog_is_found_with_model_search_not_listed() -> None:
 def test_model_search_answers_in_the_schema_s_lines(home_dir: Path, journal: SQLiteJournal, workspace: Path) -> None:
     script = {"replies": [reply("", {"name": "model_search", "arguments": {"query": "reasoning", "limit": 2}},
                                 {"name": "model_search", "arguments": {"query": "model-4"}},
-                                {"name": "model_search", "arguments": {"query": "nothing-like-it"}}),
+                                {"name": "model_search", "arguments": {"query": "nothing-like-it"}},
+                                spawn("x", model="m77")),
                           reply("ok")]}
     catalog = many(EMBEDDED_CATALOG_MAX + 1)
     _, session_id = run(home_dir, journal, workspace, script, catalog=catalog)
-    answers = [results(journal, session_id)[f"call_s1_{n}"].output for n in range(3)]
+    answers = [results(journal, session_id)[f"call_s1_{n}"].output for n in range(4)]
     assert answers[0] == ("2 of 9 models (prices: US dollars per million tokens); give spawn the id as model:\n"
                           f"- {model_line(catalog[2])}\n- {model_line(catalog[5])}")
     assert answers[1].endswith(f":\n- {model_line(catalog[3])}")
     assert answers[2] == ("No model matches 'nothing-like-it'. The models: m1, m2, m3, m4, m5, m6, m7, m8, m9. "
                           "Search again with other words.")
+    assert answers[3] == ('spawn refused: unknown model "m77" (did you mean "m7"?); the models include: m1, m2, m3, '
+                          "m4, m5, m6, m7, m8 and 1 more (model_search finds them)")
 
 
 def test_spawn_md_shows_the_lines_and_answers_zagent_gives(home_dir: Path, journal: SQLiteJournal,

@@ -43,7 +43,7 @@ from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.engine import Session, SessionEndedError
 from zagent_core.session.leases import SessionBusyError
 from zagent_core.tools.inprocess import Arguments, BuiltinContext
-from zagent_core.tools.model_catalog import known, model_settings, offered
+from zagent_core.tools.model_catalog import EMBEDDED_CATALOG_MAX, known, model_settings, offered
 from zagent_core.tools.results import ToolResult
 
 log = get_logger(__name__)
@@ -247,7 +247,7 @@ def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, f
         if ":" in wanted and (from_preset or not catalog):
             return wanted  # a preset's own spec (config's to get right, not the model's)
         raise _Refused(f'unknown model "{wanted}"{did_you_mean(wanted, catalog)}; '
-                       + (f"the models are: {', '.join(catalog)}" if catalog else
+                       + (_listed(list(catalog)) if catalog else
                           'no models are listed in config.json ("models": [...])'))
     inherited = parent.state.model or parent.engine.config.agent.model
     if not inherited:
@@ -260,6 +260,14 @@ def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, f
             raise _Refused(f"the sub-agent's model cannot be used: {exc}") from None
         return f"scripted:{path}#{child + '/' if child else ''}{key}"
     return inherited
+
+
+def _listed(ids: list[str]) -> str:
+    """The ids a refusal names: a large catalog's first ones, and where the rest are."""
+    if len(ids) <= EMBEDDED_CATALOG_MAX:
+        return f"the models are: {', '.join(ids)}"
+    return (f"the models include: {', '.join(ids[:EMBEDDED_CATALOG_MAX])} and {len(ids) - EMBEDDED_CATALOG_MAX} "
+            "more (model_search finds them)")
 
 
 def _model(parent: Session, spec: str) -> Model:

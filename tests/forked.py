@@ -268,10 +268,12 @@ def _descriptors(stdio: tuple[int, int, int], pass_fds: tuple[int, ...]) -> None
 
 
 def _fresh_interpreter_state() -> None:
-    """Signals, stdio, logging and warnings as a new interpreter has them."""
+    """Signals, stdio, logging, warnings and the temporary folder as a new interpreter has them."""
     import faulthandler
+    import tempfile
 
     faulthandler.disable()
+    tempfile.tempdir = None  # found again from the command's $TMPDIR, not the test process's
     signal.set_wakeup_fd(-1)
     for number in signal.valid_signals():
         try:

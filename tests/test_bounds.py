@@ -265,3 +265,31 @@ def test_one_mcp_server_at_its_cap_and_the_built_ins_stay_under_openais_128_tool
 
     builtins, _ = registry.enabled(Config())
     assert DEFAULTS.mcp_tools_per_server + len(builtins) <= 128
+
+
+@pytest.mark.parametrize("tool", ["shell", "flood"])
+def test_limits_truncation_marker_is_the_line_that_says_where_output_was_cut(home_dir: Path, tool: str) -> None:
+    from conftest import python_tool
+
+    python_tool(home_dir, "flood", "for n in range(20000): print(n)")
+    (home_dir / "config.json").write_text(json.dumps({"limits": {
+        "truncation_marker": "<<{bytes} bytes left out at the {where}; all of it: {path}>>"}}))
+    arguments = json.dumps({"command": "seq 0 19999"} if tool == "shell" else {})
+    ran = forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "tools", "run", tool, "--args", arguments],
+                     capture_output=True, text=True, cwd=home_dir.parent, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    marker, rest = ran.stdout.split("\n", 1)
+    assert marker.startswith("<<") and marker.endswith("/full_output.txt>>"), marker
+    dropped = int(marker.removeprefix("<<").split(" ")[0])
+    assert " bytes left out at the head; all of it: " in marker
+    whole = "".join(f"{n}\n" for n in range(20000))
+    assert whole.endswith(rest) and len(whole) - len(rest) == dropped
+    assert Path(marker.rsplit(": ", 1)[1].removesuffix(">>")).read_text() == whole
+
+
+def test_a_truncation_marker_with_a_placeholder_zagent_lacks_is_refused_with_the_ones_it_has() -> None:
+    with pytest.raises(ValueError, match=r"\{lines\} is not a placeholder of the marker; it takes \{bytes\}, "
+                                         r"\{where\}, \{path\}"):
+        LimitsConfig(truncation_marker="[{lines} lines cut]")
+    with pytest.raises(ValueError, match=r"\{bytes:>9999\} is not a placeholder"):  # a width could be any size
+        LimitsConfig(truncation_marker="{bytes:>9999}")

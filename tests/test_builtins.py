@@ -327,9 +327,9 @@ def test_doctor_counts_the_built_ins_says_which_grep_runs_and_reports_a_folder_t
     env = {"PATH": "/usr/bin:/bin", "ZAGENT_RG": "none"}
     doctor = forked.run([*ZAGENT, "--home", str(home_dir), "doctor"], capture_output=True, text=True, env=env)
     lines = doctor.stdout.splitlines()
-    # Not shell; tool_search only under lazy disclosure, the skill tools only in a home with skills.
-    offered = len(registry.enabled(Config())[0]) - 1
-    assert f"built-ins: {offered} offered; grep runs its Python search (no rg on PATH)" in lines
+    # Every built-in a config without settings turns on, but shell (web_search needs its provider,
+    # tool_search lazy disclosure, the skill tools a home with skills).
+    assert f"built-ins: {len(registry.enabled(Config())[0]) - 1} offered; grep runs its Python search (no rg on PATH)" in lines
     assert '  error: tools/grep: not loaded: "grep" is the name of a built-in tool; choose another name' in lines
     assert doctor.returncode == 1
 

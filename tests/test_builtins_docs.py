@@ -30,6 +30,7 @@ def _any_seconds(text: str) -> str:
                  id="search"),
     # Not bash -e: some of these commands answer an error on purpose.
     pytest.param(("shell", "shell_kill and wait_task", "record_artifact"), 6, False, {}, id="shell"),
+    pytest.param(("fetch_url", "web_search"), 2, False, {}, id="web"),
     pytest.param(("People in the loop: ask_user",), 2, False, {}, id="ask_user"),
     pytest.param(("People in the loop: approval",), 3, False, {}, id="approval"),
 ])

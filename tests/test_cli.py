@@ -68,7 +68,8 @@ def test_tools_run_json_has_the_documented_fields(example_home: Path) -> None:
     result = run(example_home, "tools", "run", "image_maker", "--args", '{"color": "#00ff00"}', "--json")
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
-    assert set(body) == {"output", "is_error", "media", "files", "session_id", "call_id", "notes", "waiting"}
+    assert set(body) == {"output", "is_error", "media", "files", "structured", "outcome", "session_id", "call_id",
+                         "notes", "waiting"}
     assert body["media"][0]["mime"] == "image/png"
     assert Path(body["files"][0]["path"]).read_bytes().startswith(b"\x89PNG")
 

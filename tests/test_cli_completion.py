@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from conftest import python_tool
 
 from zagent_cli.main import cli
-from zagent_core.builtins import registry, skills
+from zagent_core.builtins import registry
+from zagent_core.config import Config
 
 
 def complete(words: str, env: dict[str, str] | None = None) -> list[str]:
@@ -30,8 +31,8 @@ def test_tool_names_and_session_ids_of_the_home_complete(tmp_path: Path) -> None
     for name in ("greet", "grep_notes", "word_count"):
         python_tool(home, name, "print('hi')", description=f"{name} tool")
     assert complete(f"zagent --home {home} tools run gr") == ["greet", "grep", "grep_notes"]  # grep: a built-in
-    # The skill tools are offered only by a home with skills.
-    offered = registry.names() - {tool.name for tool in skills.TOOLS}
+    # The built-ins offered: the skill tools only by a home with skills, tool_search only under lazy disclosure.
+    offered = registry.enabled(Config())[0]
     assert complete(f"zagent --home {home} audit --tool ") == sorted(["greet", "grep_notes", "word_count", *offered])
     assert complete("zagent tools run g", env={"ZAGENT_HOME": str(home)}) == ["glob", "greet", "grep", "grep_notes"]
     assert complete(f"zagent --home {home} sessions show ") == []  # no journal yet: nothing, and none made

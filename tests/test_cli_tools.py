@@ -77,7 +77,7 @@ def test_an_unknown_tool_name_is_matched_against_the_built_ins_and_the_mcp_serve
     python_tool(home, "greet", "print('hi')")
     typo = zagent(home, "tools", "run", "reed_file")
     assert typo.returncode == 2 and 'unknown tool "reed_file" (did you mean "read_file"' in typo.stderr
-    assert "loaded tools: greet, and 14 built-ins (zagent tools list shows them)" in typo.stderr
+    assert "loaded tools: greet, and 15 built-ins (zagent tools list shows them)" in typo.stderr
     assert "MCP servers' tools are named SERVER__TOOL (servers: fs)" in typo.stderr
     server = zagent(home, "tools", "run", "fss__read_file")
     assert server.returncode == 2 and 'no MCP server "fss" in config.json (did you mean "fs"?)' in server.stderr

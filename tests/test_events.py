@@ -26,6 +26,7 @@ SAMPLES = [
                    tools=[ToolOffer(name="t", description="d", folder="/f", manifest_hash="h")], warnings=["w"]),
     events.SessionEnded(reason="completed"),
     ToolCallRequested(call_id="c1", tool="t", arguments={"a": [1, {"b": None}]}),
+    ToolCallRequested(call_id="c1.1", tool="t", arguments={}, parent_call_id="c1"),
     ToolCallRejected(call_id="c1", reason="invalid_arguments", message="m", problems=["p"]),
     ToolCallStarted(call_id="c1", tool="t", arguments={}, argv=["x"], cwd="/", input_mode="stdin_json",
                     output_mode="text", output_dir="/o", notify_file="/n", env_names=["A"], timeout_seconds=None,
@@ -119,3 +120,10 @@ def test_older_bodies_are_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_body_that_does_not_match_its_schema_is_reported() -> None:
     with pytest.raises(EventSchemaError, match='event "tool_call_requested" does not match its schema'):
         load_event("tool_call_requested", {"v": 1, "tool": "t"})
+
+
+def test_a_call_the_model_made_is_journaled_without_a_parent_as_before_nested_calls() -> None:
+    # Older zagents read such bodies: parent_call_id appears only on a nested call.
+    assert "parent_call_id" not in dump_event(ToolCallRequested(call_id="c1", tool="t", arguments={}))
+    nested = ToolCallRequested(call_id="c1.1", tool="t", arguments={}, parent_call_id="c1")
+    assert json.loads(dump_event(nested))["parent_call_id"] == "c1"

@@ -97,6 +97,16 @@ def test_sessions_name_a_sub_agents_parent_and_top_level_leaves_only_sub_agents_
     assert [s.session_id for s in journal.sessions(2, top_level=True)] == ["alone", "fork"]
 
 
+def test_sessions_page_by_keyset_after_a_pages_last_session(journal: Journal) -> None:
+    for session_id in ("a", "b", "c", "d"):
+        journal.append(session_id, [started()], 0)
+    journal.append("b", [UserMessage(text="later")], 1)  # b is now the most recently active
+    assert [s.session_id for s in journal.sessions(2)] == ["b", "d"]
+    assert [s.session_id for s in journal.sessions(2, after="d")] == ["c", "a"]
+    assert [s.session_id for s in journal.sessions(after="a")] == []
+    assert [s.session_id for s in journal.sessions(after="unknown")] == []
+
+
 def test_find_sessions_gives_the_ids_that_are_start_or_end_with_a_part_the_exact_one_first(journal: Journal) -> None:
     for sid in ("20261130-0446-3fa2c1", "20261130-0446", "20261130-0447-aa3fa2", "20261201-0900-3fa2c1", "x%_"):
         journal.append(sid, [started()], 0)

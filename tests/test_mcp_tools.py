@@ -445,6 +445,9 @@ def test_links_resources_and_structured_content_are_described_in_the_text(
     assert re.search(r"\[resource demo://resource/session/README\.md\.gz \(application/gzip\): saved as \S+"
                      r"/output/01-README\.md\.gz\]", blob.output)
     assert json.loads(weather.output)["conditions"]  # its text part, which is the structured content as JSON
+    assert weather.structured == json.loads(weather.output)  # kept as data, and journaled
+    finished = [e.event for e in journal.read(session.session_id) if isinstance(e.event, ToolCallFinished)]
+    assert finished[-1].structured == weather.structured
     assert not any(r.is_error for r in (links, embedded, blob, weather))
 
 

@@ -79,11 +79,13 @@ class SessionHistory(RuleBasedStateMachine):
             self.state = apply(self.state, stored)
 
     @precondition(lambda self: self.state.status == "open")
-    @rule(tool=st.sampled_from(["a", "b"]), args=arguments, batch=st.booleans())
-    def request(self, tool: str, args: dict, batch: bool) -> None:
+    @rule(tool=st.sampled_from(["a", "b"]), args=arguments, batch=st.booleans(), nested=st.booleans())
+    def request(self, tool: str, args: dict, batch: bool, nested: bool) -> None:
         self.counter += 1
         call_id = f"c{self.counter}"
-        requested = ToolCallRequested(call_id=call_id, tool=tool, arguments=args)
+        # A nested call is asked for by a running call's tool.
+        parent = self.running[-1] if nested and self.running else None
+        requested = ToolCallRequested(call_id=call_id, tool=tool, arguments=args, parent_call_id=parent)
         if batch:  # the engine appends a request with its start in one transaction
             self._append([requested, self._started(call_id, tool, args)])
             self.running.append(call_id)

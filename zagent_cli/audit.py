@@ -16,6 +16,8 @@ from zagent_cli.params import SESSION, TEXT, complete_sessions, complete_tools, 
 @click.option("--since", type=TEXT, metavar="TIME", help="Only calls since TIME: a date/time (UTC) or a span back (30m, 2h, 7d).")
 @click.option("--errors", is_flag=True, help="Only calls that failed, were refused or were cut off.")
 @click.option("--asked", is_flag=True, help="Only calls a person was asked about (ask_user, approvals).")
+@click.option("--outcome", type=click.Choice(["success", "failure", "partial"]),
+              help="Only calls whose tool reported this outcome with its result.")
 @click.option("--descendants", is_flag=True,
               help="With --session: also the calls of the sub-agents it spawned, and of theirs.")
 @click.option("--slowest", metavar="N", type=click.IntRange(min=1), help="The N slowest calls, slowest first.")
@@ -24,7 +26,7 @@ from zagent_cli.params import SESSION, TEXT, complete_sessions, complete_tools, 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
 def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool, asked: bool,
-          descendants: bool, slowest: int | None, limit: int, as_json: bool) -> None:
+          outcome: str | None, descendants: bool, slowest: int | None, limit: int, as_json: bool) -> None:
     """What the tools did: one entry per call, from the journal's tool_calls view, with who
     was asked about it and the answer (the decisions view); with --session, what the session
     cost (tokens and dollars, by config.json's models), per turn and with its sub-agents."""
@@ -33,7 +35,8 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
                                "--session ID")
     with obj.existing_journal() as journal:
         rows = journal.audit(session=session_id, tool=tool, since=utc_ms(moment(since, "--since")) if since else None,
-                             errors=errors, asked=asked, slowest=slowest, limit=limit or None, descendants=descendants)
+                             errors=errors, asked=asked, slowest=slowest, limit=limit or None, descendants=descendants,
+                             outcome=outcome)
         costs, config = None, obj.config()
         if session_id is not None:
             from zagent_core.history.costs import session_costs

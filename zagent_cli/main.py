@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                                   "then continue the session as resume does."),
     "audit": ("audit", "audit", "What the tools did: one entry per call, from the journal's tool_calls view, with who "
                                 "was asked about it and the answer (the decisions view)."),
+    "call": ("call", "call", "Call tool NAME from inside a tool's call: a nested call of that call, journaled with it, "
+                             "its result printed as tools run prints it."),
     "chat": ("chat", "chat", "Talk to an agent on this terminal: start a session, or continue SESSION_ID."),
     "compact": ("compact", "compact", "Summarise SESSION's conversation: from now on its model is shown the summary "
                                       "and what follows."),
@@ -49,6 +51,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "skills": ("skills", "skills", "The home's skills (skills/NAME/SKILL.md), which the model activates with "
                                    "skills_use."),
     "tools": ("tools", "tools", "List the tools of the home and run one as an agent would."),
+    "ui": ("ui.command", "ui", "Serve a web console for the home's journal: sessions, their conversations and calls "
+                               "live, questions and approvals answered, the audit."),
     "worker": ("worker", "worker", "Drive the sessions that want a driver: wake-ups, messages left with run --detach, "
                                    "turns and tasks a stopped driver left."),
 }

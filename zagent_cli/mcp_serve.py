@@ -91,10 +91,15 @@ def tool_listing(session: Session) -> list[types.Tool]:
     (``replay: "safe"``), by config.json's names and descriptions (``tools.aliases``, ``tools.descriptions``)."""
     shown = session.engine.shown
     return [types.Tool(name=shown.name(tool.name), description=shown.description(tool.name, tool.description),
-                       input_schema=tool.parameters,
+                       input_schema=tool.parameters, output_schema=_object_schema(tool.output_schema),
                        annotations=types.ToolAnnotations(read_only_hint=tool.safe_beside_others,
                                                          idempotent_hint=tool.replay == "safe"))
             for tool in session.offered()]
+
+
+def _object_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An ``output_schema`` as MCP can list it: MCP's ``outputSchema`` describes an object, so another is not listed."""
+    return schema if schema is not None and schema.get("type") == "object" else None
 
 
 def call_result(result: ToolResult) -> types.CallToolResult:
@@ -119,7 +124,9 @@ def call_result(result: ToolResult) -> types.CallToolResult:
         if Path(path).is_absolute():
             content.append(types.ResourceLink(uri=Path(path).as_uri(), name=Path(path).name, mime_type=mime,
                                               size=size))
-    return types.CallToolResult(content=content, is_error=result.is_error)
+    # MCP's structuredContent is an object: a tool's other structured values stay in the journal.
+    structured = result.structured if isinstance(result.structured, dict) else None
+    return types.CallToolResult(content=content, is_error=result.is_error, structured_content=structured)
 
 
 def stopped_result(name: str) -> ToolResult:

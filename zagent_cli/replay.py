@@ -80,9 +80,9 @@ def replay(obj: Context, session_id: str | None, tools: Literal["recorded", "rer
         raise click.UsageError(f"workspace {obj.workspace} is not a folder (--workspace: the folder a rerun copies)")
     config, _ = load_config(obj.home.config_path)
     if tools == "rerun":  # tools run again: the key is no more theirs than in a live run
-        from zagent_core.tools.credentials import withhold_model_keys
+        from zagent_core.tools.credentials import withhold_keys
 
-        withhold_model_keys(config.model)
+        withhold_keys(config)
     normalisers = [(r.pattern, r.replacement) for r in config.replay.normalize] + list(rules)
     options = ReplayOptions(tools=tools, allow_unsafe=allow_unsafe, normalisers=normalisers, config=config,
                             workspace=Path(obj.workspace) if obj.workspace is not None else None)

@@ -224,12 +224,10 @@ def answer(obj: Context, session_id: str, text: str, call_id: str | None, litera
     text = prompt_text(text, obj.limits(), "answer", piped=False) or ""
     if not text.strip():
         raise click.UsageError("the answer is empty: give the text to answer with")
-    from zagent_core.drive.driving import Decision, DriveRequest
+    from zagent_core.drive.driving import DriveRequest, answering
 
-    numbered = not literal
-    decision = Decision("answer", call_id, lambda session: session.answer(text, call_id, numbered=numbered), text,
-                        numbered=numbered)
-    _drive(obj, DriveRequest(session_id, None, model_spec, decision), output_of(quiet, as_json))
+    _drive(obj, DriveRequest(session_id, None, model_spec, answering(text, call_id, numbered=not literal)),
+           output_of(quiet, as_json))
 
 
 @click.command()
@@ -243,11 +241,9 @@ def approve(obj: Context, session_id: str, call_id: str | None, model_spec: str 
     """Approve the call SESSION_ID waits on (status "waiting on approval"): run it here,
     then continue the session as resume does. Name its CALL_ID when several calls wait. A
     decision is taken once: a second approve or deny is refused."""
-    from zagent_core.drive.driving import Decision, DriveRequest
+    from zagent_core.drive.driving import DriveRequest, approving
 
-    _drive(obj, DriveRequest(session_id, None, model_spec,
-                             Decision("approval", call_id, lambda session: session.approve(call_id))),
-           output_of(quiet, as_json))
+    _drive(obj, DriveRequest(session_id, None, model_spec, approving(call_id)), output_of(quiet, as_json))
 
 
 @click.command()
@@ -263,9 +259,6 @@ def deny(obj: Context, session_id: str, call_id: str | None, reason: str, model_
     """Deny the call SESSION_ID waits on (status "waiting on approval"): it is not run, and
     its result for the model says so, with the reason. Then continue the session as resume
     does. Name its CALL_ID when several calls wait. A decision is taken once."""
-    from zagent_core.drive.driving import Decision, DriveRequest
+    from zagent_core.drive.driving import DriveRequest, denying
 
-    _drive(obj, DriveRequest(session_id, None, model_spec,
-                             Decision("approval", call_id, lambda session: session.deny(call_id, reason=reason),
-                                      reason)),
-           output_of(quiet, as_json))
+    _drive(obj, DriveRequest(session_id, None, model_spec, denying(call_id, reason)), output_of(quiet, as_json))

@@ -119,7 +119,7 @@ def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: s
     from zagent_core.session.status import turn_failure
 
     sid = state.session_id
-    facts = _header_facts(state, status, turn_failure(state)) + (cost_facts(costs) if costs else [])
+    facts = header_facts(state, status, turn_failure(state)) + (cost_facts(costs) if costs else [])
     skipped = (f"({plural(part.earlier_turns, 'earlier turn')} not shown: --all shows the whole session, "
                "--last N the last N turns)")
     fact = "- **{}:** {}" if fmt == "md" else "{}: {}"
@@ -138,10 +138,7 @@ def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: s
                 out.say(fact.format("artifact", artifact_line(stored.event)))
         if part.earlier_turns:
             out.say(f"\n*{skipped}*" if fmt == "md" else f"\n{skipped}")
-        conversation = _Conversation(state.origin or "session")
-        entries = conversation.entries(journal.read(sid, after_version=part.after,
-                                                    types=sorted(EVENT_TYPES.keys() - _UNSHOWN)))
-        for entry in entries:
+        for entry in conversation(journal, state, part):
             out.say("\n".join(["", *_md_entry(entry)]).rstrip("\n") if fmt == "md" else "\n".join(_text_entry(entry)))
         if show_events:
             lines = [f"#{stored.seq} v{stored.version} {stored.at:%H:%M:%S.%f}"[:-3]
@@ -158,6 +155,13 @@ def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: s
 # -- the conversation -----------------------------------------------------------------------
 
 
+def conversation(journal: EventLog, state: SessionState, part: Part = Part()) -> Iterator[Entry]:
+    """The conversation of ``part`` of the session, in order, as it is read (only the events
+    it shows are parsed): what ``sessions show`` prints and the web console draws."""
+    return _Conversation(state.origin or "session").entries(
+        journal.read(state.session_id, after_version=part.after, types=sorted(EVENT_TYPES.keys() - _UNSHOWN)))
+
+
 class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen dataclass costs twice as much
     """One thing of a session's conversation, as ``sessions show`` prints it.
 
@@ -172,6 +176,8 @@ class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen datacla
     text: str = ""
     code: str | None = None
     language: str = ""
+    #: How deep the call it is about nests in others (0: a call of the model's, 1: a call its tool made...).
+    depth: int = 0
 
 
 def _result_title(result: ToolCallFinished | TaskExited | TaskKilled) -> str:
@@ -182,7 +188,14 @@ def _result_title(result: ToolCallFinished | TaskExited | TaskKilled) -> str:
 
 
 def _with_files(output: str, result: ToolCallFinished | TaskExited | TaskKilled) -> str:
+    """The result's text, then what it holds beside it: the files its text does not name, the
+    outcome its tool reported, and its structured value (shortened to a line)."""
     listed = [f"file: {item.path}" for item in result.files if item.path not in output]
+    if result.outcome is not None:
+        reason = f": {result.outcome.reason}" if result.outcome.reason else ""
+        listed.append(f"outcome: {result.outcome.status}{reason}")
+    if result.structured is not None:
+        listed.append(f"structured: {head(json.dumps(result.structured, ensure_ascii=False), 200)}")
     return "\n".join([output, *listed]) if listed else output
 
 
@@ -196,6 +209,7 @@ class _Conversation:
         self.origin = origin
         self.unanswered: dict[str, datetime] = {}  # calls without a result so far, and when asked
         self.parked: dict[str, str] = {}  # calls waiting for a person, and what answers them
+        self.depths: dict[str, int] = {}  # nested calls, and how deep (the model's calls are not in it)
 
     def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
         opened = False
@@ -211,7 +225,8 @@ class _Conversation:
             yield entry
         for call_id in self.unanswered:
             yield Entry(self.unanswered[call_id], False, f"<- {self.tools[call_id]} ({call_id}): no result yet",
-                        text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"))
+                        text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"),
+                        depth=self.depths.get(call_id, 0))
 
     def _task(self, task_id: str, call_id: str) -> str:
         return f"task #{task_id} ({self.tools.get(call_id, '?')})"
@@ -220,6 +235,10 @@ class _Conversation:
         """The tool of a call that got its result: the call has no result still to come."""
         self.unanswered.pop(call_id, None)
         return self.tools.get(call_id, "?")
+
+    def _result(self, call_id: str, at: datetime, title: str, code: str | None = None) -> Entry:
+        """The entry of a call's result ``<- TOOL: title``, as deep as the call nests."""
+        return Entry(at, False, f"<- {self._tool(call_id)}: {title}", code=code, depth=self.depths.get(call_id, 0))
 
     def _started(self, event: SessionStarted, at: datetime) -> None:
         self.origin = event.origin or self.origin
@@ -233,23 +252,27 @@ class _Conversation:
     def _requested(self, event: ToolCallRequested, at: datetime) -> Entry:
         self.tools[event.call_id] = event.tool
         self.unanswered[event.call_id] = at
-        return Entry(at, False, f"-> {event.tool} ({event.call_id})",
-                     code=json.dumps(event.arguments, ensure_ascii=False), language="json")
+        parent, called = event.parent_call_id, ""
+        if parent is not None:
+            self.depths[event.call_id] = self.depths.get(parent, 0) + 1
+            called = f", called by {self.tools.get(parent, '?')} ({parent})"
+        return Entry(at, False, f"-> {event.tool} ({event.call_id}{called})",
+                     code=json.dumps(event.arguments, ensure_ascii=False), language="json",
+                     depth=self.depths.get(event.call_id, 0))
 
     def _task_started(self, event: TaskStarted, at: datetime) -> None:
         self.background.add(event.call_id)  # journaled before the call's result, which it makes short
 
     def _finished(self, event: ToolCallFinished, at: datetime) -> Entry:
-        tool = self._tool(event.call_id)
         if event.call_id in self.background and not event.is_error:
-            return Entry(at, False, f"<- {tool}: {head(event.output, 60)}")
-        return Entry(at, False, f"<- {tool}: {_result_title(event)}", code=_with_files(event.output, event))
+            return self._result(event.call_id, at, head(event.output, 60))
+        return self._result(event.call_id, at, _result_title(event), _with_files(event.output, event))
 
     def _rejected(self, event: ToolCallRejected, at: datetime) -> Entry:
-        return Entry(at, False, f"<- {self._tool(event.call_id)}: rejected", code=event.message)
+        return self._result(event.call_id, at, "rejected", event.message)
 
     def _interrupted(self, event: ToolCallInterrupted, at: datetime) -> Entry:
-        return Entry(at, False, f"<- {self._tool(event.call_id)}: interrupted", code=event.message)
+        return self._result(event.call_id, at, "interrupted", event.message)
 
     def _note(self, event: NoteReceived, at: datetime) -> Entry:
         source = self._task(event.task_id, event.call_id) if event.task_id else self.tools.get(event.call_id, "?")
@@ -373,10 +396,11 @@ def _text_entry(entry: Entry) -> list[str]:
         lines = ["", title + (":" if entry.text or entry.code else "")]
         lines += [f"  {line}" for line in entry.text.split("\n")] if entry.text else []
         return lines + (_text_block(entry.code, "  ") if entry.code is not None else [])
+    indent = "  " * (entry.depth + 1)  # a nested call's lines under its caller's
     if entry.code is not None and entry.language == "json":
-        return [f"  {entry.title} {head(entry.code, 100)}"]
-    lines = [f"  {entry.title}" + (f": {entry.text}" if entry.text else "")]
-    return lines + (_text_block(entry.code, "     ") if entry.code is not None else [])
+        return [f"{indent}{entry.title} {head(entry.code, 100)}"]
+    lines = [f"{indent}{entry.title}" + (f": {entry.text}" if entry.text else "")]
+    return lines + (_text_block(entry.code, indent + "   ") if entry.code is not None else [])
 
 
 def _fenced(code: str, language: str = "") -> list[str]:
@@ -401,7 +425,7 @@ def artifact_line(artifact: ArtifactRecorded) -> str:
     return f"{artifact.kind.replace('_', ' ')} {artifact.title}" + (f" ({', '.join(where)})" if where else "")
 
 
-def _header_facts(state: SessionState, status: str, failure: str | None) -> list[tuple[str, str]]:
+def header_facts(state: SessionState, status: str, failure: str | None) -> list[tuple[str, str]]:
     """The header's lines, as (name, value), but the artifacts (they take a read of the whole session)."""
     started = f"{state.started_at:%Y-%m-%d %H:%M:%S}Z" if state.started_at else "?"
     facts = [("status", status + (f": {failure}" if failure and status == "failed" else "")),

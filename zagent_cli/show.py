@@ -277,14 +277,21 @@ def print_audit(rows: list[dict[str, Any]]) -> None:
         say("no calls match")
     for row in rows:
         took = f"{row['duration_ms']} ms" if row["duration_ms"] is not None else "-"
-        outcome = row["status"] if row["status"] != "finished" else ("error" if row["is_error"] else "ok")
-        if row["exit_code"] not in (None, 0):
-            outcome += f" exit {row['exit_code']}"
+        outcome = call_outcome(row)
         say(f"{row['requested_at']}  {row['session_id']}  {row['tool']:<14} {outcome:<11} {took:>9}  "
             f"{_arguments(row['arguments'], 50)}")
         say(f"    {head(row['output_head'], 110)}")
+        if row.get("outcome"):
+            because = f": {head(row['outcome_reason'], 100)}" if row.get("outcome_reason") else ""
+            say(f"    outcome: {row['outcome']}{because}")
         if row.get("asked"):
             say(f"    {asked_line(row['asked'])}")
+
+
+def call_outcome(row: dict[str, Any]) -> str:
+    """How a call of the ``tool_calls`` view came out, in a word or two: ``ok``, ``error exit 2``, ``running``..."""
+    outcome = str(row["status"]) if row["status"] != "finished" else ("error" if row["is_error"] else "ok")
+    return outcome + (f" exit {row['exit_code']}" if row["exit_code"] not in (None, 0) else "")
 
 
 def asked_line(asked: dict[str, Any]) -> str:

@@ -170,6 +170,8 @@ def _said(ran: ToolRun, notes: list[str], as_json: bool) -> int:
     if as_json:
         emit_json({"output": result.output, "is_error": result.is_error,
                    "media": [m.model_dump() for m in result.media], "files": [f.model_dump() for f in result.files],
+                   "structured": result.structured,
+                   "outcome": result.outcome.model_dump() if result.outcome is not None else None,
                    "session_id": ran.session_id, "call_id": ran.call_id, "notes": notes, "waiting": waiting})
     elif parked is not None:
         for line in waiting_lines(parked):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -57,6 +58,66 @@ class ShellConfig(BaseModel):
     background: bool = True
 
 
+class FetchUrlConfig(BaseModel):
+    """The ``fetch_url`` built-in's reach and bounds."""
+
+    model_config = _STRICT
+
+    #: Fetch private addresses too (loopback, link-local, private ranges, the cloud metadata
+    #: address): off, a page the model is sent to cannot make zagent read the machine's network.
+    allow_private: bool = False
+    #: Hosts fetched even on a private address (``wiki.internal``, ``*.corp.example``, ``10.0.0.5``).
+    allow_hosts: list[str] = []
+    #: Hosts never fetched, on any address (same forms); they win over ``allow_hosts``.
+    deny_hosts: list[str] = []
+    #: A whole fetch, every redirect and the body included.
+    timeout_seconds: float = Field(30.0, gt=0, le=600, allow_inf_nan=False)
+    #: Redirects followed, each one checked as the first request was.
+    max_redirects: int = Field(5, ge=0, le=20)
+    #: The body read at most, before any conversion (a call's ``max_bytes`` may ask less).
+    max_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+
+
+#: The search APIs ``web_search`` can ask.
+SearchProviderName = Literal["searxng", "brave", "tavily"]
+
+
+class WebSearchConfig(BaseModel):
+    """The ``web_search`` built-in: offered only when ``provider`` is set."""
+
+    model_config = _STRICT
+
+    provider: SearchProviderName | None = None
+    #: Where the provider is reached; SearXNG has no default (it is your own instance).
+    base_url: str | None = None
+    #: The variable holding the provider's key (Brave and Tavily need one); read once and
+    #: withheld from every tool, as the model's key is.
+    api_key_env: str | None = None
+    #: Results one call answers at most (a call's ``limit`` may ask fewer).
+    max_results: int = Field(10, ge=1, le=20)
+    timeout_seconds: float = Field(30.0, gt=0, le=600, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _searxng_has_a_base_url(self) -> WebSearchConfig:
+        if self.provider == "searxng" and not self.base_url:
+            raise ValueError('provider "searxng" needs base_url: the address of your SearXNG instance '
+                             '(e.g. "http://127.0.0.1:8888")')
+        return self
+
+
+class GenerateImageConfig(BaseModel):
+    """The ``generate_image`` built-in: offered only when ``model`` is set. It is reached as
+    ``openai:`` models are (``model.base_url``, ``model.api_key_env``)."""
+
+    model_config = _STRICT
+
+    #: The Images API model (``gpt-image-1``, ``dall-e-3``...).
+    model: str | None = None
+    #: Images one call may ask for at most.
+    max_images: int = Field(4, ge=1, le=10)
+    timeout_seconds: float = Field(300.0, gt=0, le=1800, allow_inf_nan=False)
+
+
 class BuiltinsConfig(BaseModel):
     model_config = _STRICT
 
@@ -70,6 +131,13 @@ class BuiltinsConfig(BaseModel):
     require_read_before_edit: bool = True
     #: The ``shell`` built-in's options.
     shell: ShellConfig = ShellConfig()
+    fetch_url: FetchUrlConfig = FetchUrlConfig()
+    web_search: WebSearchConfig = WebSearchConfig()
+    generate_image: GenerateImageConfig = GenerateImageConfig()
+
+
+#: The placeholders of ``limits.truncation_marker``.
+MARKER_FIELDS = ("bytes", "where", "path")
 
 
 class LimitsConfig(BaseModel):
@@ -79,6 +147,10 @@ class LimitsConfig(BaseModel):
     default_timeout_seconds: float = Field(120.0, gt=0, allow_inf_nan=False)
     #: Bytes of output the model receives; beyond it the head is cut and a marker says how much.
     output_cap_bytes: int = Field(32 * 1024, ge=256)
+    #: That marker's text, with ``{bytes}`` (how many were left out), ``{where}`` (``head``, or
+    #: ``middle`` for a shell command that explores) and ``{path}`` (the file holding the whole
+    #: output); None: zagent's own. At most 500 characters: it is added to each cut output.
+    truncation_marker: str | None = Field(default=None, min_length=1, max_length=500)
     #: What a call keeps of its output on disk (``full_output.txt``, a task's ``output.log``):
     #: past it, the first and last halves and a line between. A background task that passes
     #: it is stopped: it has no timeout, and its output is its own file, not the engine's pipe.
@@ -115,6 +187,29 @@ class LimitsConfig(BaseModel):
     #: A sub-agent's final reply, as its spawn call's result; beyond it the end is cut (the
     #: child's session keeps it whole). 32 KiB, as any tool's output (``output_cap_bytes``).
     child_reply_bytes: int = Field(32 * 1024, ge=256)
+    #: How deep calls may nest (a tool calling a tool, through ``zagent call`` or ``context.call_tool``):
+    #: 1, as the seed's ``callTool``, lets a call's tool call others but not theirs; 0 turns nested calls off.
+    nested_call_depth: int = Field(1, ge=0)
+    #: Nested calls one call may make: past it they are refused, so a tool that loops on
+    #: ``zagent call`` fills neither the journal nor the session's time without end.
+    nested_calls_per_call: int = Field(100, ge=1)
+
+    @field_validator("truncation_marker")
+    @classmethod
+    def _marker_fields(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(value)
+                      if name is not None]
+        except ValueError as exc:
+            raise ValueError(f"{exc}; write a brace as {{{{ or }}}}") from None
+        for name, spec, conversion in fields:
+            # Only the names, as they are: a format spec could pad a marker to any width.
+            if name not in MARKER_FIELDS or spec or conversion:
+                raise ValueError(f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}} "
+                                 f"is not a placeholder of the marker; it takes {', '.join('{' + f + '}' for f in MARKER_FIELDS)}")
+        return value
 
 
 #: Model families that take images, as their names go (OpenAI's own, the open ones served

@@ -97,9 +97,13 @@ class MemoryJournal(Journal):
             return any(e.event.type == "tool_call_requested" and e.event.__dict__.get("call_id") == call_id
                        for e in self._sessions.get(session_id, []))
 
-    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
+    def sessions(self, limit: int | None = None, *, top_level: bool = False,
+                 after: str | None = None) -> list[SessionSummary]:
         with self._lock:
             streams = sorted(self._sessions.values(), key=lambda s: s[-1].seq, reverse=True)
+            if after is not None:
+                cursor = self._sessions.get(after)
+                streams = [s for s in streams if cursor is not None and s[-1].seq < cursor[-1].seq]
             newest = {sid: snap for (sid, _), snap in sorted(self._snapshots.items(), key=lambda i: i[1].version)}
             summaries = [self._summary(s, newest.get(s[0].session_id)) for s in streams]
             if top_level:  # a child whose parent this journal does not have counts as top-level

@@ -48,9 +48,9 @@ from zagent_store.postgres_admin import PostgresAdmin
 from zagent_store.postgres_base import dialect, first_line, redacted
 from zagent_store.postgres_leases import CHANNEL, PostgresLeases
 from zagent_store.sql import (
-    TOP_LEVEL,
     JournalVersionError,
     format_time,
+    heads_picked,
     paged,
     session_summary,
     stored_events,
@@ -65,6 +65,7 @@ from zagent_store.views import (
     SESSIONS_7,
     TASKS_4,
     TOOL_CALLS_4,
+    TOOL_CALLS_10,
 )
 
 if TYPE_CHECKING:
@@ -148,8 +149,13 @@ def _one_statement_appends(conn: psycopg.Connection[Any]) -> None:
             MESSAGE = 'zagent: session ' || session || ' is not at the version the append expected'; END $$""")
 
 
+def _outcome_columns(conn: psycopg.Connection[Any]) -> None:
+    """Schema 3: as SQLite's migration 10, ``tool_calls`` says the outcome each call's tool reported."""
+    conn.execute(f"CREATE OR REPLACE VIEW tool_calls AS {dialect(TOOL_CALLS_10)}")
+
+
 #: Migration n (1-based) brings a journal from schema n-1 to n. Append only.
-MIGRATIONS = [_schema_1, _one_statement_appends]
+MIGRATIONS = [_schema_1, _one_statement_appends, _outcome_columns]
 
 #: Any number: the advisory lock that makes two processes opening a new journal migrate it once.
 _MIGRATION_LOCK = 0x7A6167656E74
@@ -356,8 +362,9 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
                 "SELECT 1 FROM events WHERE session_id = %s AND call_id = %s AND type = 'tool_call_requested' LIMIT 1",
                 (session_id, call_id)).fetchone() is not None
 
-    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
-        picked = f"SELECT * FROM heads h WHERE {TOP_LEVEL}" if top_level else "SELECT * FROM heads"
+    def sessions(self, limit: int | None = None, *, top_level: bool = False,
+                 after: str | None = None) -> list[SessionSummary]:
+        picked = "SELECT * FROM heads h WHERE " + heads_picked(top_level, after, "%s")
         with self._reported("read") as conn:
             rows = conn.execute(
                 f"""SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version,
@@ -366,7 +373,7 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
                    LEFT JOIN LATERAL (SELECT status, version FROM snapshots WHERE session_id = h.session_id
                                       ORDER BY version DESC LIMIT 1) s ON TRUE
                    ORDER BY h.last_seq DESC""",
-                (limit,),
+                (*([] if after is None else [after]), limit),
             ).fetchall()
         return [session_summary(row) for row in rows]
 

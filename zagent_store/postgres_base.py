@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _TYPED = {"is_error": "::boolean::int", "approved": "::boolean", "exit_code": "::bigint", "duration_ms": "::bigint",
           "pid": "::bigint", "depth": "::int", "wake": "::boolean::int"}
 
-_JSON_EXTRACT = re.compile(r"json_extract\((?:(\w+)\.)?data, '\$\.(\w+)'\)")
+_JSON_EXTRACT = re.compile(r"json_extract\((?:(\w+)\.)?data, '\$\.(\w+)(?:\.(\w+))?'\)")
 _ARRAY_LENGTH = re.compile(r"json_array_length\(json_extract\((?:(\w+)\.)?data, '\$\.(\w+)'\)\)")
 
 
@@ -40,8 +40,10 @@ def dialect(sql: str) -> str:
     One spelling of each view, kept in ``views.py``, so the two stores cannot drift apart.
     """
     def field(match: re.Match[str]) -> str:
-        alias, key = match.group(1), match.group(2)
+        alias, key, inner = match.group(1), match.group(2), match.group(3)
         column = f"{alias}.data" if alias else "data"
+        if inner:  # a field of an object field: '$.outcome.status'
+            return f"({column}->'{key}'->>'{inner}')"
         cast = _TYPED.get(key)
         return f"(({column}->>'{key}'){cast})" if cast else f"({column}->>'{key}')"
 

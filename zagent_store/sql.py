@@ -22,6 +22,15 @@ TOP_LEVEL = ("(h.parent_session_id IS NULL"
              " OR NOT EXISTS (SELECT 1 FROM heads p WHERE p.session_id = h.parent_session_id))")
 
 
+def heads_picked(top_level: bool, after: str | None, placeholder: str) -> str:
+    """The condition on ``heads h`` of ``sessions(top_level=, after=)``: ``after`` is the keyset
+    cursor, a session id given as the one parameter ``placeholder`` (an unknown id picks none)."""
+    conditions = [TOP_LEVEL] if top_level else []
+    if after is not None:
+        conditions.append(f"h.last_seq < (SELECT last_seq FROM heads WHERE session_id = {placeholder})")
+    return " AND ".join(conditions) or "TRUE"
+
+
 #: Sessions named in a message; the rest are counted.
 NAMED = 5
 

@@ -38,9 +38,9 @@ from zagent_core.journal.protocol import (
 )
 from zagent_store import clock
 from zagent_store.sql import (
-    TOP_LEVEL,
     JournalVersionError,
     format_time,
+    heads_picked,
     paged,
     session_summary,
     stored_events,
@@ -55,6 +55,7 @@ from zagent_store.views import (
     create_audit_views,
     decisions_view,
     lean_audit_schema,
+    outcome_columns,
     people_ranges,
     task_outcome_views,
 )
@@ -188,7 +189,8 @@ def _expiring_leases(db: sqlite_utils.Database) -> None:
 #: Migration n (1-based) brings a journal from ``user_version`` n-1 to n. Append only.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create_events, create_audit_views, _lean_hot_path,
                                                               task_outcome_views, artifacts_view, decisions_view,
-                                                              _session_tree, _expiring_leases, people_ranges]
+                                                              _session_tree, _expiring_leases, people_ranges,
+                                                              outcome_columns]
 
 #: The oldest schema this zagent reads without migrating it (what a read-only open can do): the
 #: migrations since changed only indexes and the views' spelling, not what reading relies on.
@@ -381,9 +383,10 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
                 " AND type = 'tool_call_requested' LIMIT 1",
                 (session_id, call_id)).fetchone() is not None
 
-    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
+    def sessions(self, limit: int | None = None, *, top_level: bool = False,
+                 after: str | None = None) -> list[SessionSummary]:
         # The head rows hold the counts and the parent; only the newest snapshot of each is looked up.
-        picked = f"SELECT * FROM heads h WHERE {TOP_LEVEL}" if top_level else "SELECT * FROM heads"
+        picked = "SELECT * FROM heads h WHERE " + heads_picked(top_level, after, "?")
         with self._lock, reported(self.path, "read"):
             rows = self._conn.execute(
                 f"""SELECT h.session_id, h.started_at, h.last_at, h.version, h.calls, h.ended, s.status, s.version,
@@ -392,7 +395,7 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
                    LEFT JOIN snapshots s ON s.session_id = h.session_id AND s.version = (
                        SELECT max(version) FROM snapshots WHERE session_id = h.session_id)
                    ORDER BY h.last_seq DESC""",
-                (-1 if limit is None else limit,),
+                (*([] if after is None else [after]), -1 if limit is None else limit),
             ).fetchall()
         summaries: dict[str, SessionSummary] = {}
         for row in rows:  # a session whose snapshots of two projections share the newest version joins twice

@@ -102,11 +102,16 @@ def create_audit_views(db: sqlite_utils.Database) -> None:
 
 def audit_query(*, session: str | None = None, tool: str | None = None, since: str | None = None,
                 errors: bool = False, asked: bool = False, slowest: int | None = None,
-                limit: int | None = None, descendants: bool = False) -> tuple[str, list[Any]]:
+                limit: int | None = None, descendants: bool = False, outcome: str | None = None) -> tuple[str, list[Any]]:
     """SQL (and its parameters) over ``tool_calls`` for ``zagent audit``'s filters
-    (``descendants``: the calls of ``session``'s sub-agents too, at any depth)."""
+    (``descendants``: the calls of ``session``'s sub-agents too, at any depth; ``outcome``: the
+    calls whose tool reported it)."""
     where: list[str] = []
     params: list[Any] = []
+    if outcome:
+        # From the events, not the view's column: a journal opened read-only may predate it.
+        where.append(f"{reported('tool_calls', 'status')} = ?")
+        params.append(outcome)
     if asked:
         where.append("EXISTS (SELECT 1 FROM decisions d WHERE d.session_id = tool_calls.session_id"
                      " AND d.call_id = tool_calls.call_id)")
@@ -175,8 +180,9 @@ INDEXES_3 = {
 DROPPED_3 = ("events_session_type", "events_type_at", "events_call_id", "events_task_id")
 
 
-def _outcome(what: str, cond: str) -> str:
-    return (f"(SELECT {what} FROM events e WHERE e.session_id = r.session_id AND e.call_id = r.call_id"
+def _outcome(what: str, cond: str, row: str = "r") -> str:
+    """``what`` of the newest event of the call of row ``row`` whose type matches ``cond``."""
+    return (f"(SELECT {what} FROM events e WHERE e.session_id = {row}.session_id AND e.call_id = {row}.call_id"
             f" AND e.{CALLS_AND_TASKS} AND e.type {cond} ORDER BY e.seq DESC LIMIT 1)")
 
 
@@ -452,3 +458,27 @@ def people_ranges(db: sqlite_utils.Database) -> None:
         db.execute(f"DROP INDEX {name}")
         db.execute(f"CREATE INDEX {name} ON events {columns}")
     db.create_view("decisions", DECISIONS_9, replace=True)
+
+
+# -- schema 10: what a tool says its call came to -------------------------------------------
+#
+# A tool may report an outcome with its result (``success``, ``failure`` or ``partial``, and a
+# reason): ``tool_calls`` gains ``outcome`` and ``outcome_reason``, a background call's from its
+# task's end. Calls whose tool reports none have NULL in both.
+
+
+def reported(row: str, key: str) -> str:
+    """``key`` (``status`` or ``reason``) of the outcome reported with the answer to the call of row ``row``."""
+    return _outcome(f"json_extract(e.data, '$.outcome.{key}')", f"IN ({_ANSWERS})", row)
+
+
+TOOL_CALLS_10 = TOOL_CALLS_4.replace("\nFROM events r\n", f""",
+       {reported("r", "status")} AS outcome,
+       {reported("r", "reason")} AS outcome_reason
+FROM events r
+""", 1)
+
+
+def outcome_columns(db: sqlite_utils.Database) -> None:
+    """Migration 10: ``tool_calls`` says the outcome each call's tool reported."""
+    db.create_view("tool_calls", TOOL_CALLS_10, replace=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable
+from types import ModuleType
 
 from zagent_core.builtins import skills
 from zagent_core.config import Config
@@ -30,22 +31,27 @@ _MODULES = (
     "spawn",
     "model_search",
     "tool_search",
+    "fetch_url",
+    "web_search",
+    "generate_image",
 )
 
 
 @functools.cache
-def _loaded() -> dict[str, tuple[Builtin, Callable[[Config], Builtin | None] | None]]:
-    """Each built-in by name, with its module's ``for_config`` (how a config sets it up), if any."""
-    found: dict[str, tuple[Builtin, Callable[[Config], Builtin | None] | None]] = {}
+def _loaded() -> dict[str, ModuleType]:
+    """Each built-in's module by the tool's name: its ``TOOL``, and optionally ``for_config``
+    (how a config sets it up, None: not offered) and ``config_problems`` (what is wrong with
+    its settings, said by ``zagent doctor`` and the session's warnings)."""
+    found: dict[str, ModuleType] = {}
     for name in _MODULES:
         module = importlib.import_module(f"zagent_core.builtins.{name}")
-        found[module.TOOL.name] = (module.TOOL, getattr(module, "for_config", None))
+        found[module.TOOL.name] = module
     return found
 
 
 def all_builtins() -> dict[str, Builtin]:
     """Every built-in zagent has, by name (the skill tools as a home without skills has them)."""
-    return {name: tool for name, (tool, _) in _loaded().items()} | {tool.name: tool for tool in skills.TOOLS}
+    return {name: module.TOOL for name, module in _loaded().items()} | {tool.name: tool for tool in skills.TOOLS}
 
 
 def names() -> frozenset[str]:
@@ -70,10 +76,15 @@ def enabled(config: Config, catalog: Catalog | None = None) -> tuple[dict[str, B
         for name in wanted if name not in every
     ]
     chosen: dict[str, Builtin] = {}
-    for name, (tool, for_config) in _loaded().items():
-        configured = for_config(config) if for_config is not None else tool
-        if configured is not None and (wanted is None or name in wanted):
+    for name, module in _loaded().items():
+        if wanted is not None and name not in wanted:
+            continue
+        for_config: Callable[[Config], Builtin | None] | None = getattr(module, "for_config", None)
+        configured = module.TOOL if for_config is None else for_config(config)
+        if configured is not None:
             chosen[name] = configured
+            checked: Callable[[Config], list[Problem]] | None = getattr(module, "config_problems", None)
+            problems += checked(config) if checked is not None else []
     for tool in skills.for_catalog(catalog or Catalog()):
         if wanted is None or tool.name in wanted:
             chosen[tool.name] = tool

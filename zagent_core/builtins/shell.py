@@ -19,7 +19,7 @@ from zagent_core.config import Config
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 
 # One wording, for folder tools and shell alike, of how a process ended when it was not exit code 0.
-from zagent_core.tools.results import ToolResult, _exit_note as ending_of
+from zagent_core.tools.results import ToolResult, _exit_note as ending_of, cut_marker
 from zagent_core.tools.runner import ProcessOutcome
 
 NAME = "shell"
@@ -112,28 +112,32 @@ def _head_end(data: bytes) -> bytes:
     return data
 
 
-def shown_output(outcome: ProcessOutcome, *, explore: bool, cap: int = OUTPUT_CAP_BYTES) -> tuple[str, int]:
+def shown_output(outcome: ProcessOutcome, *, explore: bool, marker: str | None = None,
+                 cap: int = OUTPUT_CAP_BYTES) -> tuple[str, int]:
     """What the model is shown of an output, and how many bytes of it were left out.
 
     ``outcome.stdout`` is the kept tail (``cap`` bytes at most); past the cap the runner
     spilled the whole output to a file, which the head of an exploring command is read from.
-    Cuts fall on line starts when one is near, and never inside a character.
+    Cuts fall on line starts when one is near, and never inside a character. ``marker``:
+    ``limits.truncation_marker``.
     """
     total, tail = outcome.stdout_total, outcome.stdout
     if total <= cap:
         return tail.decode("utf-8", "replace"), 0
-    full = f"[full output: {outcome.spilled}]" if outcome.spilled else "[the full output could not be kept]"
+    full = "[full output: {path}]" if outcome.spilled else "[the full output could not be kept]"
+    default = "…({bytes} bytes truncated from {where})… " + full
     if explore and outcome.spilled is not None:
         with open(outcome.spilled, "rb") as handle:
             head = _head_end(handle.read(cap // 2))
         tail = _tail_start(tail[-(cap - cap // 2):])
         dropped = total - len(head) - len(tail)
         head_text = head.decode("utf-8", "replace").removesuffix("\n")
-        marker = f"…({dropped} bytes truncated from middle)… {full}"
-        return f"{head_text}\n{marker}\n{tail.decode('utf-8', 'replace')}", dropped
+        line = cut_marker(marker, default, dropped=dropped, where="middle", path=outcome.spilled)
+        return f"{head_text}\n{line}\n{tail.decode('utf-8', 'replace')}", dropped
     tail = _tail_start(tail)
     dropped = total - len(tail)
-    return f"…({dropped} bytes truncated from head)… {full}\n{tail.decode('utf-8', 'replace')}", dropped
+    line = cut_marker(marker, default, dropped=dropped, where="head", path=outcome.spilled)
+    return f"{line}\n{tail.decode('utf-8', 'replace')}", dropped
 
 
 def _can_run(arguments: Arguments) -> bool:
@@ -154,15 +158,15 @@ def run(context: BuiltinContext, arguments: Arguments) -> ToolResult:
     timeout = float(arguments.get("timeout", DEFAULT_TIMEOUT_SECONDS))
     outcome = context.host.run_call_process(context, _argv(command), timeout=timeout,
                                             capture_limit=OUTPUT_CAP_BYTES)
-    return result_of(outcome, timeout, explore=explores(command))
+    return result_of(outcome, timeout, explore=explores(command), marker=context.config.limits.truncation_marker)
 
 
-def result_of(outcome: ProcessOutcome, timeout: float, *, explore: bool) -> ToolResult:
+def result_of(outcome: ProcessOutcome, timeout: float, *, explore: bool, marker: str | None = None) -> ToolResult:
     """What the model is told of a process a built-in ran (shell, a skill's script): its output as
     :func:`shown_output` cuts it, and how it ended when it was not exit code 0."""
     if outcome.start_error is not None:
         return ToolResult(output=outcome.start_error, is_error=True)
-    text, dropped = shown_output(outcome, explore=explore)
+    text, dropped = shown_output(outcome, explore=explore, marker=marker)
     ending = ending_of(outcome, timeout)
     parts = [text.rstrip("\n") or ("(no output)" if ending is None else ""), ending or ""]
     return ToolResult(

@@ -147,7 +147,8 @@ def run_script(catalog: Catalog, context: BuiltinContext, arguments: Arguments) 
                           is_error=True)
     outcome = context.host.run_call_process(context, argv, timeout=SCRIPT_TIMEOUT_SECONDS,
                                             capture_limit=shell.OUTPUT_CAP_BYTES)
-    return shell.result_of(outcome, SCRIPT_TIMEOUT_SECONDS, explore=False)
+    return shell.result_of(outcome, SCRIPT_TIMEOUT_SECONDS, explore=False,
+                           marker=context.config.limits.truncation_marker)
 
 
 def _always(arguments: Arguments) -> bool:

@@ -62,6 +62,23 @@ class Decision:
         return None
 
 
+def answering(text: str, call_id: str | None, *, numbered: bool, via: str = "zagent answer") -> Decision:
+    """``zagent answer`` (and the console's answer form, ``via`` ``zagent ui``): ``text`` answers
+    the question (``numbered``: a number picks the question's choice of that number)."""
+    return Decision("answer", call_id, lambda session: session.answer(text, call_id, numbered=numbered, via=via),
+                    text, numbered=numbered)
+
+
+def approving(call_id: str | None, *, via: str = "zagent approve") -> Decision:
+    """``zagent approve`` (and the console's Approve button): the call runs, then the session goes on."""
+    return Decision("approval", call_id, lambda session: session.approve(call_id, via=via))
+
+
+def denying(call_id: str | None, reason: str, *, via: str = "zagent deny") -> Decision:
+    """``zagent deny`` (and the console's Deny button): the call is not run; the model is told ``reason``."""
+    return Decision("approval", call_id, lambda session: session.deny(call_id, reason=reason, via=via), reason)
+
+
 @dataclass(frozen=True)
 class DriveRequest:
     """One drive: a new session (no ``session_id``) or a resumed one, with a prompt or none."""

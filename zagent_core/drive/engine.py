@@ -25,11 +25,11 @@ def open_engine(home: Home, journal: Journal, *, workspace: str | Path | None = 
     :class:`WorkspaceError` when the workspace is not a folder.
     """
     from zagent_core.agent.engine import Engine
-    from zagent_core.tools.credentials import withhold_model_keys
+    from zagent_core.tools.credentials import withhold_keys
 
     folder = Path(workspace) if workspace else Path.cwd()
     if not folder.is_dir():
         raise WorkspaceError(f"workspace {folder} is not a folder")
     engine = Engine(home, journal, workspace=folder, command=command, mcp_servers=mcp_servers)
-    withhold_model_keys(engine.config.model)
+    withhold_keys(engine.config)
     return engine

@@ -77,6 +77,8 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.protocol import Journal, StoredEvent
 from zagent_core.session.engine import Session
+from zagent_core.tools.clock import recorded_clocks
+from zagent_core.tools.results import ToolResult
 from zagent_core.tools.validation import validate_arguments
 
 if TYPE_CHECKING:
@@ -291,6 +293,14 @@ class _Tree:
     #: The recorded workspace, whose paths in recorded effects move to the replay's.
     workspace_then: str | None
     normalise: Normaliser
+    #: How each session of the tree answers its calls, by the replay's session id.
+    calls: dict[str, _Calls] = field(default_factory=dict)
+
+    def serve_nested(self, session_id: str, requested: ToolCallRequested) -> ToolResult | None:
+        """The engine's :attr:`~zagent_core.session.engine.Engine.nested_server`: a nested call
+        that a tool run again asks for is served or run again as a call of the model's would be."""
+        calls = self.calls.get(session_id)
+        return calls.serve_nested(requested) if calls is not None else None
 
 
 def _replay(source: Journal, recorded: list[StoredEvent], home: Home, into: Journal, options: ReplayOptions,
@@ -309,6 +319,7 @@ def _replay(source: Journal, recorded: list[StoredEvent], home: Home, into: Jour
                                                                            workspace))
     with Engine(scratch_home, into, workspace=workspace, config=options.config) as engine:  # stops its MCP servers
         tree = _Tree(source, engine, options, workspace_then, normalise)
+        engine.nested_server = tree.serve_nested
         # A sub-agent replayed alone keeps what it was given (its depth, its tools): its parent is not replayed.
         root = _SessionReplay(tree, recorded, parent=started.parent if isinstance(started, SessionStarted) else None,
                               notes=[copy_note] if copy_note else [])
@@ -356,6 +367,7 @@ class _SessionReplay:
         self.session = tree.engine.start_session(f"replay of {recorded[0].session_id} (tools {options.tools})",
                                                  session_id=session_id, parent=parent)
         self.calls = _Calls(self, _results(recorded), _effects(recorded, tree.workspace_then, workspace))
+        tree.calls[self.session.session_id] = self.calls
         self.agent = Agent(self.session, ReplayModel(replies), _replay_config(options.config, recorded, len(replies)),
                            run_call=self.calls.run, compactions=RecordedCompactions(e.event for e in recorded))
         # A sub-agent's runs begin with the task its parent gave it (a user message); each
@@ -435,28 +447,56 @@ class _Calls:
         recorded = owner.recorded
         #: The recorded sub-agent runs, by spawn call; and how each ended.
         self.spawned = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildSpawned)}
+        #: The recorded nested calls, by the call whose tool asked for them, in order.
+        self.nested: dict[str, list[ToolCallRequested]] = {}
+        for stored in recorded:
+            if isinstance(stored.event, ToolCallRequested) and stored.event.parent_call_id is not None:
+                self.nested.setdefault(stored.event.parent_call_id, []).append(stored.event)
         self.ended = {s.event.call_id: s.event for s in recorded if isinstance(s.event, ChildEnded)}
+        #: What each call was told of the time and its seed: a call run again is told the same.
+        self.clocks = recorded_clocks(recorded)
         #: The sub-agents' replays, and their sessions' ids, by recorded session id, in the order first spawned.
         self.children: dict[str, _SessionReplay] = {}
         self.ids: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def run(self, call: RepliedCall) -> None:
-        if self.tools == "recorded" or self.session.served_in_replay(call.name):
-            self.serve(call)
-        elif self.session.replay_policy(call.name) == "unsafe" and not self.allow_unsafe:
-            self.not_rerun.append(f"{call.name} ({call.call_id})")
-            self.serve(call)
+        if self._reruns(call.name, call.call_id):
+            self.session.call(call.name, call.arguments, call_id=call.call_id, clock=self.clocks.get(call.call_id))
         else:
+            self.serve(call)
+
+    def _reruns(self, name: str, call_id: str) -> bool:
+        """Whether a call of ``name`` runs again (counted), or is served from the recording (an
+        unsafe one, in rerun mode, noted as not run again)."""
+        if self.tools == "recorded" or self.session.served_in_replay(name):
+            return False
+        if self.session.replay_policy(name) == "unsafe" and not self.allow_unsafe:
+            self.not_rerun.append(f"{name} ({call_id})")
+            return False
+        with self._lock:  # nested calls of calls that run side by side count too
             self.rerun += 1
-            self.session.call(call.name, call.arguments, call_id=call.call_id)
+        return True
+
+    def serve_nested(self, requested: ToolCallRequested) -> ToolResult | None:
+        """A nested call that a tool run again asks for: None to run it again too, or its
+        recorded result (served and returned to the tool) when a call of the model's would be served."""
+        if self._reruns(requested.tool, requested.call_id):
+            return None
+        result = self.results.get(requested.call_id) or self._no_result(requested.call_id)
+        self.session.record([requested, *self._nested_served(requested.call_id),
+                             *self.effects.get(requested.call_id, []), result])
+        if isinstance(result, ToolCallFinished):
+            return ToolResult(output=result.output, is_error=result.is_error)
+        return ToolResult(output=result.message, is_error=True)
 
     def serve(self, call: RepliedCall) -> None:
         """Answer a call with the recorded result, without running anything; but check that
         validation still decides the same (refused then, refused now)."""
         result = self.results.get(call.call_id)
         validator = self.session.validator_of(call.name)
-        step = sum(1 for e in self.into.read(self.session.session_id) if isinstance(e.event, ToolCallRequested))
+        step = sum(1 for e in self.into.read(self.session.session_id)
+                   if isinstance(e.event, ToolCallRequested) and e.event.parent_call_id is None)
         unknown_then = isinstance(result, ToolCallRejected) and result.reason == "unknown_tool"
         if validator is None and not unknown_then:
             self.decisions.append(Difference(step, "tool", f"{call.name} (offered)",
@@ -468,14 +508,28 @@ class _Calls:
                 self.decisions.append(Difference(step, "validation", "refused" if refused_then else "accepted",
                                                  "refused" if refused_now else "accepted"))
         requested = ToolCallRequested(call_id=call.call_id, tool=call.name, arguments=call.arguments)
-        if result is None:
-            result = ToolCallRejected(call_id=call.call_id, reason="invalid_arguments",
-                                      message=f"replay: the recording has no result for call {call.call_id}")
+        result = result or self._no_result(call.call_id)
         spawned = self.spawned.get(call.call_id)
         if spawned is None:
-            self.session.record([requested, *self.effects.get(call.call_id, []), result])
+            self.session.record([requested, *self._nested_served(call.call_id), *self.effects.get(call.call_id, []),
+                                 result])
         else:
             self._serve_spawn(requested, spawned, result)
+
+    @staticmethod
+    def _no_result(call_id: str) -> ToolCallRejected:
+        """What a call the recording holds no result of is served with."""
+        return ToolCallRejected(call_id=call_id, reason="invalid_arguments",
+                                message=f"replay: the recording has no result for call {call_id}")
+
+    def _nested_served(self, parent_call_id: str) -> list[Event]:
+        """The nested calls a served call's tool made, served as it is: their requests, theirs,
+        their effects and their results, as the recording holds them."""
+        events: list[Event] = []
+        for nested in self.nested.get(parent_call_id, []):
+            result = self.results.get(nested.call_id) or self._no_result(nested.call_id)
+            events += [nested, *self._nested_served(nested.call_id), *self.effects.get(nested.call_id, []), result]
+        return events
 
     def _serve_spawn(self, requested: ToolCallRequested, spawned: ChildSpawned, result: CallResult) -> None:
         """Serve a spawn call, its sub-agent replayed in the call's place (its next run)."""

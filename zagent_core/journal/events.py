@@ -9,93 +9,26 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any, Callable, ClassVar, Literal, Union, get_args
+from typing import Annotated, Any, Callable, Literal, Union, get_args
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     TypeAdapter,
     ValidationError,
-    model_serializer,
 )
 
 from zagent_core.errors import ZagentError
+from zagent_core.journal.parts import (
+    Body as _Body,
+    Coercion,
+    DroppedItem,
+    Media,
+    OutputFile,
+    Part as _Part,
+    ToolOffer,
+    unset as _is_none,
+)
 from zagent_core.version import zagent_version
-
-
-class _Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class _Body(_Part):
-    #: The schema version this code writes; bump it (and add an upcaster) when a
-    #: field changes meaning or disappears, and ``v``'s default with it (checked below).
-    SCHEMA_VERSION: ClassVar[int] = 1
-    #: A plain default, not a ``model_post_init`` filling it in: that hook cost every
-    #: event read from the journal a tenth of its validation.
-    v: int = 1
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        if cls.model_fields["v"].default != cls.SCHEMA_VERSION:
-            raise TypeError(f"{cls.__name__}: a body of SCHEMA_VERSION {cls.SCHEMA_VERSION} must default v to it "
-                            f"(v: int = {cls.SCHEMA_VERSION})")
-
-
-# -- parts shared by several events ------------------------------------------------
-
-
-class ToolOffer(_Part):
-    """A tool as offered to the model when the session started."""
-
-    name: str
-    description: str
-    folder: str
-    manifest_hash: str
-    #: What runs a call of it when it is not a folder: ``builtin:read_file``.
-    identity: str | None = None
-
-
-class Coercion(_Part):
-    """A loosely typed argument that validation converted (``"3"`` -> ``3``)."""
-
-    path: str
-    before: Any
-    after: Any
-
-
-class DroppedItem(_Part):
-    """An array item that did not fit its ``items`` schema even after coercion: left out, the call ran without it."""
-
-    #: Its place in the arguments as asked (``tool_call_requested`` holds its value): ``paths[2]``.
-    path: str
-    #: Why, as the model was told: ``argument "paths[2]": expected string, got integer``.
-    problem: str
-
-
-class OutputFile(_Part):
-    """A file a call left in its output folder."""
-
-    path: str
-    size: int
-    mime: str | None = None
-    attached: bool = False
-    #: Why a media file was not attached (capability off, too large), if it was not.
-    note: str | None = None
-
-
-class Media(_Part):
-    """A file attached to a result for the model to see: a reference, never its bytes."""
-
-    path: str
-    mime: str
-    size: int
-    #: The file's sha256 when the call made it, so a later request can tell it changed (None before 0.2).
-    sha256: str | None = None
-
 
 # -- session ------------------------------------------------------------------------
 
@@ -170,6 +103,9 @@ class ToolCallRequested(_Body):
     tool: str
     #: The arguments exactly as asked for, before validation or coercion.
     arguments: Any
+    #: Set for a nested call: the running call whose tool asked for it (``zagent call``, or a
+    #: built-in's ``context.call_tool``). Its result went to that tool, not to the model.
+    parent_call_id: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class ToolCallRejected(_Body):
@@ -179,6 +115,15 @@ class ToolCallRejected(_Body):
     #: The result text the model received.
     message: str
     problems: list[str] = []
+
+
+class CallClock(_Part):
+    """What a call is told of the time and of its randomness: ``ZAGENT_NOW`` and ``ZAGENT_CALL_SEED``."""
+
+    #: When the call started, ISO 8601 UTC to the millisecond: ``2026-12-07T12:12:22.123Z``.
+    now: str
+    #: 32 hex digits derived from the session's and the call's ids.
+    seed: str
 
 
 class ToolCallStarted(_Body):
@@ -214,6 +159,18 @@ class ToolCallStarted(_Body):
     #: (zagent's, for a built-in): an audit or a replay tells what ran without a folder.
     identity: str | None = None
     tool_version: str | None = None
+    #: What the call was told when it is not what its event says (its ``at``, and the seed of its
+    #: session's and its own id): a replay tells a call what its recording was told.
+    clock: CallClock | None = Field(default=None, exclude_if=_is_none)
+
+
+class Outcome(_Part):
+    """What a tool says its call came to, beside its text (the seed's ``reportOutcome``):
+    what ``zagent audit --outcome`` filters on."""
+
+    status: Literal["success", "failure", "partial"]
+    #: Why, in a sentence (at most 1000 characters; a longer one is cut).
+    reason: str = ""
 
 
 class _Result(_Body):
@@ -230,6 +187,10 @@ class _Result(_Body):
     full_output_path: str | None = None
     media: list[Media] = []
     files: list[OutputFile] = []
+    #: The result as data (a JSON tool's ``structured``, an MCP tool's ``structuredContent``), matching
+    #: the tool's ``output_schema`` when it has one: for programs, not the model (``mcp serve`` passes it on).
+    structured: Any = Field(default=None, exclude_if=_is_none)
+    outcome: Outcome | None = Field(default=None, exclude_if=_is_none)
 
 
 class ToolCallFinished(_Result):
@@ -539,16 +500,7 @@ class UserMessage(_Body):
     type: Literal["user_message"] = "user_message"
     text: str
     #: The model a person asked to answer it with (``run --detach --model``; what a worker uses).
-    model: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_no_model(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Most messages name no model: their bodies stay as they always were, so journals and
-        # exports read as before, by older zagents too.
-        body: dict[str, Any] = handler(self)
-        if body.get("model", "") is None:
-            del body["model"]
-        return body
+    model: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class RepliedCall(_Part):

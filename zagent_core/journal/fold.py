@@ -199,9 +199,9 @@ _REQUESTED = CallView(call_id="", tool="", arguments=None, requested_at=datetime
 _CALL_LISTS = tuple(name for name, field in CallView.model_fields.items() if field.default_factory is list)
 
 
-def _new_call(call_id: str, tool: str, arguments: Any, at: datetime) -> CallView:
+def _new_call(call_id: str, tool: str, arguments: Any, at: datetime, parent_call_id: str | None = None) -> CallView:
     fields: dict[str, Any] = {name: [] for name in _CALL_LISTS}
-    fields.update(call_id=call_id, tool=tool, arguments=arguments, requested_at=at)
+    fields.update(call_id=call_id, tool=tool, arguments=arguments, requested_at=at, parent_call_id=parent_call_id)
     return _changed(_REQUESTED, fields)
 
 
@@ -302,7 +302,7 @@ def _session_forked(f: _Folding, event: SessionForked, stored: StoredEvent) -> N
 
 @_on(ToolCallRequested)
 def _call_requested(f: _Folding, event: ToolCallRequested, stored: StoredEvent) -> None:
-    f.calls[event.call_id] = _new_call(event.call_id, event.tool, event.arguments, stored.at)
+    f.calls[event.call_id] = _new_call(event.call_id, event.tool, event.arguments, stored.at, event.parent_call_id)
     f.unrequested.pop(event.call_id, None)
     f.calls_requested += 1
     f.last_call_id = event.call_id

@@ -273,13 +273,15 @@ class SessionIndex(SnapshotLog, Protocol):
     """A snapshot log that lists its sessions without reading their events."""
 
     @abstractmethod
-    def sessions(self, limit: int | None = None, *, top_level: bool = False) -> list[SessionSummary]:
+    def sessions(self, limit: int | None = None, *, top_level: bool = False,
+                 after: str | None = None) -> list[SessionSummary]:
         """Sessions, most recently active first (the ``limit`` most recent, or all).
 
         Counts and the parent come without reading the sessions' events; ``status`` is that
         of the newest snapshot (None when the session has none). ``top_level``: only the
         sessions that are no sub-agent's, and the sub-agents whose parent the journal does
-        not have (a child imported alone).
+        not have (a child imported alone). ``after``: only those less recently active than
+        that session (a page's last), so a listing pages by keyset, never by offset.
         """
         ...
 

@@ -69,6 +69,8 @@ class CallView(ResultView):
     #: Which run of the call this is: 2 when a resume ran it again after a crash.
     attempt: int = 1
     pid: int | None = None
+    #: Set for a nested call: the call whose tool asked for it.
+    parent_call_id: str | None = None
 
 
 class TaskView(ResultView):

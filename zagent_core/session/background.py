@@ -32,6 +32,7 @@ from zagent_core.logs import get_logger
 from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.writer import Writer
 from zagent_core.tools import tasks
+from zagent_core.tools.manifest import ToolSet
 from zagent_core.tools.notes import STOPPED, read_notes
 from zagent_core.tools.processes import ProcessIdentity
 from zagent_core.tools.results import ToolResult
@@ -62,8 +63,10 @@ def state_written(call_id: str, tool: str, result: ToolResult) -> list[Event]:
 class Background:
     """Starts a session's tasks, journals their notes and ends, and watches them while they run."""
 
-    def __init__(self, writer: Writer, config: Config, workspace: Path) -> None:
+    def __init__(self, writer: Writer, config: Config, workspace: Path, tools: ToolSet) -> None:
         self._writer = writer
+        #: The session's folder tools: a task's result is checked against its tool's ``output_schema``.
+        self._tools = tools
         self._config = config
         self._workspace = workspace
         self._supervisors: dict[str, subprocess.Popen[bytes]] = {}
@@ -171,10 +174,12 @@ class Background:
 
     def _finish_task(self, task: TaskView, record: dict[str, Any]) -> None:
         call = self._writer.state.calls[task.call_id]
+        tool = self._tools.tools.get(task.tool)
         result = tasks.result_of(
             record, Path(task.task_dir), output_mode=call.output_mode or "text", timeout=call.timeout_seconds,
             attach_outputs=call.attach_outputs, cwd=Path(call.cwd or self._workspace),
             caps=self.capabilities(), limits=self._config.limits,
+            output_validator=tool.output_validator if tool is not None else None,
         )
         fields = result.event_fields() | {"ended_at": tasks.ended_at(record)}
         written = state_written(task.call_id, task.tool, result)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from zagent_core.config import Config
 from zagent_core.ids import new_call_id
 from zagent_core.journal.events import (
+    CallClock,
     RejectReason,
     ToolCallFinished,
     ToolCallInterrupted,
@@ -37,6 +38,7 @@ from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.host import SessionHost
 from zagent_core.session.people import People
 from zagent_core.session.writer import Writer
+from zagent_core.tools.clock import fresh_clock, stamp
 from zagent_core.tools.disclosure import findable
 from zagent_core.tools.inprocess import BuiltinContext, Findable, Parked, ToolState
 from zagent_core.tools.results import ToolResult
@@ -108,7 +110,8 @@ class CallRunner:
     """Decides what a session may call, and runs calls: validated, approved, journaled and executed."""
 
     def __init__(self, writer: Writer, toolbox: Toolbox, host: SessionHost, people: People, background: Background,
-                 *, config: Config, workspace: Path, shown: Shown) -> None:
+                 *, config: Config, workspace: Path, shown: Shown,
+                 served: Callable[[str, ToolCallRequested], ToolResult | None]) -> None:
         self._writer = writer
         self.toolbox = toolbox
         self._host = host
@@ -117,6 +120,10 @@ class CallRunner:
         self._config = config
         self._workspace = workspace
         self._shown = shown
+        #: The last number given to a nested call of each call (see :meth:`nested`).
+        self._nested_numbers: dict[str, int] = {}
+        #: Serves a nested call instead of running it (a replay's recorded one), or says to run it (None).
+        self._served = served
 
     # -- what the session may call ---------------------------------------------------
 
@@ -195,15 +202,18 @@ class CallRunner:
 
     # -- calls -----------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any, call_id: str | None) -> CallOutcome:
-        """Validate, run and journal one call of tool ``name``; returns what the model receives."""
+    def call(self, name: str, arguments: Any, call_id: str | None, parent_call_id: str | None = None,
+             clock: CallClock | None = None) -> CallOutcome:
+        """Validate, run and journal one call of tool ``name``; returns what the model receives
+        (or, for a call nested in running call ``parent_call_id``, what that call's tool receives).
+        ``clock``: what the call is told of the time and its seed instead of its own (a replay's recorded one)."""
         call_id = call_id or new_call_id()
         if not CALL_ID.fullmatch(call_id):
             raise ValueError(f"call id {call_id!r} must be 1-128 letters, digits, '_', '-', '.', ':' or '~' "
                              "(it names the call's folder)")
         if self._writer.has_call(call_id):
             raise ValueError(f"call id {call_id!r} is already used in session {self._writer.session_id}")
-        requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments)
+        requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments, parent_call_id=parent_call_id)
         unrecordable = _unrecordable(requested)
         if unrecordable:
             # Journal what can be journaled, and tell the model why nothing ran.
@@ -212,12 +222,56 @@ class CallRunner:
             self._writer.append([requested, ToolCallRejected(call_id=call_id, reason="invalid_arguments",
                                                              message=message, problems=[unrecordable])])
             return outcome(call_id, ToolResult(output=message, is_error=True))
-        return self.run_requested(requested)
+        return self.run_requested(requested, clock)
+
+    def nested(self, parent_call_id: str, name: str, arguments: Any) -> CallOutcome:
+        """A call of tool ``name`` that the tool of running call ``parent_call_id`` asks for
+        (``zagent call``, ``context.call_tool``): run as any call, journaled with its parent,
+        its result for that tool. Its id is the parent's, numbered: ``call_7.1``, ``call_7.2``..."""
+        number = self._nested_numbers.get(parent_call_id, 0)
+        call_id = ""
+        while not call_id or self._writer.has_call(call_id):
+            number += 1
+            call_id = f"{parent_call_id}.{number}"
+            if not CALL_ID.fullmatch(call_id):  # a parent's id too long to number
+                call_id = new_call_id()
+        self._nested_numbers[parent_call_id] = number
+        requested = ToolCallRequested(call_id=call_id, tool=name, arguments=arguments, parent_call_id=parent_call_id)
+        served = self._served(self._writer.session_id, requested)
+        if served is not None:
+            return outcome(call_id, served)
+        return self.call(name, arguments, call_id, parent_call_id)
+
+    def _nesting(self, requested: ToolCallRequested) -> tuple[RejectReason, str] | None:
+        """Why a nested call may not run, whatever its arguments: too deep, one too many, or it would wait on a person."""
+        state, limit = self._writer.state, self._config.limits.nested_call_depth
+        depth, parent = 1, state.calls.get(requested.parent_call_id or "")
+        while parent is not None and parent.parent_call_id is not None:
+            depth, parent = depth + 1, state.calls.get(parent.parent_call_id)
+        name = requested.tool
+        most = self._config.limits.nested_calls_per_call
+        if self._nested_numbers.get(requested.parent_call_id or "", 0) > most:
+            return "limit", (f"{name} was not run: call {requested.parent_call_id} has made the {most} nested calls "
+                             "a call may make (limits.nested_calls_per_call in config.json)")
+        if depth > limit:
+            if limit == 0:
+                return "limit", (f"{name} was not run: nested calls are turned off (limits.nested_call_depth is 0 in "
+                                 "config.json), so a tool cannot call another tool")
+            return "limit", (f"{name} was not run: calls nest at most {limit} deep (limits.nested_call_depth in "
+                             f"config.json), and this one, asked for by call {requested.parent_call_id}, would be "
+                             f"{depth} deep")
+        if self.needs_approval(name):
+            return "permission", (f'{name} was not run: it needs a person\'s approval ("permission": "ask"), which a '
+                                  "nested call cannot wait for; add it to approvals.allow in config.json to let tools "
+                                  "call it")
+        return None
 
     def _admitted(self, requested: ToolCallRequested) -> tuple[ToolEntry, Validated] | ToolCallRejected:
         """The tool and the validated arguments of a call, or why it is rejected (validated against the tool as it is now)."""
         name = requested.tool
         refusal = self.refusal(name)
+        if refusal is None and requested.parent_call_id is not None:
+            refusal = self._nesting(requested)
         if refusal is not None:
             reason, message = refusal
             return ToolCallRejected(call_id=requested.call_id, reason=reason, message=message, problems=[])
@@ -231,7 +285,7 @@ class CallRunner:
                                     problems=problems)
         return entry, validated
 
-    def run_requested(self, requested: ToolCallRequested) -> CallOutcome:
+    def run_requested(self, requested: ToolCallRequested, clock: CallClock | None = None) -> CallOutcome:
         """A new call: journal its request with its rejection, its approval asked, or its start, and run it."""
         admitted = self._admitted(requested)
         if isinstance(admitted, ToolCallRejected):
@@ -243,7 +297,7 @@ class CallRunner:
             if waiting is not None:
                 return outcome(requested.call_id, waiting)
             return self.run_journaled(requested)
-        return self.execute(entry, requested, validated)
+        return self.execute(entry, requested, validated, clock=clock)
 
     def run_journaled(self, requested: ToolCallRequested) -> CallOutcome:
         """A call whose request is in the journal already, because a person approved it (with its
@@ -256,36 +310,41 @@ class CallRunner:
         return self.execute(entry, requested, validated, again=True)
 
     def execute(self, entry: ToolEntry, requested: ToolCallRequested, validated: Validated, *,
-                again: bool = False, notify_offset: int = 0, attempt: int = 1) -> CallOutcome:
+                again: bool = False, notify_offset: int = 0, attempt: int = 1,
+                clock: CallClock | None = None) -> CallOutcome:
         """Run a validated call of any kind of tool: ``tool_call_started``, then the run, then what
         it staged committed with ``tool_call_finished`` (one step: a crash keeps both or neither).
 
         ``again``: the call was journaled before (approved, or a crash cut it off); one that
         had started already and :attr:`~ToolEntry.continues` goes on without being started again.
         ``notify_offset``: where the cut-off attempt's journaled notes end in the call's notify
-        file, which the new attempt appends to.
+        file, which the new attempt appends to. ``clock``: what the call is told instead of its start
+        time and seed (journaled with its start); a call that goes on is told its first start.
         """
         writer, call_id, name, arguments = self._writer, requested.call_id, entry.name, validated.arguments
         call_dir = self._host.call_folder(call_id) if entry.runs_process(arguments) else None
         cut_off = writer.state.calls.get(call_id)
         going_on = again and entry.continues and cut_off is not None and cut_off.status == "running"
+        started_at, own_clock = fresh_clock(writer.session_id, call_id)
+        if going_on and cut_off is not None and cut_off.started_at is not None:
+            own_clock = own_clock.model_copy(update={"now": stamp(cut_off.started_at)})
         with writer.lock:  # the task number is taken and journaled in one step
             state = writer.state
             task_id = str(state.tasks_numbered + 1) if entry.background(arguments) else None
             context = BuiltinContext(
                 session_id=writer.session_id, call_id=call_id, tool=name, workspace=self._workspace,
                 config=self._config, host=self._host, origin=state.origin, read_state=self._host.read_state(),
-                state=ToolState(state.tool_state.get(name, {})), call_dir=call_dir, task_id=task_id,
-                active_skills=state.active_skills,
-                findable=self.findable,
+                state=ToolState(state.tool_state.get(name, {})), clock=clock or own_clock, call_dir=call_dir,
+                task_id=task_id, active_skills=state.active_skills, findable=self.findable,
             )
             prepared = entry.prepare(context, arguments)
             writer.append([] if going_on else [
                 *([] if again else [requested]),
                 ToolCallStarted(call_id=call_id, task_id=task_id, tool=name, arguments=arguments,
-                                coercions=validated.coercions, dropped=validated.dropped, notify_offset=notify_offset, attempt=attempt,
+                                coercions=validated.coercions, dropped=validated.dropped,
+                                notify_offset=notify_offset, attempt=attempt, clock=clock,
                                 **prepared.started),
-            ])
+            ], at=started_at)
         log.info("tool_call_started", session=writer.session_id, call_id=call_id, tool=name, task_id=task_id)
         crash_point("after_tool_call_started")
         started = time.monotonic()

@@ -27,6 +27,7 @@ from zagent_core.errors import ZagentError
 from zagent_core.home import Home
 from zagent_core.ids import new_session_id
 from zagent_core.journal.events import (
+    CallClock,
     ChildSpawned,
     Event,
     ModelReplied,
@@ -35,6 +36,7 @@ from zagent_core.journal.events import (
     SessionEnded,
     SessionResumed,
     SessionStarted,
+    ToolCallRequested,
 )
 from zagent_core.journal.fold import rebuild
 from zagent_core.journal.protocol import Claim, Journal, JournalError, Lease, StoredEvent
@@ -80,6 +82,10 @@ __all__ = [
 log = get_logger(__name__)
 
 _EngineT = TypeVar("_EngineT", bound="Engine")
+
+
+#: Answers a nested call of a session (its id) in place of running it, or says to run it (None).
+NestedServer = Callable[[str, ToolCallRequested], ToolResult | None]
 
 
 class ChildDriver(Protocol):
@@ -140,6 +146,13 @@ class Engine:
         self.child_slots = threading.Semaphore(config.spawn.max_concurrent)
         #: Renews the leases of the sessions this engine drives.
         self.heartbeat = leases.Heartbeat(journal, config.journal.lease_seconds)
+        #: Answers a nested call in place of running it (None: run it): a replay serves the
+        #: nested calls it must not run again from its recording (:mod:`zagent_core.history.replay`).
+        self.nested_server: NestedServer | None = None
+
+    def served_nested(self, session_id: str, requested: ToolCallRequested) -> ToolResult | None:
+        """The result :attr:`nested_server` serves a nested call of session ``session_id`` with, or None: run it."""
+        return self.nested_server(session_id, requested) if self.nested_server is not None else None
 
     def toolbox(self, tools: ToolSet) -> Toolbox:
         """Every tool of this engine by name, of every kind: ``tools`` (the home's) and the built-ins."""
@@ -288,12 +301,12 @@ class Session:
         config = engine.config
         owner = leases.this_process(f"zagent {engine.command}" if engine.command else "zagent")
         self._writer = Writer(engine.journal, engine.heartbeat, session_id, owner, state or SessionState())
-        self._background = Background(self._writer, config, engine.workspace)
+        self._background = Background(self._writer, config, engine.workspace, tools)
         self._people = People(self._writer, lambda name: name in config.approvals.allow, config.limits)
         self._host = SessionHost(self._writer, self._background, self._people, home=engine.home, config=config,
-                                 spawner=self.spawn)
-        self._calls = CallRunner(self._writer, engine.toolbox(tools), self._host, self._people,
-                                 self._background, config=config, workspace=engine.workspace, shown=engine.shown)
+                                 spawner=self.spawn, caller=lambda *nested: self._calls.nested(*nested))
+        self._calls = CallRunner(self._writer, engine.toolbox(tools), self._host, self._people, self._background,
+                                 config=config, workspace=engine.workspace, shown=engine.shown, served=engine.served_nested)
         self._turns = Turns(self._writer, self._calls, self._host.calls_stopped, config.limits)
         self._settler = Settler(self._writer, self._calls, self._background, self._turns)
 
@@ -441,9 +454,9 @@ class Session:
 
     # -- calls -------------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any, *, call_id: str | None = None) -> CallOutcome:
-        """Validate, run and journal one call of tool ``name``: what the model receives, its call and task ids."""
-        return self._calls.call(name, arguments, call_id)
+    def call(self, name: str, arguments: Any, *, call_id: str | None = None, clock: CallClock | None = None) -> CallOutcome:
+        """Validate, run and journal one call of tool ``name`` (told ``clock``, a replay's, instead of its own)."""
+        return self._calls.call(name, arguments, call_id, clock=clock)
 
     def needs_approval(self, name: str) -> bool:
         """Whether a person decides each call of ``name`` (``"permission": "ask"``, not in ``approvals.allow``)."""

@@ -9,9 +9,11 @@ sub-agent's driver) is given to it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from zagent_core.config import CapabilitiesConfig, Config
 from zagent_core.home import Home
@@ -24,6 +26,7 @@ from zagent_core.tools import sandbox, tasks
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.inprocess import Arguments, BuiltinContext
 from zagent_core.tools.invocation import CallContext
+from zagent_core.tools.nested import CallSocket, socket_folder
 from zagent_core.tools.processes import write_identity
 from zagent_core.tools.results import FULL_OUTPUT_NAME, ToolResult
 from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, run_process
@@ -58,19 +61,22 @@ class CallsStop(threading.Event):
 
 #: Starts (or goes on with) the sub-agent of a spawn call; its outcome is the call's result.
 Spawner = Callable[[BuiltinContext, Arguments], ToolResult]
+#: Runs a call of a tool by name, nested in the running call of the given id.
+Caller = Callable[[str, str, Any], ToolResult]
 
 
 class SessionHost:
     """Runs what a call asks for, on behalf of one session."""
 
     def __init__(self, writer: Writer, background: Background, people: People, *, home: Home, config: Config,
-                 spawner: Spawner) -> None:
+                 spawner: Spawner, caller: Caller) -> None:
         self._writer = writer
         self._background = background
         self._people = people
         self._home = home
         self._config = config
         self._spawner = spawner
+        self._caller = caller
         #: Set, running foreground calls stop their process trees and are journaled interrupted
         #: (Ctrl-C reaches the main thread only: the agent sets this for calls running beside each other).
         self.interrupt_calls = CallsStop()
@@ -115,6 +121,9 @@ class SessionHost:
     def spawn(self, context: BuiltinContext, arguments: Arguments) -> ToolResult:
         return self._spawner(context, arguments)
 
+    def call_tool(self, context: BuiltinContext, name: str, arguments: Any) -> ToolResult:
+        return self._caller(context.call_id, name, arguments)
+
     def call_folder(self, call_id: str) -> Path:
         """The call's folder, with its ``output/`` and its (empty) notify file, made."""
         call_dir = self._home.call_dir(self._writer.session_id, call_id)
@@ -129,7 +138,7 @@ class SessionHost:
         return CallContext(
             session_id=self._writer.session_id, home=self._home.root, workspace=context.workspace, scratch=scratch,
             output_dir=context.call_dir / "output", notify_file=context.call_dir / "notify",
-            caps=self.capabilities().as_env(), state_file=state_file,
+            caps=self.capabilities().as_env(), clock=context.clock, state_file=state_file,
         )
 
     def run_process(self, context: BuiltinContext, spec: ProcessSpec) -> ProcessOutcome:
@@ -144,7 +153,11 @@ class SessionHost:
             # Who the tool is, so a resume after a crash can stop it if it still runs.
             write_identity(call_dir / tasks.TOOL_FILE, pid)
 
-        outcome = run_process(self._confined(context, spec), on_tick=tick, on_start=started)
+        # What the process runs through `zagent call` nests in this call, while it runs.
+        with CallSocket(lambda name, arguments: self._caller(call_id, name, arguments),
+                        socket_folder(self._writer.session_id, call_id)) as sockets:
+            spec = dataclasses.replace(spec, env=spec.env | sockets.variables())
+            outcome = run_process(self._confined(context, spec, sockets.folder), on_tick=tick, on_start=started)
         self._background.collect_notes(call_id)  # what it wrote last
         if outcome.stopped and self.interrupt_calls.is_set():
             raise KeyboardInterrupt  # as in the main thread: the call is journaled interrupted
@@ -159,11 +172,12 @@ class SessionHost:
             context.staged.append(started)
         return result
 
-    def _confined(self, context: BuiltinContext, spec: ProcessSpec) -> ProcessSpec:
-        """``spec`` in its sandbox: its grant's, with the call's folder and the session's scratch
-        writable (and, whatever the grant, in a PID namespace of its own)."""
+    def _confined(self, context: BuiltinContext, spec: ProcessSpec, sockets: Path | None = None) -> ProcessSpec:
+        """``spec`` in its sandbox: its grant's, with the call's folder, the session's scratch and
+        the folder of the call's socket (``sockets``) writable (and, whatever the grant, in a PID
+        namespace of its own)."""
         assert context.call_dir is not None
-        own = [context.call_dir, self._home.scratch_dir(self._writer.session_id)]
+        own = [context.call_dir, self._home.scratch_dir(self._writer.session_id), *([sockets] if sockets else [])]
         return sandbox.confine(spec, sandbox.Confinement.of(spec.sandbox, config=self._config.sandbox,
                                                             workspace=context.workspace, home=self._home, own=own))
 

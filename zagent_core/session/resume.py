@@ -25,7 +25,7 @@ from zagent_core.session.background import Background, started_result, task_star
 from zagent_core.session.calls import CallOutcome, CallRunner
 from zagent_core.session.turns import Turns
 from zagent_core.session.writer import Writer
-from zagent_core.tools import tasks
+from zagent_core.tools import nested, tasks
 from zagent_core.tools.validation import validate_arguments
 
 
@@ -88,6 +88,7 @@ class Settler:
         writer = self._writer
         if call.notify_file is not None:
             tasks.stop(Path(call.notify_file).parent, wait=True)  # its tool, if it outlived us
+            nested.remove_left(writer.session_id, call.call_id)  # the socket it reached us by
             self._background.collect_notes(call.call_id)  # then every line it wrote
         # Run again once: a call that a crash cut off twice may be what brings the engine down.
         if call.attempt < 2 and self._rerun(call):

@@ -12,6 +12,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from zagent_core.errors import ZagentError
@@ -105,15 +106,17 @@ class Writer:
             except Exception:  # noqa: BLE001 - an observer's bug must not undo a committed step
                 log.error("listener_failed", exc_info=True, session=self.session_id, event_type=item.event.type)
 
-    def append(self, events: Sequence[Event]) -> None:
-        """Commit ``events`` in one step at the session's version, fold them, then tell the listeners."""
+    def append(self, events: Sequence[Event], *, at: datetime | None = None) -> None:
+        """Commit ``events`` in one step at the session's version, fold them, then tell the listeners.
+        ``at``: their time, when the caller told it to someone already (a call's ``ZAGENT_NOW``)."""
         with self.lock:
             if self.state.status == "ended":
                 raise SessionEndedError(f"session {self.session_id} has ended; start a new session")
             if self.session_id in self.heartbeat.lost:
                 raise leases.LeaseLostError(self.session_id)
             with _interrupts_deferred():  # committed and folded, or neither: never one without the other
-                stored = self.journal.append(self.session_id, events, self.state.version)
+                stored = self.journal.append(self.session_id, events, self.state.version,
+                                             at=None if at is None else [at] * len(events))
                 for item in stored:
                     fold(self.state, item)
             self.appended.notify_all()

@@ -1,4 +1,4 @@
-"""The model's key: read once, then out of every environment a tool can read.
+"""The model's keys (and web_search's): read once, then out of every environment a tool can read.
 
 A tool can read its own environment and, on Linux, its parent's as the parent started:
 ``/proc/$PPID/environ`` shows the memory between ``env_start`` and ``env_end`` of
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from zagent_core.config import ModelConfig
+    from zagent_core.config import Config
 
 #: Where a provider looks for its key after the variable ``model.api_key_env`` names
 #: (``ZAGENT_API_KEY``, then the provider's own). No tool ever gets these, whether a
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 KEY_VARIABLES = ("ZAGENT_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 _PR_SET_DUMPABLE = 4
+
+#: What a key is replaced with wherever it would be journaled or shown.
+REDACTED = "[redacted]"
 
 #: Keys taken from the environment so far, by variable name (a process may build several providers).
 _taken: dict[str, str] = {}
@@ -61,12 +64,14 @@ def take_model_key(api_key_env: str | None, provider_env: str = "OPENAI_API_KEY"
     return next((values[name] for name in searched if values[name]), None)
 
 
-def withhold_model_keys(model: ModelConfig) -> None:
-    """Take every key the providers of ``model`` (``config.json``'s section) would read out of
+def withhold_keys(config: Config) -> None:
+    """Take every key the model providers of ``config`` would read, and ``web_search``'s, out of
     every environment a program zagent starts could read: before the first tool, or MCP
     server, starts, whether a provider is built or not."""
-    take_model_key(model.api_key_env)
-    take_model_key(model.anthropic.api_key_env, "ANTHROPIC_API_KEY")
+    take_model_key(config.model.api_key_env)
+    take_model_key(config.model.anthropic.api_key_env, "ANTHROPIC_API_KEY")
+    if config.builtins.web_search.api_key_env:
+        take(config.builtins.web_search.api_key_env)
 
 
 def withheld(name: str) -> bool:

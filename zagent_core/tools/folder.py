@@ -44,6 +44,10 @@ class FolderTool:
         return self.tool.validator
 
     @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return self.tool.manifest.output_schema
+
+    @property
     def replay(self) -> Literal["safe", "unsafe"]:
         return self.tool.manifest.replay
 
@@ -117,7 +121,7 @@ class FolderTool:
             return build_result(
                 outcome, output_mode=manifest.output, timeout=spec.timeout, attach_outputs=manifest.attach_outputs,
                 paths=CallPaths(call_dir=call_dir, output_dir=call_dir / "output"), cwd=spec.cwd,
-                caps=context.host.capabilities(), limits=context.config.limits,
+                caps=context.host.capabilities(), limits=context.config.limits, output_validator=tool.output_validator,
             )
 
         return PreparedCall(started={

@@ -15,6 +15,7 @@ journal (``read_state``, ``tool_state``) is what the next call, a resume or a re
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import os
@@ -25,7 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zagent_core.config import CapabilitiesConfig, Config
-from zagent_core.journal.events import ArtifactRecorded, ReadEntry, ReadStateUpdated, ToolOffer, ToolStateWritten
+from zagent_core.journal.events import (
+    ArtifactRecorded,
+    CallClock,
+    ReadEntry,
+    ReadStateUpdated,
+    ToolOffer,
+    ToolStateWritten,
+)
 from zagent_core.tools.results import ToolResult, checked_state
 from zagent_core.tools.text import storable
 from zagent_core.version import zagent_version
@@ -139,6 +147,11 @@ class Host(Protocol):
         started before a crash), drive it to its end, and return its outcome."""
         ...
 
+    def call_tool(self, context: BuiltinContext, name: str, arguments: Any) -> ToolResult:
+        """Run a call of tool ``name`` nested in this call, as any call is run (validated,
+        journaled with its ``parent_call_id``, capped, confined), and return its result."""
+        ...
+
 
 class ToolState:
     """One tool's durable key/value state, as one call sees it.
@@ -209,6 +222,8 @@ class BuiltinContext:
     #: What the model was shown of each file, as the journal tells it before this call.
     read_state: Mapping[str, ReadEntry]
     state: ToolState
+    #: What the call is told of the time and its seed (``ZAGENT_NOW``, ``ZAGENT_CALL_SEED`` of a process).
+    clock: CallClock
     #: The call's own folder (``output/``, ``notify``), for a built-in that runs a process.
     call_dir: Path | None = None
     #: The task number this call starts, when it runs in the background.
@@ -252,6 +267,12 @@ class BuiltinContext:
         """Stage a new read-state entry for ``entry.path``."""
         self._read_updates[entry.path] = entry
 
+    def call_tool(self, name: str, arguments: Any) -> ToolResult:
+        """Call tool ``name`` from this call: a nested call, journaled with this call as its parent
+        (``limits.nested_call_depth`` says how deep calls nest). Its result is this tool's to use;
+        the model sees only what this call returns."""
+        return self.host.call_tool(self, name, arguments)
+
     def record_artifact(self, artifact: ArtifactRecorded) -> None:
         self.staged.append(artifact)
 
@@ -281,6 +302,16 @@ def _never(arguments: Arguments) -> bool:
     return False
 
 
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A tool's parameters: an object of ``properties``, the ``required`` ones, and no other."""
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def always(arguments: Arguments) -> bool:
+    """``runs_process`` of a built-in that keeps files of its own in every call's folder."""
+    return True
+
+
 def _everywhere(config: Config, depth: int) -> bool:
     return True
 
@@ -297,7 +328,8 @@ class Builtin:
     concurrency_safe: bool | Callable[[Arguments], bool] = False
     #: What a resume does with a call a crash cut off: ``safe`` runs it again, ``unsafe`` reports it interrupted.
     replay: Literal["safe", "unsafe"] = "unsafe"
-    #: Whether a call runs a process (it then gets a call folder the engine can clean up after a crash).
+    #: Whether a call runs a process or keeps files of its own (it then gets a call folder, with
+    #: its ``output/``, that the engine can clean up after a crash).
     runs_process: Callable[[Arguments], bool] = _never
     #: Whether a call starts a background task (numbered when the call starts).
     background: Callable[[Arguments], bool] = _never
@@ -323,6 +355,8 @@ class Builtin:
     deferrable: bool = False
     #: It is how the model finds deferred tools (``tool_search``): a request sends it only while some are.
     finds_deferred: bool = False
+    #: The JSON Schema of the ``structured`` value of its results (an MCP tool's ``outputSchema``), if any.
+    output_schema: dict[str, Any] | None = None
 
     #: A person decides each call (``ask``): never for a built-in, which asks inside the call if it must.
     permission: Literal["allow", "ask"] = "allow"
@@ -345,6 +379,10 @@ class Builtin:
 
     def deferred(self, config: Config) -> bool:
         return self.deferrable and config.tools.defers(self.name)
+
+    def shaped(self, description: str, parameters: dict[str, Any]) -> Builtin:
+        """The tool with the description and parameters a config gives it (its caps in them)."""
+        return dataclasses.replace(self, description=description, parameters=parameters)
 
     def offer(self) -> ToolOffer:
         return ToolOffer(name=self.name, description=self.description, folder=self.origin,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from zagent_core.config import LimitsConfig, SandboxGrant
+from zagent_core.journal.events import CallClock
 from zagent_core.tools.credentials import tool_environment
 from zagent_core.tools.manifest import Tool, expand
 from zagent_core.tools.results import FULL_OUTPUT_NAME, JSON_STDOUT_LIMIT
@@ -25,7 +26,8 @@ from zagent_core.tools.runner import ProcessSpec
 #: Variables that describe the call to the tool; the seed's table.
 CALL_VARIABLES = (
     "ZAGENT_WORKSPACE", "ZAGENT_HOME", "ZAGENT_SCRATCH", "ZAGENT_SESSION", "ZAGENT_TOOL_NAME",
-    "ZAGENT_TOOL_DIR", "ZAGENT_OUTPUT_DIR", "ZAGENT_NOTIFY_FILE", "ZAGENT_CAPS", "ZAGENT_STATE_FILE",
+    "ZAGENT_TOOL_DIR", "ZAGENT_OUTPUT_DIR", "ZAGENT_NOTIFY_FILE", "ZAGENT_CAPS", "ZAGENT_STATE_FILE", "ZAGENT_NOW",
+    "ZAGENT_CALL_SEED",
 )
 
 
@@ -40,6 +42,7 @@ class CallContext:
     output_dir: Path
     notify_file: Path
     caps: str
+    clock: CallClock
     #: The tool's durable state as the call starts (a JSON object); changes come back in a JSON
     #: result's ``state``. None for a built-in, which has its state in its context.
     state_file: Path | None = None
@@ -55,6 +58,8 @@ class CallContext:
             "ZAGENT_OUTPUT_DIR": str(self.output_dir),
             "ZAGENT_NOTIFY_FILE": str(self.notify_file),
             "ZAGENT_CAPS": self.caps,
+            "ZAGENT_NOW": self.clock.now,
+            "ZAGENT_CALL_SEED": self.clock.seed,
         }
         if self.state_file is not None:
             variables["ZAGENT_STATE_FILE"] = str(self.state_file)

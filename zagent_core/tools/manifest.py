@@ -63,6 +63,9 @@ class Manifest(BaseModel):
     command: list[str] = Field(min_length=1)
     input: Literal["stdin_json", "args_json", "env"] = "stdin_json"
     output: Literal["text", "json"] = "text"
+    #: The JSON Schema of a JSON result's ``structured`` value: checked on every result, and
+    #: what ``mcp serve`` lists as the tool's ``outputSchema``.
+    output_schema: dict[str, Any] | None = None
     cwd: Literal["workspace", "tool_dir"] = "workspace"
     env: dict[str, str] = {}
     timeout_seconds: float = 0
@@ -130,23 +133,17 @@ class Manifest(BaseModel):
     def _parameters_is_a_json_schema_object(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         if value.get("type") != "object":
             raise ValueError('must be a JSON Schema with "type": "object" (the arguments are one object)')
-        # The metaschema check costs ~1 ms a schema (and jsonschema's import): a schema
-        # that passed once is known by its digest, and not checked again.
-        checked: set[str] = (info.context or {}).get("checked_schemas", set())
-        digest = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
-        if digest not in checked:
-            from jsonschema import SchemaError
+        return _checked_schema(value, info)
 
-            try:
-                schema_dialect(value).check_schema(value)
-            except SchemaError as exc:
-                where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-                raise ValueError(f"is not a valid JSON Schema at {where}: {exc.message}") from None
-            checked.add(digest)
-        for ref in outside_refs(value):
-            raise ValueError(f'"$ref": {json.dumps(ref)} does not point into this schema '
-                             '(only local references like "#/$defs/name" are supported)')
-        return value
+    @field_validator("output_schema")
+    @classmethod
+    def _output_schema_is_a_json_schema(cls, value: dict[str, Any] | None,
+                                        info: ValidationInfo) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if info.data.get("output") != "json":
+            raise ValueError('describes a JSON result\'s "structured" value: it needs "output": "json"')
+        return _checked_schema(value, info)
 
     @field_validator("platforms")
     @classmethod
@@ -154,6 +151,27 @@ class Manifest(BaseModel):
         if value is not None and not value:
             raise ValueError("must name at least one of windows, linux, darwin (or be left out: every platform)")
         return value
+
+
+def _checked_schema(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    """``value``, a valid JSON Schema of its dialect whose references stay inside it (else ValueError)."""
+    # The metaschema check costs ~1 ms a schema (and jsonschema's import): a schema
+    # that passed once is known by its digest, and not checked again.
+    checked: set[str] = (info.context or {}).get("checked_schemas", set())
+    digest = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+    if digest not in checked:
+        from jsonschema import SchemaError
+
+        try:
+            schema_dialect(value).check_schema(value)
+        except SchemaError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+            raise ValueError(f"is not a valid JSON Schema at {where}: {exc.message}") from None
+        checked.add(digest)
+    for ref in outside_refs(value):
+        raise ValueError(f'"$ref": {json.dumps(ref)} does not point into this schema '
+                         '(only local references like "#/$defs/name" are supported)')
+    return value
 
 
 def schema_dialect(schema: dict[str, Any]) -> type[Validator]:
@@ -248,6 +266,12 @@ class Tool:
     def validator(self) -> Validator:
         """The compiled argument schema (built on first use: listing tools does not need it)."""
         return validator_of(self.manifest.parameters)
+
+    @cached_property
+    def output_validator(self) -> Validator | None:
+        """The compiled ``output_schema``, if the manifest has one."""
+        schema = self.manifest.output_schema
+        return validator_of(schema) if schema is not None else None
 
     def files_hash(self) -> str:
         """SHA-256 over the tool folder's files (names and contents), cached by their stat.

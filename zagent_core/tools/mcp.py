@@ -46,7 +46,7 @@ from zagent_core.home import Home
 from zagent_core.logs import get_logger
 from zagent_core.problems import Problem
 from zagent_core.tools import mcp_log
-from zagent_core.tools.credentials import tool_environment, withhold_model_keys
+from zagent_core.tools.credentials import tool_environment, withhold_keys
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
 from zagent_core.tools.mcp_results import to_result
 from zagent_core.tools.patterns import unreadable
@@ -592,7 +592,7 @@ class McpServers:
         of each start as it ends (``why_not`` None: it started), in the servers' own thread."""
         # A server is a program zagent starts, like a tool: no model key may be in its environment
         # (nor in this process's initial one, which it could read), whatever command starts it.
-        withhold_model_keys(config.model)
+        withhold_keys(config)
         self.servers = {name: _confined(Server(name, spec, workspace), config.sandbox, home)
                         for name, spec in config.mcp.servers.items() if names is None or name in names}
         self._started = started
@@ -724,6 +724,7 @@ class McpServers:
             source=f"mcp:{server.name}@{listed.version}", version=listed.version,
             definition_hash=schema_hash(tool.input_schema), origin=f"(mcp server {server.name})",
             deferrable=True,  # many servers offer dozens of tools: lazy disclosure sends those the model finds
+            output_schema=tool.output_schema,
         )
 
     def _run(self, server: Server, tool: str, read_only: bool, context: BuiltinContext,

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zagent_core.tools.inprocess import BuiltinContext
-from zagent_core.tools.results import CallPaths, ToolResult, build_result
+from zagent_core.tools.results import MAX_STRUCTURED_BYTES, CallPaths, ToolResult, build_result, json_problem
 from zagent_core.tools.runner import ProcessOutcome
+from zagent_core.tools.text import storable_json
 
 if TYPE_CHECKING:
     import mcp_types
@@ -73,8 +74,13 @@ def to_result(result: mcp_types.CallToolResult, context: BuiltinContext, duratio
     output_dir = context.call_dir / "output"
     texts = [text for index, part in enumerate(result.content, start=1)
              if (text := _part_text(index, part, output_dir)) is not None]
-    if result.structured_content is not None and not any(isinstance(p, TextContent) for p in result.content):
-        texts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
+    structured = storable_json(result.structured_content)
+    problem = json_problem(structured, "structuredContent", MAX_STRUCTURED_BYTES) if structured is not None else None
+    if problem is not None:
+        texts.append(f"[{problem}; it was not kept]")
+        structured = None
+    elif structured is not None and not any(isinstance(p, TextContent) for p in result.content):
+        texts.append(json.dumps(structured, ensure_ascii=False, indent=2))
     text = "\n".join(texts)
     if not text and not any(output_dir.iterdir()):
         text = "(the tool returned no content)"
@@ -84,4 +90,5 @@ def to_result(result: mcp_types.CallToolResult, context: BuiltinContext, duratio
     built = build_result(outcome, output_mode="text", timeout=None, attach_outputs=True,
                          paths=CallPaths(context.call_dir, output_dir), cwd=context.workspace,
                          caps=context.config.capabilities, limits=context.config.limits)
-    return built.model_copy(update={"is_error": bool(result.is_error), "exit_code": None, "pid": None})
+    return built.model_copy(update={"is_error": bool(result.is_error), "exit_code": None, "pid": None,
+                                    "structured": structured})

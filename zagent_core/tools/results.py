@@ -1,8 +1,8 @@
 """Turning a finished process into what the model receives.
 
 Text tools: stdout and stderr, in order, are the result, and a non-zero exit marks it
-an error. JSON tools: stdout is one object ``{"output", "is_error", "media"}``; anything
-else is an error that quotes what was printed. Either way the text is capped
+an error. JSON tools: stdout is one object ``{"output", "is_error", "media", "state",
+"structured", "outcome"}``; anything else is an error that quotes what was printed. Either way the text is capped
 (tail kept, since errors and summaries come last) with a marker saying how much was cut
 and where the whole of it is, and every file of the output folder is listed.
 """
@@ -17,15 +17,19 @@ import signal as signals
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
-from zagent_core.journal.events import Media, OutputFile
+from zagent_core.journal.events import Media, Outcome, OutputFile
 from zagent_core.tools.processes import create_fresh, file_sha256
 from zagent_core.tools.runner import ProcessOutcome
 from zagent_core.tools.text import storable, storable_json
+from zagent_core.tools.validation import STRUCTURED, schema_problems
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 #: JSON tools may print more than the model's cap (the cap applies to their ``output``).
 JSON_STDOUT_LIMIT = 8 * 1024 * 1024
@@ -43,6 +47,10 @@ _CAPABILITY_OF = {"image": "vision", "pdf": "pdf", "audio": "audio", "video": "v
 MAX_STATE_VALUE_BYTES = 64 * 1024
 MAX_STATE_KEY_CHARS = 256
 MAX_STATE_WRITE_BYTES = 1024 * 1024
+#: A result's ``structured`` value, as JSON, may be this big at most (it is journaled with the result).
+MAX_STRUCTURED_BYTES = 256 * 1024
+#: An outcome's reason is cut to this many characters.
+MAX_REASON_CHARS = 1000
 
 
 class ToolResult(BaseModel):
@@ -62,10 +70,14 @@ class ToolResult(BaseModel):
     pid: int | None = None
     #: Writes to the tool's durable state (``None`` removes a key), journaled with the result.
     state_writes: dict[str, Any] = {}
+    #: The result as data, for programs (``mcp serve``'s ``structuredContent``), and what the tool says it came to.
+    structured: Any = None
+    outcome: Outcome | None = None
 
     def event_fields(self) -> dict[str, Any]:
         """The fields a ``tool_call_finished`` / ``task_exited`` / ``task_killed`` event records."""
-        return self.model_dump(exclude={"media", "files", "state_writes"}) | {"media": self.media, "files": self.files}
+        return self.model_dump(exclude={"media", "files", "state_writes", "outcome"}) | {
+            "media": self.media, "files": self.files, "outcome": self.outcome}
 
 
 def state_problem(key: Any, value: Any) -> str | None:
@@ -74,13 +86,17 @@ def state_problem(key: Any, value: Any) -> str | None:
         return f"tool state keys are non-empty strings, not {_quoted(key)}"
     if len(key) > MAX_STATE_KEY_CHARS:
         return f"tool state key {_quoted(key)[:40]}... is {len(key)} characters long, over {MAX_STATE_KEY_CHARS}"
+    return json_problem(value, f'tool state "{storable(key)}": the value', MAX_STATE_VALUE_BYTES)
+
+
+def json_problem(value: Any, what: str, limit: int) -> str | None:
+    """Why ``value`` (``what`` names it) cannot be journaled: not plain JSON, or over ``limit`` bytes as JSON."""
     try:
         size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8"))
     except (TypeError, ValueError, RecursionError) as exc:
-        return f'tool state "{storable(key)}": the value is not plain JSON ({exc})'
-    if size > MAX_STATE_VALUE_BYTES:
-        return (f'tool state "{storable(key)}": the value is {size} bytes as JSON, over the '
-                f"{MAX_STATE_VALUE_BYTES}-byte limit; keep a path to a file instead")
+        return f"{what} is not plain JSON ({exc})"
+    if size > limit:
+        return f"{what} is {size} bytes as JSON, over the {limit}-byte limit; keep a path to a file instead"
     return None
 
 
@@ -105,6 +121,41 @@ def checked_state(writes: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         problems.append(f"the state written is {total} bytes as JSON, over the {MAX_STATE_WRITE_BYTES}-byte limit "
                         "of one call; keep paths to files instead")
     return writes, problems
+
+
+def _structured(value: Any, validator: Validator | None, is_error: bool) -> tuple[Any, list[str]]:
+    """A JSON result's ``structured``: kept, or dropped with why (only a value that matches
+    the manifest's ``output_schema`` is journaled)."""
+    if value is None:
+        if validator is not None and not is_error:
+            return None, ['"structured" is missing: the manifest\'s output_schema describes it; print '
+                          '{"output": "...", "structured": {...}}']
+        return None, []
+    value = storable_json(value)
+    problem = json_problem(value, '"structured"', MAX_STRUCTURED_BYTES)
+    if problem is not None:
+        return None, [problem]
+    problems = schema_problems(validator, value, STRUCTURED) if validator is not None else []
+    if problems:
+        shown = problems[:_MAX_PROBLEMS] + ([f"{len(problems) - _MAX_PROBLEMS} more"] if len(problems) > _MAX_PROBLEMS
+                                            else [])
+        return None, ['"structured" does not match the manifest\'s output_schema: ' + "; ".join(shown)]
+    return value, []
+
+
+def _outcome(value: Any) -> tuple[Outcome | None, list[str]]:
+    """A JSON result's ``outcome`` (its reason cut to :data:`MAX_REASON_CHARS`), or None and why not."""
+    if value is None:
+        return None, []
+    reason = value.get("reason", "") if isinstance(value, dict) else None
+    if (not isinstance(value, dict) or value.get("status") not in ("success", "failure", "partial")
+            or not isinstance(reason, str) or set(value) - {"status", "reason"}):
+        return None, ['"outcome" must be {"status": "success" | "failure" | "partial", "reason": "..."}, '
+                      f"not {storable(_quoted(value))}"]
+    reason = storable(reason)
+    if len(reason) > MAX_REASON_CHARS:
+        reason = reason[:MAX_REASON_CHARS] + f"... [cut: {len(reason)} characters in all]"
+    return Outcome(status=value["status"], reason=reason), []
 
 
 @dataclass(frozen=True)
@@ -153,7 +204,13 @@ def _attachable(mime: str | None, size: int, caps: CapabilitiesConfig,
     return True, None
 
 
-def _marked_tail(tail: bytes, total: int, full: Path) -> tuple[str, int]:
+def cut_marker(template: str | None, default: str, *, dropped: int, where: str, path: Path | None) -> str:
+    """The line that says where an output was cut: ``limits.truncation_marker`` when set, else ``default``
+    (both filled in alike: ``{bytes}``, ``{where}``, ``{path}``)."""
+    return (template or default).format(bytes=dropped, where=where, path=path if path is not None else "(not kept)")
+
+
+def _marked_tail(tail: bytes, total: int, full: Path, template: str | None) -> tuple[str, int]:
     """The kept tail of an output of ``total`` bytes, behind a marker saying what was cut.
 
     The cut moves forward to the next line start when one is near, so the model does
@@ -164,10 +221,12 @@ def _marked_tail(tail: bytes, total: int, full: Path) -> tuple[str, int]:
         tail = tail[newline + 1:]
     dropped = total - len(tail)
     text = tail.decode("utf-8", "replace").lstrip("\ufffd")
-    return f"[{dropped} bytes cut from the start; full output: {full}]\n{text}", dropped
+    marker = cut_marker(template, "[{bytes} bytes cut from the start; full output: {path}]", dropped=dropped,
+                        where="head", path=full)
+    return f"{marker}\n{text}", dropped
 
 
-def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | None]:
+def _cap_text(text: str, cap: int, paths: CallPaths, template: str | None) -> tuple[str, int, str | None]:
     """Keep the last ``cap`` bytes of ``text``; save the whole to a file when cut."""
     data = text.encode("utf-8", "replace")
     if len(data) <= cap:
@@ -175,7 +234,7 @@ def _cap_text(text: str, cap: int, paths: CallPaths) -> tuple[str, int, str | No
     full = paths.call_dir / FULL_OUTPUT_NAME
     with create_fresh(full) as handle:
         handle.write(data)
-    marked, dropped = _marked_tail(data[-cap:], len(data), full)
+    marked, dropped = _marked_tail(data[-cap:], len(data), full, template)
     return marked, dropped, str(full)
 
 
@@ -227,7 +286,8 @@ class _Parsed(NamedTuple):
     is_error: bool
     media: list[Any]
     problem: str | None
-    state: Any = None
+    #: The object printed, whose ``state``, ``structured`` and ``outcome`` are checked on their own.
+    value: dict[str, Any] = {}
 
 
 def _parse_json_result(outcome: ProcessOutcome) -> _Parsed:
@@ -266,7 +326,7 @@ def _parse_json_result(outcome: ProcessOutcome) -> _Parsed:
     is_error = value.get("is_error", False)
     if not isinstance(is_error, bool):
         return _Parsed(output, True, media, f'"is_error" must be true or false, not {storable(_quoted(is_error))[:40]}')
-    return _Parsed(output, is_error, media, None, value.get("state"))
+    return _Parsed(output, is_error, media, None, value)
 
 
 def _walk(folder: Path) -> Iterator[os.DirEntry[str]]:
@@ -449,11 +509,13 @@ def build_result(
     cwd: Path,
     caps: CapabilitiesConfig,
     limits: LimitsConfig,
+    output_validator: Validator | None = None,
 ) -> ToolResult:
     """The result of a call, from its finished process.
 
     What zagent adds to the tool's text (problems with its result, how it ended, its
     files) is kept within half the output cap, and the text within the rest.
+    ``output_validator`` checks a JSON result's ``structured`` (the manifest's ``output_schema``).
     """
     if outcome.start_error is not None:
         return ToolResult(output=storable(outcome.start_error), is_error=True,
@@ -463,6 +525,8 @@ def build_result(
     endings: list[str] = []
     named: list[OutputFile] = []
     state_writes: dict[str, Any] = {}
+    structured: Any = None
+    reported: Outcome | None = None
     if output_mode == "json":
         parsed = _parse_json_result(outcome)
         text, is_error = parsed.output, parsed.is_error
@@ -470,10 +534,17 @@ def build_result(
         if parsed.problem:
             endings.append(f"[{parsed.problem}]")
             is_error = True
-        state_writes, state_problems = _state_writes(parsed.state)
-        if state_problems:
-            endings.append(f"[{'; '.join(state_problems)}]")
-            is_error = True
+        state_writes, state_problems = _state_writes(parsed.value.get("state"))
+        structured, structured_problems = _structured(parsed.value.get("structured"), output_validator,
+                                                      is_error or parsed.problem is not None or outcome.returncode != 0)
+        reported, outcome_problems = _outcome(parsed.value.get("outcome"))
+        for kind in (state_problems, structured_problems, outcome_problems):
+            if kind:
+                endings.append(f"[{'; '.join(kind)}]")
+                is_error = True
+        if not text.strip() and structured is not None:
+            # The model reads text only: a result that is all data is shown as its JSON.
+            text = json.dumps(structured, ensure_ascii=False)
     else:
         text = _decode(outcome.stdout)
         is_error = False
@@ -495,10 +566,11 @@ def build_result(
     room = cap - sum(len(line.encode()) + 1 for line in added)
     # Text tools were captured at the cap already; the spill file is their full output.
     if output_mode == "text" and outcome.spilled is not None:
-        text, dropped = _marked_tail(outcome.stdout[-room:], outcome.stdout_total, outcome.spilled)
+        text, dropped = _marked_tail(outcome.stdout[-room:], outcome.stdout_total, outcome.spilled,
+                                     limits.truncation_marker)
         full_path: str | None = str(outcome.spilled)
     else:
-        text, dropped, full_path = _cap_text(text, room, paths)
+        text, dropped, full_path = _cap_text(text, room, paths, limits.truncation_marker)
 
     if not text.strip() and not added:
         text = "(the tool printed nothing)"
@@ -515,4 +587,6 @@ def build_result(
         media=media,
         files=files.items,
         state_writes=state_writes,
+        structured=structured,
+        outcome=reported,
     )

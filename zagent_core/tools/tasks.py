@@ -18,7 +18,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zagent_core.config import CapabilitiesConfig, LimitsConfig
 from zagent_core.logs import get_logger
@@ -35,6 +35,9 @@ from zagent_core.tools.results import JSON_STDOUT_LIMIT, CallPaths, ToolResult, 
 from zagent_core.tools.runner import ProcessOutcome, ProcessSpec, group_alive
 from zagent_core.tools.supervisor import EXIT_FILE, OUTPUT_FILE, STDERR_FILE, STOP_SIGNALS, SUPERVISOR_FILE, TOOL_FILE
 from zagent_core.tools.text import storable
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 log = get_logger(__name__)
 
@@ -128,8 +131,10 @@ def ended_at(record: dict[str, Any]) -> datetime | None:
 
 
 def result_of(record: dict, task_dir: Path, *, output_mode: str, timeout: float | None, attach_outputs: bool,
-              cwd: Path, caps: CapabilitiesConfig, limits: LimitsConfig) -> ToolResult:
-    """The task's result from its exit record and output files, as a foreground call's would be."""
+              cwd: Path, caps: CapabilitiesConfig, limits: LimitsConfig,
+              output_validator: Validator | None = None) -> ToolResult:
+    """The task's result from its exit record and output files, as a foreground call's would be
+    (``output_validator``: the tool's ``output_schema``, which its ``structured`` must match)."""
     text_mode = output_mode == "text"
     limit = limits.output_cap_bytes if text_mode else JSON_STDOUT_LIMIT
     stdout, _, stdout_total = _read(task_dir / OUTPUT_FILE, None, limit)
@@ -146,7 +151,7 @@ def result_of(record: dict, task_dir: Path, *, output_mode: str, timeout: float 
         return build_result(outcome, output_mode=output_mode, attach_outputs=attach_outputs,
                             timeout=timeout if timeout is not None else _seconds(record.get("timeout")),
                             paths=CallPaths(call_dir=task_dir, output_dir=task_dir / "output"), cwd=cwd, caps=caps,
-                            limits=limits)
+                            limits=limits, output_validator=output_validator)
     except Exception as exc:  # noqa: BLE001 - a bug of ours must not leave the task without an end
         log.error("task_result_failed", exc_info=True, task_dir=str(task_dir))
         return ToolResult(output=storable(f"zagent failed while reading the task's result: {exc!r}"), is_error=True)

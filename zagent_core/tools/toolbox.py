@@ -40,6 +40,11 @@ class ToolEntry(Protocol):
         ...
 
     @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of its results' ``structured`` value, if it has one (``mcp serve``'s ``outputSchema``)."""
+        ...
+
+    @property
     def replay(self) -> Literal["safe", "unsafe"]:
         """What a resume does with a call a crash cut off: ``safe`` runs it again, ``unsafe`` reports it."""
         ...
@@ -87,7 +92,7 @@ class ToolEntry(Protocol):
         ...
 
     def runs_process(self, arguments: Arguments) -> bool:
-        """Whether the call runs a process (it then gets a call folder)."""
+        """Whether the call runs a process or keeps files of its own (it then gets a call folder)."""
         ...
 
     def background(self, arguments: Arguments) -> bool:

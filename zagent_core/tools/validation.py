@@ -133,7 +133,7 @@ class _Loosening:
                 continue
             # Its own coercions and drops went with it: what is recorded is what the tool receives.
             del self.coercions[coercions:], self.dropped[dropped:]
-            self.dropped.append(DroppedItem(path=f"{asked}[{index}]", problem=_describe(error, f"{asked}[{index}]")[0]))
+            self.dropped.append(DroppedItem(path=f"{asked}[{index}]", problem=_describe(error, ARGUMENTS, f"{asked}[{index}]")[0]))
         return kept
 
 
@@ -152,11 +152,27 @@ def _join(items: Any) -> str:
     return ", ".join(str(i) for i in items)
 
 
-def _describe(error: ValidationError, base: str = "") -> list[str]:
-    """One model-readable sentence per problem in ``error``, found at ``base`` of the arguments."""
+@dataclass(frozen=True)
+class Checked:
+    """What a schema checks, as its problems name it: a part (``argument "top"``), the whole
+    (with its verb: ``the arguments are``) and the manifest field of the schema."""
+
+    part: str
+    whole: str
+    verb: str
+    schema: str
+
+
+ARGUMENTS = Checked("argument", "the arguments", "are", "parameters")
+#: A JSON result's ``structured`` value, checked against the manifest's ``output_schema``.
+STRUCTURED = Checked("structured field", '"structured"', "is", "output_schema")
+
+
+def _describe(error: ValidationError, checked: Checked, base: str = "") -> list[str]:
+    """One model-readable sentence per problem in ``error``, found at ``base`` of what is checked."""
     where = _where(error, base)
     # Names come from the model: quoted as JSON strings, a newline cannot split a problem.
-    subject = f"argument {_json(where)}" if where else "the arguments"
+    subject = f"{checked.part} {_json(where)}" if where else checked.whole
     prefix = f"{where}." if where else ""
     # jsonschema types these as possibly unset; a raised error always has them.
     kind, expected, instance = cast(str, error.validator), cast(Any, error.validator_value), error.instance
@@ -165,14 +181,14 @@ def _describe(error: ValidationError, base: str = "") -> list[str]:
     if kind == "additionalProperties" and isinstance(instance, dict):
         allowed = sorted(schema.get("properties", {}))
         hint = f" (allowed: {_join(allowed)})" if allowed else " (this tool takes no arguments)"
-        return [f"unknown argument {_json(prefix + name)}{hint}" for name in sorted(extras(instance, schema))]
+        return [f"unknown {checked.part} {_json(prefix + name)}{hint}" for name in sorted(extras(instance, schema))]
     if kind == "required":
         missing = [name for name in expected if isinstance(instance, dict) and name not in instance]
-        return [f"missing argument {_json(prefix + name)}" for name in missing]
+        return [f"missing {checked.part} {_json(prefix + name)}" for name in missing]
     if kind == "type":
         wanted = " or ".join(expected) if isinstance(expected, list) else expected
         if not where:
-            return [f"the arguments must be a JSON object, got {json_type(instance)}"]
+            return [f"{checked.whole} must be a JSON {wanted}, got {json_type(instance)}"]
         return [f"{subject}: expected {wanted}, got {json_type(instance)}"]
     problem = _value_problem(kind, expected, instance)
     return [f"{subject}: {problem if problem is not None else error.message}"]
@@ -226,21 +242,26 @@ def validate_arguments(validator: Validator, arguments: Any) -> Validated:
     except (RecursionError, ValueError) as exc:
         return Validated(arguments=arguments, problems=[
             f"the arguments could not be checked ({type(exc).__name__}); send them less deeply nested"])
-    problems: list[str] = []
-    try:
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: (_path_key(e), str(e.validator)))
-    except RecursionError:
-        return Validated(arguments=arguments, problems=["the arguments are nested too deeply to be checked"])
-    except Exception as exc:  # noqa: BLE001 - a schema that loads but cannot be applied is the tool's fault
-        return Validated(arguments=arguments, problems=[
-            f"the tool's parameters schema cannot be applied ({type(exc).__name__}: {exc}); fix its manifest"])
-    for error in errors:
-        for sentence in _describe(error):
-            if sentence not in problems:
-                problems.append(sentence)
+    problems = schema_problems(validator, arguments, ARGUMENTS)
     if problems:
         return Validated(arguments=arguments, problems=problems)
     return Validated(arguments=arguments, coercions=loosening.coercions, dropped=loosening.dropped)
+
+
+def schema_problems(validator: Validator, value: Any, checked: Checked) -> list[str]:
+    """Every problem of ``value`` against the validator's schema, one sentence each, in path order."""
+    try:
+        errors = sorted(validator.iter_errors(value), key=lambda e: (_path_key(e), str(e.validator)))
+    except RecursionError:
+        return [f"{checked.whole} {checked.verb} nested too deeply to be checked"]
+    except Exception as exc:  # noqa: BLE001 - a schema that loads but cannot be applied is the tool's fault
+        return [f"the tool's {checked.schema} schema cannot be applied ({type(exc).__name__}: {exc}); fix its manifest"]
+    problems: list[str] = []
+    for error in errors:
+        for sentence in _describe(error, checked):
+            if sentence not in problems:
+                problems.append(sentence)
+    return problems
 
 
 def dropped_line(dropped: list[DroppedItem]) -> str:

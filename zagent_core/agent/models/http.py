@@ -35,7 +35,7 @@ from zagent_core.tools import credentials
 from zagent_core.tools.text import storable_json
 from zagent_core.version import zagent_version
 
-REDACTED = "[redacted]"
+REDACTED = credentials.REDACTED
 #: How much of an HTTP error's body is read (to redact it whole) and how much is shown.
 _ERROR_READ, _ERROR_SHOWN = 65536, 300
 #: How providers say a request is longer than the model's window (OpenAI's error code and

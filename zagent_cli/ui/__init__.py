@@ -1,0 +1,8 @@
+"""``zagent ui``: the web console over the home's journal (docs/console.md).
+
+``command`` is the click command (it says how to install the ``ui`` extra when it is
+missing); ``server`` binds, guards with the access token and serves ``app``'s routes; the
+pages are drawn on the server (``pages``, ``timeline``) from the journal's views, and a
+session's page follows its journal head (``live``). A person's decision goes through
+``deciding``, the same drive as ``zagent answer``, ``approve`` and ``deny``.
+"""

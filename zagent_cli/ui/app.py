@@ -1,0 +1,222 @@
+"""The console's routes (Starlette), behind the access token.
+
+Every request must carry the token: once in the query (``?token=``, the URL ``zagent ui``
+prints), which sets a cookie and sends the browser on to the same URL without it, then the
+cookie. A form that changes a session also carries a CSRF token derived from the access
+token, and the cookie is ``SameSite=Strict``: a page of another site can neither read the
+console nor post to it. Pages read the journal in Starlette's thread pool (its calls block).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+from html import escape
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from zagent_cli.ui import pages
+from zagent_cli.ui.deciding import Decider
+from zagent_cli.ui.listing import STATUSES, sessions_page
+from zagent_cli.ui.live import Streams, head_events
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from zagent_cli.context import Context
+    from zagent_core.drive.driving import Decision
+    from zagent_core.journal.protocol import AdminJournal
+
+#: The turns a session's page shows unless asked for all (``?all=1``).
+LAST_TURNS = 20
+#: The calls the audit page lists at most (the newest), as ``zagent audit``'s default.
+AUDIT_LIMIT = 100
+#: What the audit page filters calls by: ``zagent audit``'s ``--errors`` and ``--asked``.
+AUDIT_FILTERS = ("errors", "asked")
+#: How a decision given on a page is journaled (``via``), for the audit to say where it came from.
+VIA = "zagent ui"
+#: A form's body, at most (an answer is capped lower by config's limits; this bounds the read).
+MOST_FORM_BYTES = 1 << 20
+
+
+@dataclass
+class Console:
+    """What the routes share: the journal they read, and how to drive a session."""
+
+    journal: AdminJournal
+    context: Context
+    token: str
+    #: The cookie's name: one per port, so two consoles on one host keep their own.
+    cookie: str
+    decider: Decider = field(init=False)
+    streams: Streams = field(default_factory=Streams)
+
+    def __post_init__(self) -> None:
+        self.decider = Decider(self.context)
+
+    @property
+    def csrf(self) -> str:
+        return hmac.new(self.token.encode(), b"zagent ui forms", hashlib.sha256).hexdigest()
+
+
+class TokenGate:
+    """No request reaches a route without the access token (query once, then the cookie)."""
+
+    def __init__(self, app: ASGIApp, console: Console) -> None:
+        self.app = app
+        self.console = console
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        token = self.console.token
+        given = request.query_params.get("token")
+        if given is not None and hmac.compare_digest(given.encode(), token.encode()):
+            rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
+            response: Response = RedirectResponse(request.url.path + (f"?{rest}" if rest else ""), 303)
+            response.set_cookie(self.console.cookie, token, httponly=True, samesite="strict")
+        elif hmac.compare_digest(request.cookies.get(self.console.cookie, "").encode(), token.encode()):
+            await self.app(scope, receive, send)
+            return
+        else:
+            response = HTMLResponse(pages.layout("no access", "<h1>No access</h1><p>Open the URL <code>zagent ui</code> "
+                                                 "printed, with its <code>?token=</code>, to use this console.</p>"),
+                                    403)
+        await response(scope, receive, send)
+
+
+def _console(request: Request) -> Console:
+    console: Console = request.app.state.console
+    return console
+
+
+def sessions(request: Request) -> Response:
+    console = _console(request)
+    status = request.query_params.get("status") or None
+    search = request.query_params.get("q", "").strip()
+    page = sessions_page(console.journal, status=status, search=search, after=request.query_params.get("after"))
+    return HTMLResponse(pages.sessions_page(page, status, search, STATUSES))
+
+
+def _session_html(console: Console, session_id: str, whole: bool, problem: str = "") -> tuple[str, int]:
+    from zagent_cli.session_view import Part, conversation, header_facts, last_turns
+    from zagent_cli.ui.timeline import MOST_CALLS, timeline_svg
+    from zagent_core.journal.snapshots import open_state
+    from zagent_core.session.status import session_status, turn_failure
+
+    journal = console.journal
+    state = open_state(journal, session_id)
+    if state.version == 0:
+        return pages.layout("no such session", f'<h1>No session "{escape(session_id)}"</h1>'
+                                               '<p><a href="/">The list</a> shows the sessions.</p>'), 404
+    status = session_status(journal, session_id, state)
+    part = Part() if whole else last_turns(journal, state, LAST_TURNS)
+    main = pages.session_main(state, status, header_facts(state, status, turn_failure(state)),
+                              conversation(journal, state, part),
+                              timeline_svg(journal.audit(session=session_id, limit=MOST_CALLS)), console.csrf,
+                              earlier_turns=part.earlier_turns, problem=problem)
+    return pages.session_page(state, main, whole=whole), 409 if problem else 200
+
+
+def session(request: Request) -> Response:
+    html, code = _session_html(_console(request), request.path_params["session_id"], "all" in request.query_params)
+    return HTMLResponse(html, code)
+
+
+async def session_events(request: Request) -> Response:
+    console = _console(request)
+    if not console.streams.take():
+        return Response("too many pages are followed live; reload this one by hand", 503)
+    session_id = request.path_params["session_id"]
+    return StreamingResponse(
+        head_events(lambda: console.journal.head(session_id), request.is_disconnected, console.streams),
+        media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """The form's fields, or None when its CSRF token is not this console's (or it is too big)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MOST_FORM_BYTES:
+            return None
+    fields = {name: values[0] for name, values in parse_qs(body.decode("utf-8", "replace")).items()}
+    if not hmac.compare_digest(fields.get("csrf", "").encode(), _console(request).csrf.encode()):
+        return None
+    return fields
+
+
+async def decide(request: Request) -> Response:
+    """An answer, an approval or a denial: the drive starts, and the page shows the session."""
+    import asyncio
+
+    from zagent_core.drive.driving import answering, approving, denying
+
+    console = _console(request)
+    session_id, what = request.path_params["session_id"], request.path_params["what"]
+    if what not in ("answer", "approve", "deny"):
+        return HTMLResponse(pages.layout("not found", "<h1>Not found</h1>"), 404)
+    fields = await _form(request)
+    if fields is None:
+        return HTMLResponse(pages.layout("refused", "<h1>Refused</h1><p>The form did not come from this console "
+                                                    "(its CSRF token is missing or wrong): reload the session's "
+                                                    "page and try again.</p>"), 403)
+    call_id = fields.get("call_id") or None
+    decision: Decision
+    if what == "answer":
+        answer = fields.get("answer", "")
+        if not answer.strip():
+            return await _said(console, session_id, "the answer is empty: write one, or pick a choice")
+        decision = answering(answer, call_id, numbered=False, via=VIA)
+    elif what == "approve":
+        decision = approving(call_id, via=VIA)
+    else:
+        decision = denying(call_id, fields.get("reason", "").strip(), via=VIA)
+    refusal = await asyncio.wrap_future(console.decider.decide(session_id, decision))
+    if refusal is not None:
+        return await _said(console, session_id, refusal)
+    return RedirectResponse(f"/sessions/{quote(session_id)}", 303)
+
+
+async def _said(console: Console, session_id: str, problem: str) -> Response:
+    import anyio
+
+    html, code = await anyio.to_thread.run_sync(_session_html, console, session_id, False, problem)
+    return HTMLResponse(html, code)
+
+
+def audit(request: Request) -> Response:
+    tool = request.query_params.get("tool", "").strip()
+    status = request.query_params.get("status", "")
+    filters: dict[str, Any] = {name: status == name for name in AUDIT_FILTERS}
+    rows = _console(request).journal.audit(tool=tool or None, limit=AUDIT_LIMIT, **filters)
+    return HTMLResponse(pages.audit_page(rows, tool, status, AUDIT_FILTERS, AUDIT_LIMIT))
+
+
+def _journal_failed(request: Request, exc: Exception) -> Response:
+    """The journal failed under a page (locked too long, damaged, a newer schema): said on the page."""
+    return HTMLResponse(pages.layout("the journal failed", f'<h1>The journal failed</h1><p class="problem">'
+                                                           f'{escape(str(exc))}</p>'), 500)
+
+
+def make_app(console: Console) -> ASGIApp:
+    """The console's ASGI application, every route behind the token."""
+    from zagent_core.errors import ZagentError
+
+    app = Starlette(exception_handlers={ZagentError: _journal_failed}, routes=[
+        Route("/", sessions),
+        Route("/sessions/{session_id}", session),
+        Route("/sessions/{session_id}/events", session_events),
+        Route("/sessions/{session_id}/{what:str}", decide, methods=["POST"]),
+        Route("/audit", audit),
+    ])
+    app.state.console = console
+    return TokenGate(app, console)

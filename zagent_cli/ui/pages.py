@@ -1,0 +1,233 @@
+"""The console's pages, drawn on the server as HTML: everything the journal says is escaped.
+
+Each function returns a whole page (:func:`layout`) or the part of a session's page that
+its live script swaps in (:func:`session_main`). The pages carry no script but that one,
+inline: no build step, nothing fetched from elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from html import escape
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+if TYPE_CHECKING:
+    from zagent_cli.session_view import Entry
+    from zagent_cli.ui.listing import Page
+    from zagent_core.journal.views import ApprovalView, QuestionView, SessionState
+
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
+header{background:#1d2733;color:#fff;padding:8px 20px;display:flex;gap:18px;align-items:baseline}
+header a{color:#cfe3ff;text-decoration:none}header strong{font-size:16px}
+main{padding:16px 20px;max-width:1200px}
+table{border-collapse:collapse;width:100%;background:#fff}
+th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #e3e6ea;vertical-align:top}
+th{background:#eef1f4;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.status{display:inline-block;padding:0 7px;border-radius:9px;background:#e3e6ea;white-space:nowrap}
+.status.running{background:#cde8ff}.status.failed,.status.interrupted{background:#ffd6d6}
+.status.waiting{background:#fff0c2}.status.ended{background:#e9e9e9;color:#555}.status.idle{background:#dff5dc}
+form.filter{margin:0 0 12px;display:flex;gap:8px}
+.facts td:first-child{width:160px;color:#555}
+.section{margin:14px 0 4px;background:#fff;border:1px solid #e3e6ea;border-radius:6px;padding:8px 12px}
+.section h3{margin:0 0 4px;font-size:14px}.section h3 time{color:#777;font-weight:normal;margin-left:8px}
+.user{border-left:4px solid #3b82f6}.assistant{border-left:4px solid #10b981}
+.item{margin:6px 0 0 14px}.item b{font-weight:600}
+pre{background:#f3f4f6;padding:6px 8px;margin:4px 0;white-space:pre-wrap;word-break:break-word;max-height:24em;
+overflow:auto}
+.text{white-space:pre-wrap}
+.pending{background:#fff8e1;border:1px solid #f0d37a;border-radius:6px;padding:10px 14px;margin:12px 0}
+.pending form{display:inline-flex;gap:6px;margin:4px 8px 4px 0}
+button{padding:4px 12px;border-radius:4px;border:1px solid #888;background:#fff;cursor:pointer}
+button.approve{background:#16a34a;color:#fff;border-color:#16a34a}button.deny{background:#dc2626;color:#fff;
+border-color:#dc2626}
+svg.timeline{background:#fff;border:1px solid #e3e6ea;border-radius:6px}
+svg.timeline rect{fill:#60a5fa}svg.timeline .error rect,svg.timeline .rejected rect,
+svg.timeline .interrupted rect{fill:#f87171}svg.timeline .task rect{fill:#a78bfa}
+svg.timeline .running rect{fill:#fbbf24}svg.timeline text{font-size:11px;fill:#333}
+.problem{background:#ffd6d6;border:1px solid #e99;padding:8px 12px;border-radius:6px}
+.more{margin:12px 0}table.sessions td:first-child{white-space:nowrap}
+"""
+
+#: The session page's one script: the server says when the session's journal moved on
+#: (server-sent events); the page then fetches its main part again and swaps it in.
+_LIVE = """
+(function(){
+  const main=document.getElementById('live');
+  const source=new EventSource(main.dataset.events);
+  source.addEventListener('head', async function(message){
+    if(Number(message.data)<=Number(main.dataset.version)) return;
+    const reply=await fetch(main.dataset.part,{credentials:'same-origin'});
+    if(!reply.ok) return;
+    const fresh=new DOMParser().parseFromString(await reply.text(),'text/html').getElementById('live');
+    if(fresh){main.innerHTML=fresh.innerHTML;main.dataset.version=fresh.dataset.version;}
+  });
+})();
+"""
+
+
+def layout(title: str, body: str, *, script: str = "") -> str:
+    """A whole page: the console's header, then ``body``."""
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)} · zagent</title>'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{_STYLE}</style></head>'
+            f'<body><header><strong>zagent</strong><a href="/">sessions</a><a href="/audit">audit</a></header>'
+            f'<main>{body}</main>{f"<script>{script}</script>" if script else ""}</body></html>')
+
+
+def status_badge(status: str) -> str:
+    kind = "waiting" if status.startswith("waiting") or status == "queued" else status.partition(" ")[0]
+    return f'<span class="status {escape(kind)}">{escape(status)}</span>'
+
+
+def _when(at: datetime | None) -> str:
+    return f'<time datetime="{at.isoformat()}">{at:%Y-%m-%d %H:%M:%S}Z</time>' if at else ""
+
+
+def _short(text: str | None, most: int = 120) -> str:
+    line = (text or "").strip().replace("\n", " ")
+    return escape(line if len(line) <= most else line[: most - 1] + "…")
+
+
+def session_link(session_id: str) -> str:
+    return f'<a href="/sessions/{quote(session_id)}">{escape(session_id)}</a>'
+
+
+def sessions_page(page: Page, status: str | None, search: str, statuses: Iterable[str]) -> str:
+    """The list of sessions, with its filter form and the link to the next page."""
+    options = "".join(f'<option{" selected" if s == status else ""}>{escape(s)}</option>' for s in statuses)
+    form = (f'<form class="filter" method="get" action="/"><select name="status"><option value="">any status</option>'
+            f'{options}</select><input type="search" name="q" value="{escape(search)}" placeholder="id or prompt">'
+            f'<button>filter</button></form>')
+    rows = "".join(
+        f'<tr><td>{session_link(row.session_id)}</td><td>{status_badge(row.status)}</td>'
+        f'<td>{_short(row.first_prompt)}</td><td>{escape(row.model or "-")}</td><td class="num">{row.tokens:,}</td>'
+        f'<td class="num">{row.children or ""}</td><td>{_when(row.last_at)}</td></tr>' for row in page.rows)
+    table = (f'<table class="sessions"><thead><tr><th>session</th><th>status</th><th>first prompt</th><th>model</th>'
+             f'<th>tokens</th><th>sub-agents</th><th>last activity</th></tr></thead><tbody>{rows}</tbody></table>'
+             if page.rows else f'<p class="empty">no sessions match (of {page.scanned} looked at)</p>')
+    more = ""
+    if page.next_after is not None:
+        query = urlencode({k: v for k, v in (("status", status or ""), ("q", search),
+                                              ("after", page.next_after)) if v})
+        more = f'<p class="more"><a rel="next" href="/?{query}">older sessions →</a></p>'
+    return layout("sessions", f"<h1>Sessions</h1>{form}{table}{more}")
+
+
+def _linked(text: str, known: Iterable[str]) -> str:
+    """``text`` escaped, with the ids of ``known`` sessions (children, the parent) made links."""
+    shown = escape(text)
+    ids = [escape(sid) for sid in known if sid]
+    if not ids:
+        return shown
+    pattern = "|".join(re.escape(sid) for sid in sorted(ids, key=len, reverse=True))
+    return re.sub(pattern, lambda m: f'<a href="/sessions/{quote(m.group(0))}">{m.group(0)}</a>', shown)
+
+
+def _entry(entry: Entry, known: list[str]) -> str:
+    parts = [f'<div class="text">{_linked(entry.text, known)}</div>' if entry.text else "",
+             f"<pre>{escape(entry.code)}</pre>" if entry.code is not None else ""]
+    if entry.section:
+        kind = entry.title if entry.title in ("user", "assistant") else "event"
+        return (f'<div class="section {kind}"><h3>{_linked(entry.title, known)}{_when(entry.at)}</h3>'
+                f'{"".join(parts)}')
+    return f'<div class="item"><b>{_linked(entry.title, known)}</b>{"".join(parts)}</div>'
+
+
+def conversation_html(entries: Iterable[Entry], known: list[str]) -> str:
+    """The conversation: each section a box, its items (calls, results, notes) inside it."""
+    html: list[str] = []
+    opened = False
+    for entry in entries:
+        if entry.section and opened:
+            html.append("</div>")
+        html.append(_entry(entry, known))
+        opened = opened or entry.section
+    if opened:
+        html.append("</div>")
+    return "".join(html)
+
+
+def _hidden(**fields: str) -> str:
+    return "".join(f'<input type="hidden" name="{name}" value="{escape(value)}">' for name, value in fields.items())
+
+
+def _question(sid: str, question: QuestionView, csrf: str) -> str:
+    action = f"/sessions/{quote(sid)}/answer"
+    chosen = "".join(f'<form method="post" action="{action}">{_hidden(csrf=csrf, call_id=question.call_id)}'
+                     f'<button name="answer" value="{escape(choice)}">{escape(choice)}</button></form>'
+                     for choice in question.choices or [])
+    return (f'<div class="question"><p><b>The agent asks:</b> {escape(question.question)}</p>{chosen}'
+            f'<form method="post" action="{action}">{_hidden(csrf=csrf, call_id=question.call_id)}'
+            f'<input name="answer" required size="50" placeholder="your answer" aria-label="answer">'
+            f'<button>Answer</button></form></div>')
+
+
+def _approval(sid: str, approval: ApprovalView, csrf: str) -> str:
+    fields = _hidden(csrf=csrf, call_id=approval.call_id)
+    arguments = json.dumps(approval.arguments, ensure_ascii=False, indent=2)
+    return (f'<div class="approval"><p><b>Approve {escape(approval.tool)}?</b> {escape(approval.why)} '
+            f'(call {escape(approval.call_id)})</p><pre>{escape(arguments)}</pre>'
+            f'<form method="post" action="/sessions/{quote(sid)}/approve">{fields}'
+            f'<button class="approve">Approve</button></form>'
+            f'<form method="post" action="/sessions/{quote(sid)}/deny">{fields}'
+            f'<input name="reason" size="40" placeholder="why not (the model is told)" aria-label="reason">'
+            f'<button class="deny">Deny</button></form></div>')
+
+
+def session_main(state: SessionState, status: str, facts: list[tuple[str, str]], entries: Iterable[Entry],
+                 timeline: str, csrf: str, *, earlier_turns: int = 0, problem: str = "") -> str:
+    """The live part of a session's page: its facts, what waits for a person, the timeline
+    of its calls and the conversation."""
+    sid = state.session_id
+    known = [child.session_id for child in state.children.values()]
+    known += [state.parent.session_id] if state.parent else []
+    known += [state.forked_from] if state.forked_from else []
+    rows = "".join(f"<tr><td>{escape(name)}</td><td>{_linked(value, known)}</td></tr>" for name, value in facts)
+    waiting = [_question(sid, q, csrf) for q in state.questions.values()]
+    waiting += [_approval(sid, a, csrf) for a in state.waiting_approvals.values()]
+    pending = f'<section class="pending"><h2>Waiting for you</h2>{"".join(waiting)}</section>' if waiting else ""
+    said = f'<p class="problem">{escape(problem)}</p>' if problem else ""
+    drawn = f"<h2>Timeline</h2>{timeline}" if timeline else ""
+    skipped = (f'<p class="more">{earlier_turns} earlier turns not shown: <a href="/sessions/{quote(sid)}?all=1">the whole session</a></p>'
+               if earlier_turns else "")
+    return (f'<h1>Session {escape(sid)} {status_badge(status)}</h1>{said}{pending}'
+            f'<table class="facts">{rows}</table>{drawn}<h2>Conversation</h2>{skipped}'
+            f'<div class="conversation">{conversation_html(entries, known)}</div>')
+
+
+def session_page(state: SessionState, main: str, *, whole: bool = False) -> str:
+    """A session's page: :func:`session_main` in the box its live script refreshes (with the
+    whole conversation again when ``whole``)."""
+    sid = quote(state.session_id)
+    box = (f'<div id="live" data-version="{state.version}" data-events="/sessions/{sid}/events" '
+           f'data-part="/sessions/{sid}{"?all=1" if whole else ""}">{main}</div>')
+    return layout(f"session {state.session_id}", box, script=_LIVE)
+
+
+def _audit_row(row: dict[str, Any]) -> str:
+    from zagent_cli.show import asked_line, call_outcome
+
+    took = "-" if row["duration_ms"] is None else f"{row['duration_ms']} ms"
+    asked = f"<br><i>{escape(asked_line(row['asked']))}</i>" if row.get("asked") else ""
+    return (f'<tr><td>{escape(str(row["requested_at"]))}</td><td>{session_link(row["session_id"])}</td>'
+            f'<td>{escape(row["tool"] or "?")}</td><td>{escape(call_outcome(row))}</td><td class="num">{took}</td>'
+            f'<td>{_short(json.dumps(row["arguments"], ensure_ascii=False), 80)}</td>'
+            f'<td>{_short(row["output_head"], 110)}{asked}</td></tr>')
+
+
+def audit_page(rows: list[dict[str, Any]], tool: str, status: str, statuses: Iterable[str],
+               limit: int) -> str:
+    """The calls of every session, as ``zagent audit`` lists them, with its filters."""
+    options = "".join(f'<option{" selected" if s == status else ""}>{escape(s)}</option>' for s in statuses)
+    form = (f'<form class="filter" method="get" action="/audit"><input name="tool" value="{escape(tool)}" '
+            f'placeholder="tool"><select name="status"><option value="">any call</option>{options}</select>'
+            f'<button>filter</button></form>')
+    body = "".join(_audit_row(row) for row in rows)
+    table = (f'<table class="audit"><thead><tr><th>requested</th><th>session</th><th>tool</th><th>outcome</th>'
+             f'<th>took</th><th>arguments</th><th>output</th></tr></thead><tbody>{body}</tbody></table>'
+             if rows else '<p class="empty">no calls match</p>')
+    return layout("audit", f"<h1>Audit</h1>{form}<p>{len(rows)} calls (the {limit} most recent at most)</p>{table}")

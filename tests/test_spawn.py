@@ -16,7 +16,7 @@ from conftest import python_tool
 
 from zagent_core import Engine, Home
 from zagent_core.agent.loop import Agent
-from zagent_core.config import Config, LimitsConfig, SpawnConfig, SubagentConfig
+from zagent_core.config import CatalogModel, Config, LimitsConfig, SpawnConfig, SubagentConfig
 from zagent_core.journal.events import ChildEnded, ChildSpawned, SessionStarted, ToolCallFinished, ToolCallRejected
 from zagent_core.agent.models import load_model
 from zagent_core.journal.fold import rebuild
@@ -32,10 +32,11 @@ def reply(text: str = "", *calls: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(home: Path, journal: SQLiteJournal, workspace: Path, script: dict[str, Any] | list[Any], prompt: str = "go",
-        **spawn_config: Any) -> tuple[Engine, str]:
+        catalog: list[CatalogModel] | None = None, **spawn_config: Any) -> tuple[Engine, str]:
     path = home.parent / "script.json"
     path.write_text(json.dumps(script))
-    config = Config(limits=LimitsConfig(kill_grace_seconds=0.3), spawn=SpawnConfig(**spawn_config))
+    config = Config(limits=LimitsConfig(kill_grace_seconds=0.3), spawn=SpawnConfig(**spawn_config),
+                    models=catalog or [])
     engine = Engine(Home(home), journal, workspace=workspace, config=config)
     spec = f"scripted:{path}"
     with engine.start_session("test") as session:
@@ -442,7 +443,7 @@ def test_doctor_names_what_in_spawn_would_make_a_spawn_fail(home_dir: Path, tmp_
     said = doctor.stdout + doctor.stderr
     assert ('spawn.subagents.explore.tools names "reed_file", which is not a loaded tool (did you mean '
             '"read_file" or "write_file"?)') in said
-    assert ('spawn.models.fast is "gpt-4o", which is neither an id of spawn.models nor a model spec '
+    assert ('spawn.models.fast is "gpt-4o", which is neither an id of the models nor a model spec '
             "(scripted:PATH, openai:MODEL, anthropic:MODEL)") in said
-    assert ('spawn.subagents.explore.model is "fats", which is neither an id of spawn.models (did you mean '
+    assert ('spawn.subagents.explore.model is "fats", which is neither an id of the models (did you mean '
             '"fast"?) nor a model spec (scripted:PATH, openai:MODEL, anthropic:MODEL)') in said

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from zagent_cli.context import Context
-from zagent_cli.output import emit_json, utc_ms
+from zagent_cli.output import emit_json, say, utc_ms
 from zagent_cli.params import SESSION, TEXT, complete_sessions, complete_tools, moment
 
 
@@ -28,7 +28,8 @@ from zagent_cli.params import SESSION, TEXT, complete_sessions, complete_tools, 
 def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool, asked: bool,
           outcome: str | None, descendants: bool, slowest: int | None, limit: int, as_json: bool) -> None:
     """What the tools did: one entry per call, from the journal's tool_calls view, with who
-    was asked about it and the answer (the decisions view)."""
+    was asked about it and the answer (the decisions view); with --session, what the session
+    cost (tokens and dollars, by config.json's models), per turn and with its sub-agents."""
     if descendants and session_id is None:
         raise click.UsageError("--descendants adds the calls of a session's sub-agents: name the session with "
                                "--session ID")
@@ -36,9 +37,17 @@ def audit(obj: Context, session_id: str | None, tool: str | None, since: str | N
         rows = journal.audit(session=session_id, tool=tool, since=utc_ms(moment(since, "--since")) if since else None,
                              errors=errors, asked=asked, slowest=slowest, limit=limit or None, descendants=descendants,
                              outcome=outcome)
+        costs, config = None, obj.config()
+        if session_id is not None:
+            from zagent_core.history.costs import session_costs
+
+            costs = session_costs(journal, session_id, config)
     if as_json:
-        emit_json({"calls": rows})
+        emit_json({"calls": rows} | ({"costs": costs.to_dict() if costs else None} if session_id else {}))
         return
-    from zagent_cli.show import print_audit
+    from zagent_cli.show import cost_facts, print_audit, shown_costs
 
     print_audit(rows)
+    shown = shown_costs(config, costs)
+    for name, value in cost_facts(shown) if shown else []:
+        say(f"{name}: {value}")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection
 
     from zagent_core import Engine, Home
-    from zagent_core.config import LimitsConfig
+    from zagent_core.config import Config, LimitsConfig
     from zagent_core.journal.protocol import AdminJournal
 
 
@@ -85,9 +85,13 @@ class Context:
 
     def limits(self) -> LimitsConfig:
         """config.json's ``limits``: what a prompt is bounded by while it is read, before any session opens."""
+        return self.config().limits
+
+    def config(self) -> Config:
+        """config.json, its bad values replaced by their defaults (``zagent doctor`` reports them)."""
         from zagent_core.config import load_config
 
-        return load_config(self.home.config_path)[0].limits
+        return load_config(self.home.config_path)[0]
 
     def journal(self, *, read_only: bool = False) -> AdminJournal:
         from zagent_core.journal.protocol import JournalError

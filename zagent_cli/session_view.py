@@ -17,11 +17,11 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zagent_cli.output import head, plural
 from zagent_cli.pager import paged_lines
-from zagent_cli.show import first_line
+from zagent_cli.show import cost_facts, first_line
 from zagent_core.journal.events import (
     EVENT_TYPES,
     ApprovalDecided,
@@ -55,6 +55,9 @@ from zagent_core.journal.events import (
 )
 from zagent_core.journal.protocol import EventLog, StoredEvent
 from zagent_core.journal.views import ChildView, SessionState, TaskView
+
+if TYPE_CHECKING:
+    from zagent_core.history.costs import SessionCosts
 
 #: Event bodies up to this long are printed on the event's line by ``sessions show --events``.
 _BODY_ON_ONE_LINE = 100
@@ -107,15 +110,16 @@ def last_turns(journal: EventLog, state: SessionState, count: int) -> Part:
 
 
 def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: str = "text",
-                  show_events: bool = False, part: Part = Part(), page: bool = False) -> None:
+                  show_events: bool = False, part: Part = Part(), page: bool = False,
+                  costs: SessionCosts | None = None) -> None:
     """``zagent sessions show``: the header (status, model, workspace, tools, tasks, pending
-    wake-ups, artifacts), then the conversation of ``part`` in order (``fmt``: ``text`` or
-    ``md``) as it is read, then its stored events if asked; through a pager if ``page`` and
-    on a terminal."""
+    wake-ups, ``costs``, artifacts), then the conversation of ``part`` in order (``fmt``:
+    ``text`` or ``md``) as it is read, then its stored events if asked; through a pager if
+    ``page`` and on a terminal."""
     from zagent_core.session.status import turn_failure
 
     sid = state.session_id
-    facts = header_facts(state, status, turn_failure(state))
+    facts = header_facts(state, status, turn_failure(state)) + (cost_facts(costs) if costs else [])
     skipped = (f"({plural(part.earlier_turns, 'earlier turn')} not shown: --all shows the whole session, "
                "--last N the last N turns)")
     fact = "- **{}:** {}" if fmt == "md" else "{}: {}"

@@ -14,6 +14,8 @@ from zagent_cli.params import SESSION, TEXT, complete_sessions, moment
 
 if TYPE_CHECKING:
     from zagent_cli.session_view import Part
+    from zagent_core.config import Config
+    from zagent_core.history.costs import SessionCosts
     from zagent_core.history.retention import PruneReport
     from zagent_core.journal.protocol import AdminJournal
     from zagent_core.journal.views import SessionState
@@ -239,11 +241,16 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
             if not summaries:
                 raise click.UsageError("the journal has no sessions yet")
             session_id = summaries[0].session_id
+        config = obj.config()
         if tree:
-            return _show_tree(journal, session_id, as_json)
+            return _show_tree(journal, session_id, as_json, config)
+        from zagent_core.history.costs import session_costs
+
+        costs = session_costs(journal, session_id, config)
         if as_json:
-            return _show_json(journal, session_id, show_events)
+            return _show_json(journal, session_id, show_events, costs)
         from zagent_cli.session_view import print_session
+        from zagent_cli.show import shown_costs
         from zagent_core.journal.snapshots import open_state
         from zagent_core.session.status import session_status
 
@@ -251,7 +258,8 @@ def sessions_show(obj: Context, session_id: str | None, as_json: bool, show_even
         if state.version == 0:
             raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
         print_session(journal, state, session_status(journal, session_id, state), fmt=fmt, show_events=show_events,
-                      part=_part_shown(journal, state, last, show_all), page=not no_pager)
+                      part=_part_shown(journal, state, last, show_all), page=not no_pager,
+                      costs=shown_costs(config, costs))
 
 
 def _part_shown(journal: AdminJournal, state: SessionState, last: int | None, show_all: bool) -> Part:
@@ -267,8 +275,8 @@ def _part_shown(journal: AdminJournal, state: SessionState, last: int | None, sh
     return last_turns(journal, state, last)
 
 
-def _show_json(journal: AdminJournal, session_id: str, show_events: bool) -> None:
-    """``sessions show --json``: the state folded with every call, and the events if asked."""
+def _show_json(journal: AdminJournal, session_id: str, show_events: bool, costs: SessionCosts | None) -> None:
+    """``sessions show --json``: the state folded with every call, its costs, and the events if asked."""
     from zagent_core import rebuild
     from zagent_core.session.status import session_status
 
@@ -276,20 +284,25 @@ def _show_json(journal: AdminJournal, session_id: str, show_events: bool) -> Non
     state = rebuild(events, history=True)
     if state.version == 0:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
-    emit_json(state.model_dump() | {"status_detail": session_status(journal, session_id, state)}
+    emit_json(state.model_dump() | {"status_detail": session_status(journal, session_id, state),
+                                    "costs": costs.to_dict() if costs else None}
               | ({"events": [e.to_dict() | {"at": e.at} for e in events]} if show_events else {}))
 
 
-def _show_tree(journal: AdminJournal, session_id: str, as_json: bool) -> None:
-    """``sessions show --tree``: the session and the sub-agents below it."""
+def _show_tree(journal: AdminJournal, session_id: str, as_json: bool, config: Config) -> None:
+    """``sessions show --tree``: the session and the sub-agents below it, and what each subtree cost."""
+    from zagent_core.history.costs import tree_costs
     from zagent_core.history.trees import session_tree
 
     root = session_tree(journal, session_id)
     if root is None:
         raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
+    costs = tree_costs(journal, root, config)
     if as_json:
-        emit_json({"tree": root.to_dict()})
+        emit_json({"tree": root.to_dict(), "costs": {sid: {"session": spent.session.to_dict(),
+                                                          "subtree": spent.subtree.to_dict()}
+                                                    for sid, spent in costs.items()}})
         return
-    from zagent_cli.show import print_tree
+    from zagent_cli.show import print_tree, shown_costs
 
-    print_tree(root)
+    print_tree(root, shown_costs(config, costs))

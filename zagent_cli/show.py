@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from zagent_cli.output import head, plural, say, say_part, terminal_safe
 from zagent_core.journal.events import (
@@ -39,8 +39,11 @@ from zagent_core.journal.events import (
     UserMessage,
 )
 from zagent_core.journal.protocol import SessionSummary, StoredEvent
+from zagent_core.tools.model_catalog import known
 
 if TYPE_CHECKING:
+    from zagent_core.config import Config
+    from zagent_core.history.costs import SessionCosts, Spend
     from zagent_core.history.trees import TreeNode
 
 
@@ -311,12 +314,15 @@ def asked_line(asked: dict[str, Any]) -> str:
     return f"asked the user to approve ({asked['why']}): {asked['decision']} ({asked['via']}){because}"
 
 
-def print_tree(root: TreeNode) -> None:
+def print_tree(root: TreeNode, costs: dict[str, SessionCosts] | None = None) -> None:
     """``zagent sessions show --tree``: a line per session, its children below it. The numbers
-    are the subtree's (the session's and its sub-agents'), the time its own."""
+    are the subtree's (the session's and its sub-agents'; with ``costs``, their cost too), the time its own."""
     def lines(node: TreeNode, lead: str, branch: str) -> Iterator[str]:
         numbers = spawn_numbers(node.total("requests"), node.total("input_tokens"), node.total("output_tokens"),
                                 node.duration_ms)
+        if costs is not None:
+            usd = costs[node.session_id].subtree.usd
+            numbers += ", cost unknown" if usd is None else f", ${usd:.4f}"
         task = first_line(node.task) if node.task else "-"
         name = f"{node.label}  {node.session_id}" if node.label else node.session_id
         yield f"{lead}{branch}{name}  {node.outcome}  {numbers}  {task}"
@@ -326,3 +332,39 @@ def print_tree(root: TreeNode) -> None:
 
     for line in lines(root, "", ""):
         say(line)
+
+
+def spend_line(spend: Spend) -> str:
+    """Tokens and cost in a line: ``$0.0123: 1,200 tokens in, 80 out, 5,000 cache read, 0 cache write``."""
+    usage = spend.usage
+    tokens = (f"{usage.input_tokens:,} tokens in, {usage.output_tokens:,} out, {usage.cache_read_tokens:,} cache read, "
+              f"{usage.cache_write_tokens:,} cache write")
+    if spend.usd is None:
+        return (f"unknown ({', '.join(spend.unpriced)} not priced in config.json's models): {tokens}")
+    return f"${spend.usd:.4f}: {tokens}"
+
+
+#: The turns whose cost ``sessions show`` and ``audit`` print, the latest (``--json`` gives every one).
+TURN_COSTS_SHOWN = 10
+
+
+def cost_facts(costs: SessionCosts) -> list[tuple[str, str]]:
+    """The cost lines of a session: its own, with its sub-agents (if any), and its latest turns'."""
+    facts = [("cost", spend_line(costs.session))]
+    if costs.descendants:
+        facts.append((f"cost with {plural(costs.descendants, 'sub-agent')}", spend_line(costs.subtree)))
+    first = max(0, len(costs.turns) - TURN_COSTS_SHOWN)
+    if first:
+        facts.append(("earlier turns", f"{first} more (--json gives the cost of each)"))
+    facts += [(f"turn {number} cost", spend_line(spend))
+              for number, spend in enumerate(costs.turns[first:], start=first + 1)]
+    return facts
+
+
+_Shown = TypeVar("_Shown")
+
+
+def shown_costs(config: Config, costs: _Shown) -> _Shown | None:
+    """The costs to print: none without a model catalog in config.json, where every cost would
+    be unknown (the token counts are printed anyway; ``--json`` still has them)."""
+    return costs if known(config) else None

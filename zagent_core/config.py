@@ -330,12 +330,58 @@ class SpawnConfig(BaseModel):
     child_timeout_minutes: float = Field(30.0, gt=0, allow_inf_nan=False)
     #: Model requests one run of a child may make.
     child_max_turns: int = Field(50, ge=1)
-    #: Models a spawn call may pick by id: id -> model spec (``openai:gpt-4o-mini``...).
-    models: dict[str, str] = {}
+    #: The models a spawn call may pick, by id: ids of the catalog (config.json's ``models``), or
+    #: (the older form) id -> model spec (``{"fast": "openai:gpt-4o-mini"}``); None: every catalog entry.
+    models: list[str] | dict[str, str] | None = None
     #: Presets by name, offered as ``subagent_type``.
     subagents: dict[str, SubagentConfig] = {}
     #: Children share their parent's read-state (the seed's ``shareReadState``), unless their preset says otherwise.
     share_read_state: bool = False
+
+
+def _a_spec(spec: str) -> str:
+    if ":" not in spec:
+        raise ValueError("a model spec is PROVIDER:MODEL (openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, "
+                         "scripted:PATH)")
+    return spec
+
+
+#: A price: US dollars per million tokens.
+_Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class CatalogModel(BaseModel):
+    """One model of config.json's ``models``: what it is, what it costs, how much it takes.
+
+    Prices are US dollars per million tokens. Cache prices left out follow the provider:
+    ``anthropic:`` writes cost 1.25x input and reads 0.1x; elsewhere cached input costs ``price_in``.
+    """
+
+    model_config = _STRICT
+
+    #: What spawn calls and presets name it by.
+    id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    #: ``openai:MODEL``, ``anthropic:MODEL`` (or ``scripted:PATH``).
+    spec: Annotated[str, AfterValidator(_a_spec)]
+    context_window: int | None = Field(default=None, ge=1024)
+    max_output: int | None = Field(default=None, ge=1)
+    price_in: _Price | None = None
+    price_out: _Price | None = None
+    price_cache_read: _Price | None = None
+    price_cache_write: _Price | None = None
+    #: It thinks before it answers (a reasoning model).
+    reasoning: bool = False
+    #: What it is good for, as spawn's schema and ``model_search`` show it.
+    description: str = Field(default="", max_length=500)
+
+
+def _ids_once(models: list[CatalogModel]) -> list[CatalogModel]:
+    seen: set[str] = set()
+    for entry in models:
+        if entry.id in seen:
+            raise ValueError(f'the id "{entry.id}" is given to two models; give each model its own id')
+        seen.add(entry.id)
+    return models
 
 
 class AnthropicConfig(BaseModel):
@@ -562,6 +608,8 @@ class Config(BaseModel):
     approvals: ApprovalsConfig = ApprovalsConfig()
     builtins: BuiltinsConfig = BuiltinsConfig()
     spawn: SpawnConfig = SpawnConfig()
+    #: The model catalog: what ``spawn`` offers (``spawn.models``) and what costs are priced by.
+    models: Annotated[list[CatalogModel], AfterValidator(_ids_once)] = []
     limits: LimitsConfig = LimitsConfig()
     capabilities: CapabilitiesConfig = CapabilitiesConfig()
     journal: JournalConfig = JournalConfig()
@@ -594,8 +642,13 @@ _MCP_SERVERS = ("mcp", "servers")
 
 def _dropped_at(loc: tuple[int | str, ...], kind: str) -> tuple[int | str, ...]:
     """What a bad value takes with it: an MCP server's entry goes whole (half a server is no
-    server; a bad name, ``[key]``, too); an unknown field, or anything else, only itself."""
-    return loc[:3] if loc[:2] == _MCP_SERVERS and len(loc) >= 3 and kind != "extra_forbidden" else loc
+    server; a bad name, ``[key]``, too), a catalog model's too (a model priced or reached
+    wrongly costs money); an unknown field, or anything else, only itself."""
+    if kind == "extra_forbidden":
+        return loc
+    if loc[:2] == _MCP_SERVERS and len(loc) >= 3:
+        return loc[:3]
+    return loc[:2] if loc[:1] == ("models",) and len(loc) >= 2 else loc
 
 
 def _consequence(problem: str) -> str:
@@ -604,6 +657,8 @@ def _consequence(problem: str) -> str:
     if problem.startswith('"mcp.servers.'):
         problem = re.sub(r" \(got .*\)$", "", problem, flags=re.DOTALL).replace('.[key]"', '"', 1)
         return f"{problem}; that server is left out"
+    if re.match(r'"models\.\d+', problem):
+        return f"{problem}; that model is left out of the catalog"
     return f"{problem}; using the default"
 
 

@@ -43,6 +43,7 @@ from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.engine import Session, SessionEndedError
 from zagent_core.session.leases import SessionBusyError
 from zagent_core.tools.inprocess import Arguments, BuiltinContext
+from zagent_core.tools.model_catalog import EMBEDDED_CATALOG_MAX, known, model_settings, offered
 from zagent_core.tools.results import ToolResult
 
 log = get_logger(__name__)
@@ -254,20 +255,22 @@ def _going_on(parent: Session, label: str) -> _Plan:
 
 
 def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, from_preset: bool = False) -> str:
-    """The child's model: a catalog id (``spawn.models``) or a spec, else its parent's.
+    """The child's model: a catalog id (``models``, as ``spawn.models`` offers them) or a spec, else its parent's.
 
     A scripted parent's children read their replies from the same script, under
     ``children`` (``scripted:PATH#KEY``; see :mod:`zagent_core.agent.models.scripted`).
     """
-    catalog = parent.engine.config.spawn.models
+    config = parent.engine.config
+    # The model picks among the offered models; a preset may name any model of the catalog.
+    catalog = {entry.id: entry.spec for entry in (known(config) if from_preset else offered(config))}
     if wanted is not None:
         if wanted in catalog:
             return catalog[wanted]
         if ":" in wanted and (from_preset or not catalog):
             return wanted  # a preset's own spec (config's to get right, not the model's)
         raise _Refused(f'unknown model "{wanted}"{did_you_mean(wanted, catalog)}; '
-                       + (f"the models are: {', '.join(catalog)}" if catalog else
-                          'no models are listed in config.json ("spawn": {"models": {...}})'))
+                       + (_listed(list(catalog)) if catalog else
+                          'no models are listed in config.json ("models": [...])'))
     inherited = parent.state.model or parent.engine.config.agent.model
     if not inherited:
         raise _Refused('there is no model to run a sub-agent on; set "agent": {"model": ...} in config.json')
@@ -281,10 +284,18 @@ def _model_spec(parent: Session, wanted: str | None, label: str, task: str, *, f
     return inherited
 
 
+def _listed(ids: list[str]) -> str:
+    """The ids a refusal names: a large catalog's first ones, and where the rest are."""
+    if len(ids) <= EMBEDDED_CATALOG_MAX:
+        return f"the models are: {', '.join(ids)}"
+    return (f"the models include: {', '.join(ids[:EMBEDDED_CATALOG_MAX])} and {len(ids) - EMBEDDED_CATALOG_MAX} "
+            "more (model_search finds them)")
+
+
 def _model(parent: Session, spec: str, thinking: Thinking | None = None) -> Model:
-    config = parent.engine.config.model
+    settings = model_settings(parent.engine.config, spec)
     try:
-        return load_model(spec, config if thinking is None else config.model_copy(update={"thinking": thinking}))
+        return load_model(spec, settings if thinking is None else settings.model_copy(update={"thinking": thinking}))
     except ValueError as exc:
         raise _Refused(f"the sub-agent's model cannot be used: {exc}") from None
 

@@ -27,6 +27,7 @@ from zagent_core.logs import get_logger
 from zagent_core.session.crashpoints import crash_point
 from zagent_core.session.engine import Session
 from zagent_core.tools.disclosure import disclosed
+from zagent_core.tools.model_catalog import model_settings
 
 log = get_logger(__name__)
 
@@ -64,7 +65,7 @@ class Agent:
         self.requests = 0
         engine_config = session.engine.config
         #: The model's window, in tokens: what ``compact_at`` is a fraction of.
-        self.window = context_window(spec or model.name, engine_config.model)
+        self.window = context_window(spec or model.name, model_settings(engine_config, spec or model.name))
         #: When the conversation is made smaller: by its estimated size (or, replayed, as recorded).
         self.compactions: Compactions = compactions or Budget(int(self.window * self.config.compact_at),
                                                                self.config.keep_results_of_requests)

@@ -29,6 +29,7 @@ _MODULES = (
     "terminal",
     "ask_user",
     "spawn",
+    "model_search",
     "tool_search",
     "fetch_url",
     "web_search",

@@ -13,8 +13,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from zagent_core.builtins import model_search
 from zagent_core.config import THINKING_BUDGETS, Config
 from zagent_core.tools.inprocess import Arguments, Builtin, BuiltinContext
+from zagent_core.tools.model_catalog import EMBEDDED_CATALOG_MAX, model_line, offered
 from zagent_core.tools.results import ToolResult
 
 NAME = "spawn"
@@ -51,11 +53,17 @@ def parameters(config: Config) -> dict[str, Any]:
         "anyOf": [{"type": "string", "enum": list(THINKING_BUDGETS)}, {"type": "integer", "minimum": 1024}],
         "description": f"How much the sub-agent thinks before it answers: a level or a budget of tokens, at most "
                        f"{config.model.thinking!r} (default: {config.model.thinking!r})."}
-    models = config.spawn.models
-    if models:
+    models = offered(config)
+    if len(models) > EMBEDDED_CATALOG_MAX:
         properties["model"] = {"type": "string",
-                               "description": f"The model the sub-agent runs on, one of: {', '.join(models)} "
-                                              "(default: the one running you)."}
+                               "description": f"The id of the model the sub-agent runs on (default: the one "
+                                              f"running you): {len(models)} models are offered; find their ids, "
+                                              f"prices and windows with the {model_search.NAME} tool."}
+    elif models:
+        listing = "\n".join(f"- {model_line(entry)}" for entry in models)
+        properties["model"] = {"type": "string",
+                               "description": "The id of the model the sub-agent runs on (default: the one running "
+                                              f"you); prices are US dollars per million tokens:\n{listing}"}
     return {"type": "object", "properties": properties, "required": ["task"], "additionalProperties": False}
 
 

@@ -34,17 +34,23 @@ DESCRIPTION = (
     "when you need a tool you were not given."
 )
 
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
-                  "description": "Words to look for in the tools' names and descriptions, such as \"github issue\"."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
-                  "description": f"How many tools to find at most (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})."},
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
+def search_parameters(query: str, found: str, default_limit: int, max_limit: int) -> dict[str, Any]:
+    """The parameters of a search built-in: ``query`` (described as ``query`` says) and how many ``found`` at most."""
+    return {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": query},
+            "limit": {"type": "integer", "minimum": 1, "maximum": max_limit,
+                      "description": f"How many {found} to find at most (default {default_limit}, at most "
+                                     f"{max_limit})."},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+PARAMETERS = search_parameters("Words to look for in the tools' names and descriptions, such as \"github issue\".",
+                               "tools", DEFAULT_LIMIT, MAX_LIMIT)
 
 
 def matches(tools: list[Findable], query: str, limit: int) -> list[Findable]:

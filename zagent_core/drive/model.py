@@ -35,6 +35,7 @@ def choose_model(engine: Engine, given: str | None, state: SessionState | None,
     """
     from zagent_core.agent.models import load_model
     from zagent_core.agent.models.endpoint import carries_credentials, shown_url
+    from zagent_core.tools.model_catalog import model_settings
 
     spec, base_url = model_spec(engine, given, state)
     if not spec:
@@ -43,7 +44,7 @@ def choose_model(engine: Engine, given: str | None, state: SessionState | None,
             raise NoModelError('no model: give --model (scripted:PATH, openai:MODEL or anthropic:MODEL) or set '
                                '"agent": {"model": ...} in config.json')
         return None, ""
-    config = engine.config.model
+    config = model_settings(engine.config, spec)
     # A journaled endpoint with credentials was journaled masked: they are found again where
     # they came from (config.json or the provider's *_BASE_URL variable), or the resume stops.
     masked = base_url is not None and carries_credentials(base_url) and shown_url(base_url) == base_url

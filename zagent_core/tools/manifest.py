@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from zagent_core.config import Config, SandboxGrant
 from zagent_core.problems import Problem, describe_errors, did_you_mean
+from zagent_core.tools.model_catalog import known
 from zagent_core.tools.processes import file_sha256, read_json, write_json
 from zagent_core.tools.text import storable, storable_json
 
@@ -541,11 +542,17 @@ def load_tools(home: Home, config: Config | None = None, *, reserved: Collection
 
 def spawn_problems(config: Config) -> list[Problem]:
     """What in ``spawn`` would make a spawn call fail: a model that is neither a catalog id nor a spec."""
-    catalog = config.spawn.models
-    wrong = [(f"spawn.models.{name}", spec) for name, spec in catalog.items() if ":" not in spec]
+    listed = config.spawn.models
+    catalog = [entry.id for entry in known(config)]
+    wrong = [(f"spawn.models.{name}", spec) for name, spec in listed.items() if ":" not in spec] \
+        if isinstance(listed, dict) else []
     wrong += [(f"spawn.subagents.{name}.model", preset.model) for name, preset in config.spawn.subagents.items()
               if preset.model is not None and preset.model not in catalog and ":" not in preset.model]
-    return [Problem(source="config.json", severity="warning",
-                    message=f'{key} is "{spec}", which is neither an id of spawn.models{did_you_mean(spec, catalog)} '
-                            "nor a model spec (scripted:PATH, openai:MODEL, anthropic:MODEL)")
-            for key, spec in wrong]
+    problems = [Problem(source="config.json", severity="warning",
+                        message=f'{key} is "{spec}", which is neither an id of the models{did_you_mean(spec, catalog)} '
+                                "nor a model spec (scripted:PATH, openai:MODEL, anthropic:MODEL)")
+                for key, spec in wrong]
+    return problems + [Problem(source="config.json", severity="warning",
+                               message=f'spawn.models names "{name}", which is not the id of a model in "models"'
+                                       f"{did_you_mean(name, catalog)}; spawn does not offer it")
+                       for name in (listed if isinstance(listed, list) else []) if name not in catalog]

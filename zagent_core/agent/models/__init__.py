@@ -47,9 +47,10 @@ class ToolCallRequest(BaseModel):
 class Usage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
+    #: Input tokens not read from the cache nor written to it (OpenAI's ``prompt_tokens`` less its cached ones).
     input_tokens: int = 0
     output_tokens: int = 0
-    #: Prompt caching (Anthropic): input tokens read from the cache, and written to it.
+    #: Prompt caching: input tokens read from the cache, and written to it (Anthropic's only).
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
 

@@ -236,11 +236,13 @@ class OpenAIModel(HTTPModel):
                 for index, call in enumerate(message.get("tool_calls") or [])
             ]
             usage = answer.get("usage") or {}
+            # OpenAI counts cached input within prompt_tokens; zagent counts it apart, as Anthropic does.
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
             return ModelReply(
                 text=message.get("content") or "",
                 tool_calls=calls,
                 stop_reason=_STOP.get(choice.get("finish_reason") or "", choice.get("finish_reason") or "end_turn"),
-                usage=Usage(input_tokens=usage.get("prompt_tokens") or 0,
+                usage=Usage(input_tokens=(usage.get("prompt_tokens") or 0) - cached, cache_read_tokens=cached,
                             output_tokens=usage.get("completion_tokens") or 0),
                 model=answer.get("model") or self.model,
             )

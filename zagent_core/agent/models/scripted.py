@@ -12,6 +12,10 @@ such an object again (grandchildren). A child ``spawn`` starts reads the script 
 its task (the exact text), else under its label (``child-1``...: children are numbered in
 the order they are spawned, spawns of one reply in the reply's order), else under ``"*"``. Its spec names the key it took (``scripted:PATH#child-1``, a
 grandchild's ``scripted:PATH#child-1/child-2``, keys %-quoted), so a resume reads the same.
+
+A reply may say what it used, ``"usage": {"input_tokens": 1200, "output_tokens": 80,
+"cache_read_tokens": 0, "cache_creation_tokens": 0}``, for costs to show exact numbers;
+without it the usage is a rough count of characters.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class _ScriptedReply(BaseModel):
     thinking: list[ThinkingBlock] = []
     text: str = ""
     tool_calls: list[_ScriptedCall] = []
+    #: What the reply reports it used (tokens in, out, cache reads and writes); None: a rough
+    #: count from the characters of the request and the reply.
+    usage: Usage | None = None
 
 
 def _node(script: Any, child: str) -> tuple[Any, str]:
@@ -112,7 +119,7 @@ class ScriptedModel:
                                             arguments=call.arguments)
                             for index, call in enumerate(item.tool_calls)],
                 stop_reason="tool_use" if item.tool_calls else "end_turn",
-                usage=Usage(),
+                usage=item.usage or Usage(),
                 model=f"scripted:{path.name}{'#' + child if child else ''}",
             )
             for turn, item in enumerate(parsed, start=1)
@@ -125,8 +132,11 @@ class ScriptedModel:
         if index >= len(self.replies):
             raise ModelError(f"the script has no reply #{index + 1} (it has {len(self.replies)})")
         reply = self.replies[index]
+        scripted_usage = reply.usage != Usage()
         if on_text is not None and reply.text:
             on_text(reply.text)  # the whole text at once: a script has nothing to stream
+        if scripted_usage:
+            return reply
         # Rough usage, so loops and audits have numbers to show.
         size = sum(map(len, map(_CONTENT, messages)))
         return reply.model_copy(update={"usage": Usage(input_tokens=size // 4, output_tokens=len(reply.text) // 4)})

@@ -28,8 +28,8 @@ from zagent_cli.params import SESSION, TEXT, complete_sessions, complete_tools, 
 def audit(obj: Context, session_id: str | None, tool: str | None, since: str | None, errors: bool, asked: bool,
           outcome: str | None, descendants: bool, slowest: int | None, limit: int, as_json: bool) -> None:
     """What the tools did: one entry per call, from the journal's tool_calls view, with who
-    was asked about it and the answer (the decisions view); with --session, what the session
-    cost (tokens and dollars, by config.json's models), per turn and with its sub-agents."""
+    was asked about it and the answer (the decisions view). With --session, also what the
+    session cost (tokens and dollars, by config.json's models), per turn and with its sub-agents."""
     if descendants and session_id is None:
         raise click.UsageError("--descendants adds the calls of a session's sub-agents: name the session with "
                                "--session ID")

@@ -182,7 +182,7 @@ class Confinement:
         # $ZAGENT_JOURNAL puts elsewhere, with its WAL: a tool reads no session but through what it is given.
         hidden = [home.root, *(path for path in _journal_files(home) if not _inside(path, [home.root]))]
         readable = [home.tools_dir, home.skills_dir, *([workspace] if grant.mode == "read-only" else []),
-                    *_resolved(grant.readable, workspace)]
+                    *_resolved(grant.readable, workspace), *(path for path in _zagent_itself() if not _inside(path, writable))]
         return cls(grant=grant, writable=tuple(writable), readable=tuple(readable), hidden=tuple(hidden),
                    private_tmp=config.private_tmp, read_only_tmp=grant.mode == "read-only")
 
@@ -224,6 +224,12 @@ class Confinement:
         or nothing where there is no sandbox."""
         program = _found().program
         return () if program is None else (program, *self.arguments(cwd), "--")
+
+
+def _zagent_itself() -> list[Path]:
+    """What ``zagent call`` runs on in the sandbox: the interpreter's environment and zagent's own
+    code, which a private /tmp hides when they live there (a virtualenv or a checkout under /tmp)."""
+    return [Path(sys.prefix).resolve(), Path(__file__).resolve().parents[2]]
 
 
 def confine(spec: ProcessSpec, confinement: Confinement) -> ProcessSpec:

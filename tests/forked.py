@@ -25,6 +25,7 @@ import logging
 import os
 import runpy
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -36,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from zagent_store.sqlite_base import SQLiteBase
+from zagent_store.sqlite_base import SQLiteBase, connect_read_only
 
 #: The command line this module forks instead of executing.
 CLI = [sys.executable, "-m", "zagent_cli"]
@@ -77,8 +78,8 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
                 p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
                 start_new_session, *rest)
             return
-        with _journals_at_rest() as at_rest:
-            if not at_rest:  # a thread of this process stayed inside SQLite: a fork could inherit its mutexes
+        with _sqlite_closed() as closed:
+            if not closed:  # SQLite is busy in another thread, or a connection could not be let go
                 super()._execute_child(  # type: ignore[misc]
                     args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags, shell,
                     p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
@@ -107,26 +108,80 @@ def _tracked(self: SQLiteBase, *args: Any, **kwargs: Any) -> None:
 
 
 SQLiteBase.__init__ = _tracked  # type: ignore[method-assign]
+
+
+class _Connection(sqlite3.Connection):
+    """A connection this process opened, weakly referenced (``sqlite3.Connection`` itself cannot be)."""
+
+
+#: Every SQLite connection this process opened: its journals', the tests' raw ones, sqlite-utils'.
+_connections: weakref.WeakSet[_Connection] = weakref.WeakSet()
+_connect = sqlite3.connect
+
+
+def _connect_tracked(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+    if "factory" not in kwargs:
+        kwargs["factory"] = _Connection
+    connection = _connect(*args, **kwargs)
+    if isinstance(connection, _Connection):
+        _connections.add(connection)
+    return connection
+
+
+sqlite3.connect = _connect_tracked  # type: ignore[assignment]
 #: How long a fork waits for a journal's query in another thread to end before it execs instead.
 _REST_WAIT_S = 2.0
 
 
+def _is_open(connection: sqlite3.Connection) -> bool:
+    try:
+        connection.total_changes  # noqa: B018 - raises once the connection is closed
+    except sqlite3.ProgrammingError:
+        return False
+    return True
+
+
 @contextmanager
-def _journals_at_rest() -> Iterator[bool]:
-    """Hold every open journal's lock across the fork, so no other thread of this process (a lease
-    heartbeat, above all) is inside SQLite at that moment: a fork copies SQLite's mutexes as they
-    are, held ones included, and the command would hang on its first open of a journal. A journal
-    takes its lock around every use of its connection. Yields False when one stays busy."""
+def _sqlite_closed() -> Iterator[bool]:
+    """No SQLite connection open in this process across the fork; yields False if that cannot be.
+
+    SQLite must not be carried across a fork: the fork's SQLite remembers this process's open
+    files and their locks, so the command's own connection to the same journal shares that
+    memory, and its locks go through descriptors the fork points at /dev/null: they lock
+    nothing, and two processes wrote the journal at once ("database disk image is malformed",
+    seen under ``test_worker``'s SIGKILLs). So every journal's connection is closed before the
+    fork and opened again after, in this process alone; any other open connection (a test's
+    raw one) makes the command exec instead. Each journal's lock is held meanwhile, so no other
+    thread of this process (a lease heartbeat) uses it, or is inside SQLite when it forks.
+    """
     held: list[SQLiteBase] = []
+    reopen: list[tuple[SQLiteBase, int, int]] = []
     try:
         for journal in list(_journals):
             if not journal._lock.acquire(timeout=_REST_WAIT_S):
                 yield False
                 return
             held.append(journal)
+        owned = {id(journal._conn) for journal in held}
+        if any(_is_open(connection) and id(connection) not in owned for connection in list(_connections)):
+            yield False
+            return
+        for journal in held:
+            if _is_open(journal._conn):
+                timeout = journal._conn.execute("PRAGMA busy_timeout").fetchone()[0]
+                synchronous = journal._conn.execute("PRAGMA synchronous").fetchone()[0]
+                journal._conn.close()
+                reopen.append((journal, timeout, synchronous))
         yield True
     finally:
-        for journal in held:  # in the fork too: its copies of the journals are never used there
+        for journal, timeout, synchronous in reopen:  # here only: the fork never leaves the with block
+            journal._conn = (connect_read_only(journal.path) if journal.read_only else
+                             sqlite3.connect(journal.path, isolation_level=None, check_same_thread=False))
+            journal._conn.execute(f"PRAGMA busy_timeout={timeout}")
+            if not journal.read_only:
+                journal._conn.execute(f"PRAGMA synchronous={synchronous}")
+            journal.__dict__.pop("db", None)  # sqlite-utils' view of the closed connection
+        for journal in held:
             journal._lock.release()
 
 

@@ -73,6 +73,8 @@ _UNSHOWN = frozenset({"tool_call_started", "notes_delivered", "wake_answered", "
 _TAIL_WINDOW = 256
 #: The turns a terminal shows of a session longer than a screen, unless told (--last, --all).
 DEFAULT_LAST = 3
+#: How the sections where the conversation the model is shown was cut down begin: the console marks them.
+COMPACTION_TITLES = ("context compacted", "context cleared")
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,15 @@ class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen datacla
     language: str = ""
     #: How deep the call it is about nests in others (0: a call of the model's, 1: a call its tool made...).
     depth: int = 0
+    #: A reply's thinking, a block each (``(redacted)`` for a redacted one): the console folds it away.
+    thinking: tuple[str, ...] = ()
+
+    @property
+    def said(self) -> str:
+        """The text after its thinking, as ``sessions show`` prints them (``[thinking: ...]`` a line per block)."""
+        if not self.thinking:
+            return self.text
+        return "\n".join([*(f"[thinking: {thought}]" for thought in self.thinking), self.text])
 
 
 def _result_title(result: ToolCallFinished | TaskExited | TaskKilled) -> str:
@@ -247,8 +258,8 @@ class _Conversation:
         return Entry(at, True, "user", text=event.text)
 
     def _reply(self, event: ModelReplied, at: datetime) -> Entry:
-        thought = [f"[thinking: {block.readable()}]" for block in event.thinking]
-        return Entry(at, True, "assistant", text="\n".join([*thought, event.text]) if thought else event.text)
+        return Entry(at, True, "assistant", text=event.text,
+                     thinking=tuple(block.readable() for block in event.thinking))
 
     def _requested(self, event: ToolCallRequested, at: datetime) -> Entry:
         self.tools[event.call_id] = event.tool
@@ -391,11 +402,11 @@ _SPEAKERS = ("user", "assistant")
 
 def _text_entry(entry: Entry) -> list[str]:
     if entry.section:
-        title = f"{_clock(entry.at)}  {entry.title}"
-        if entry.title not in _SPEAKERS and entry.code is None and "\n" not in entry.text:
-            return ["", title + (f": {entry.text}" if entry.text else "")]  # what happened, on one line
-        lines = ["", title + (":" if entry.text or entry.code else "")]
-        lines += [f"  {line}" for line in entry.text.split("\n")] if entry.text else []
+        title, text = f"{_clock(entry.at)}  {entry.title}", entry.said
+        if entry.title not in _SPEAKERS and entry.code is None and "\n" not in text:
+            return ["", title + (f": {text}" if text else "")]  # what happened, on one line
+        lines = ["", title + (":" if text or entry.code else "")]
+        lines += [f"  {line}" for line in text.split("\n")] if text else []
         return lines + (_text_block(entry.code, "  ") if entry.code is not None else [])
     indent = "  " * (entry.depth + 1)  # a nested call's lines under its caller's
     if entry.code is not None and entry.language == "json":
@@ -415,8 +426,8 @@ def _md_entry(entry: Entry) -> list[str]:
     title = entry.title.replace("-> ", "Call: ", 1).replace("<- ", "Result of ", 1)
     title = title[:1].upper() + title[1:]
     lines = [f"## {title} · {_clock(entry.at)}", ""] if entry.section else [f"**{title}**", ""]
-    if entry.text:
-        lines += [entry.text, ""]
+    if entry.said:
+        lines += [entry.said, ""]
     return lines + (_fenced(entry.code, entry.language) if entry.code is not None else [])
 
 

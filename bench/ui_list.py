@@ -11,7 +11,8 @@ leaves, and a catalog that prices its model. Then times, in this process, the fi
 * with costs, shown again (the tallies kept: nothing read for a session that did not move);
 * with costs, after one more reply appended to each long session (only those events read).
 
-Medians of ``-n`` runs; the cold case gets a fresh :class:`Tallies` each run.
+Medians of ``-n`` rounds, each running the four in turn; the first-shown case gets a fresh
+:class:`Tallies` each round.
 
     $PY bench/ui_list.py [--events N] [--long K] [--long-events E] [-n RUNS]
 """
@@ -32,14 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import journal_scale  # noqa: E402  (the generator: bench/journal_scale.py)
 
 
-def median_ms(fn: Callable[[], Any], runs: int, before: Callable[[], Any] = lambda: None) -> float:
-    times = []
-    for _ in range(runs):
-        before()
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+def ms(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
 
 
 def main() -> None:
@@ -76,14 +73,15 @@ def main() -> None:
             assert len(first.rows) == PAGE_SIZE and all(row.spend and row.spend.usd for row in first.rows)
             shown = set(row.session_id for row in first.rows)
             print(f"first page: {len(first.rows)} rows, {len(shown & set(built['extra_ids']))} of them long")
-            plain = median_ms(lambda: sessions_page(journal), args.runs)
-            fresh: list[Tallies] = []
-            cold = median_ms(lambda: sessions_page(journal, pricing=Pricing(prices, fresh[-1])), args.runs,
-                             before=lambda: fresh.append(Tallies()))
-            warm = median_ms(lambda: sessions_page(journal, pricing=Pricing(prices, kept)), args.runs)
-
-            moved = median_ms(lambda: sessions_page(journal, pricing=Pricing(prices, kept)), args.runs,
-                              before=one_more_reply)
+            # Rounds alternate the four cases, so a busy moment of a shared machine falls on all of them.
+            times: dict[str, list[float]] = {"plain": [], "cold": [], "warm": [], "moved": []}
+            for _ in range(args.runs):
+                times["plain"].append(ms(lambda: sessions_page(journal)))
+                times["cold"].append(ms(lambda: sessions_page(journal, pricing=Pricing(prices, Tallies()))))
+                times["warm"].append(ms(lambda: sessions_page(journal, pricing=Pricing(prices, kept))))
+                one_more_reply()
+                times["moved"].append(ms(lambda: sessions_page(journal, pricing=Pricing(prices, kept))))
+    plain, cold, warm, moved = (statistics.median(times[case]) for case in ("plain", "cold", "warm", "moved"))
     print(f"| first page, no catalog (no costs) | {plain:.0f} ms |")
     print(f"| first page with costs, first shown | {cold:.0f} ms |")
     print(f"| first page with costs, shown again | {warm:.0f} ms |")

@@ -599,6 +599,7 @@ def test_thinking_is_folded_and_a_compaction_is_marked_where_it_happened(tab: Pa
     tab.goto(f"{base(tab)}/sessions/{home.sessions['priced']}")
     thought = tab.get_by_text("The user wants a <price>.")
     assert not thought.is_visible()
+    screenshot(tab, tmp_path, "conversation")
     tab.locator("details.thinking summary").click()
     thought.wait_for()
     sections = tab.locator(".conversation > .section").all_inner_texts()
@@ -608,7 +609,6 @@ def test_thinking_is_folded_and_a_compaction_is_marked_where_it_happened(tab: Pa
     # In place: after the reply it summarised, before the prompt that came after it.
     assert "Priced reply." in "".join(sections[:at]) and "go on" in "".join(sections[at:])
     assert "cost\t$0.0014: 1,200 tokens in, 120 out" in tab.locator("table.facts").inner_text()
-    screenshot(tab, tmp_path, "conversation")
 
 
 def test_export_in_a_browser_downloads_what_zagent_sessions_export_writes(tab: Page, home: Home,

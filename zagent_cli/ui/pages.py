@@ -53,7 +53,8 @@ svg.timeline .interrupted rect{fill:#f87171}svg.timeline .task rect{fill:#a78bfa
 svg.timeline .running rect{fill:#fbbf24}svg.timeline text{font-size:11px;fill:#333}
 .problem{background:#ffd6d6;border:1px solid #e99;padding:8px 12px;border-radius:6px}
 .outcome{background:#dff5dc;border:1px solid #9c9;padding:8px 12px;border-radius:6px}
-a.button{padding:4px 12px;border-radius:4px;border:1px solid #888;background:#fff;color:inherit;text-decoration:none}
+a.button{padding:3px 12px;border-radius:4px;border:1px solid #888;background:#fff;color:inherit;text-decoration:none;
+font-size:13.33px}
 .more{margin:12px 0}table.sessions td:first-child{white-space:nowrap}
 details.thinking{margin:2px 0 6px;color:#555}details.thinking summary{cursor:pointer;font-style:italic}
 .section.compaction{border:1px dashed #b45309;border-left:4px solid #b45309;background:#fffbeb}

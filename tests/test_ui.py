@@ -239,6 +239,9 @@ def test_a_session_page_links_its_children_and_the_child_its_parent(console: Con
     # The two spawn calls ran at once: two bars, on two lanes of the timeline.
     lanes = re.findall(r'<g class="bar ok"><title>spawn [^<]*</title><rect x="[0-9.]+" y="([0-9]+)"', page)
     assert sorted(lanes) == ["2", "24"]
+    # With its sub-agents at any depth, as `zagent sessions show` says it (the catalog prices none of their models).
+    shown = zagent(home.root, "sessions", "show", parent).stdout
+    assert "cost with 3 sub-agents: unknown (" in shown and "<tr><td>cost with 3 sub-agents</td><td>unknown (" in page
     child = console.page(f"/sessions/{children[0]}")
     assert f'<a href="/sessions/{parent}">{parent}</a>' in child
 

@@ -149,7 +149,8 @@ def _session_html(console: Console, session_id: str, whole: bool, said: Said | N
 def _cost_facts(console: Console, state: SessionState) -> list[tuple[str, str]]:
     """What the session cost, on its own and with its sub-agents (none without a catalog), from
     the tallies the list keeps: a page drawn again reads only the events appended since."""
-    from zagent_cli.show import spend_line
+    from zagent_cli.show import cost_facts
+    from zagent_core.history.costs import SessionCosts
     from zagent_core.history.trees import session_tree
 
     pricing = _pricing(console)
@@ -157,13 +158,11 @@ def _cost_facts(console: Console, state: SessionState) -> list[tuple[str, str]]:
     if pricing is None or tree is None:
         return []
     own = pricing.spend(console.journal, state.session_id, state.version)
-    facts = [("cost", spend_line(own))]
     below = list(_below(tree))
-    if below:
-        subtree = sum((pricing.spend(console.journal, node.session_id, console.journal.head(node.session_id))
-                       for node in below), own)
-        facts.append((f"cost with {len(below)} sub-agent{'s' if len(below) > 1 else ''}", spend_line(subtree)))
-    return facts
+    subtree = sum((pricing.spend(console.journal, node.session_id, console.journal.head(node.session_id))
+                   for node in below), own)
+    # The lines of `zagent sessions show`, but its turns' (the page shows the conversation's last turns only).
+    return cost_facts(SessionCosts(state.session_id, (), own, subtree, len(below)))
 
 
 def _below(node: TreeNode) -> Iterator[TreeNode]:

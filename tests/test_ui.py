@@ -665,3 +665,17 @@ def test_reloading_the_page_after_a_decision_posts_nothing_again(tab: Page, brow
     other.close()
     answers = [e for e in home.events("asking3") if isinstance(e, InputAnswered)]
     assert [answer.answer for answer in answers] == ["red"]
+
+
+def test_a_fork_at_the_number_beside_a_reply_holds_the_session_up_to_it(tab: Page, home: Home) -> None:
+    session_id = home.sessions["priced"]
+    tab.goto(f"{base(tab)}/sessions/{session_id}")
+    reply = tab.locator(".section.assistant", has_text="Priced reply.")
+    number = reply.locator(".seq").inner_text()
+    tab.get_by_label("fork at event").fill(number)
+    tab.get_by_role("button", name="Fork").click()
+    tab.wait_for_url(lambda url: session_id not in url)
+    assert tab.locator(".outcome").inner_text().startswith(f"Forked from session {session_id} at {number}:")
+    conversation = tab.locator(".conversation").inner_text()
+    assert "Priced reply." in conversation and "After the summary." not in conversation
+    assert not tab.locator(".section.compaction").count()

@@ -157,11 +157,14 @@ def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: s
 # -- the conversation -----------------------------------------------------------------------
 
 
-def conversation(journal: EventLog, state: SessionState, part: Part = Part()) -> Iterator[Entry]:
+def conversation(journal: EventLog, state: SessionState, part: Part = Part(), *,
+                 numbered: bool = False) -> Iterator[Entry]:
     """The conversation of ``part`` of the session, in order, as it is read (only the events
-    it shows are parsed): what ``sessions show`` prints and the web console draws."""
+    it shows are parsed): what ``sessions show`` prints and the web console draws (``numbered``:
+    each section with its event's global position, where a fork can be made)."""
     return _Conversation(state.origin or "session").entries(
-        journal.read(state.session_id, after_version=part.after, types=sorted(EVENT_TYPES.keys() - _UNSHOWN)))
+        journal.read(state.session_id, after_version=part.after, types=sorted(EVENT_TYPES.keys() - _UNSHOWN)),
+        numbered=numbered)
 
 
 class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen dataclass costs twice as much
@@ -182,6 +185,8 @@ class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen datacla
     depth: int = 0
     #: A reply's thinking, a block each (``(redacted)`` for a redacted one): the console folds it away.
     thinking: tuple[str, ...] = ()
+    #: A section's event's global position (``#N``), when numbered; 0 otherwise.
+    seq: int = 0
 
     @property
     def said(self) -> str:
@@ -222,7 +227,7 @@ class _Conversation:
         self.parked: dict[str, str] = {}  # calls waiting for a person, and what answers them
         self.depths: dict[str, int] = {}  # nested calls, and how deep (the model's calls are not in it)
 
-    def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
+    def entries(self, events: Iterable[StoredEvent], *, numbered: bool = False) -> Iterator[Entry]:
         opened = False
         handlers = _HANDLERS
         for stored in events:
@@ -231,9 +236,10 @@ class _Conversation:
             if entry is None:
                 continue
             if not entry.section and not opened:  # a call nobody's reply asked for: a tools run
-                yield Entry(entry.at, True, self.origin)
+                yield Entry(entry.at, True, self.origin, seq=stored.seq if numbered else 0)
             opened = True
-            yield entry
+            # Numbered only when asked: the copy costs ``sessions show``, which prints no numbers.
+            yield entry._replace(seq=stored.seq) if numbered and entry.section else entry
         for call_id in self.unanswered:
             yield Entry(self.unanswered[call_id], False, f"<- {self.tools[call_id]} ({call_id}): no result yet",
                         text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"),

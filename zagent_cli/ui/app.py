@@ -140,7 +140,7 @@ def _session_html(console: Console, session_id: str, whole: bool, said: Said | N
     status = session_status(journal, session_id, state)
     part = Part() if whole else last_turns(journal, state, LAST_TURNS)
     facts = header_facts(state, status, turn_failure(state)) + _cost_facts(console, state)
-    main = pages.session_main(state, status, facts, conversation(journal, state, part),
+    main = pages.session_main(state, status, facts, conversation(journal, state, part, numbered=True),
                               timeline_svg(journal.audit(session=session_id, limit=MOST_CALLS)), console.csrf,
                               earlier_turns=part.earlier_turns)
     return pages.session_page(state, main, whole=whole, said=said), 409 if said and said.problem else 200

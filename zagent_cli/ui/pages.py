@@ -37,6 +37,7 @@ form.filter{margin:0 0 12px;display:flex;gap:8px}
 .facts td:first-child{width:160px;color:#555}
 .section{margin:14px 0 4px;background:#fff;border:1px solid #e3e6ea;border-radius:6px;padding:8px 12px}
 .section h3{margin:0 0 4px;font-size:14px}.section h3 time{color:#777;font-weight:normal;margin-left:8px}
+.section h3 .seq{float:right;color:#999;font-weight:normal;font-size:12px}
 .user{border-left:4px solid #3b82f6}.assistant{border-left:4px solid #10b981}
 .item{margin:6px 0 0 14px}.item b{font-weight:600}
 pre{background:#f3f4f6;padding:6px 8px;margin:4px 0;white-space:pre-wrap;word-break:break-word;max-height:24em;
@@ -169,7 +170,8 @@ def _entry(entry: Entry, known: list[str]) -> str:
               f"<pre>{escape(entry.code)}</pre>" if entry.code is not None else ""]
     if entry.section:
         kind = _section_kind(entry)
-        return (f'<div class="section {kind}"><h3>{_linked(entry.title, known)}{_when(entry.at)}</h3>'
+        number = f'<span class="seq" title="fork here: give Fork this number">#{entry.seq}</span>' if entry.seq else ""
+        return (f'<div class="section {kind}"><h3>{_linked(entry.title, known)}{_when(entry.at)}{number}</h3>'
                 f'{"".join(parts)}')
     return f'<div class="item"><b>{_linked(entry.title, known)}</b>{"".join(parts)}</div>'
 
@@ -220,8 +222,8 @@ def _actions(sid: str, csrf: str) -> str:
     return (f'<div class="actions"><a class="button" href="/sessions/{quote(sid)}/export" download>Export</a>'
             f'<form method="post" action="/sessions/{quote(sid)}/fork">{_hidden(csrf=csrf)}'
             f'<button class="fork">Fork</button><input name="at" size="14" inputmode="numeric" '
-            f'placeholder="at event #N" aria-label="fork at event" title="the #N of zagent sessions show --events; '
-            f'blank: the last event"></form></div>')
+            f'placeholder="at event #N" aria-label="fork at event" title="the #N beside a part of the conversation '
+            f'(up to and with that event); blank: the last event"></form></div>')
 
 
 def session_main(state: SessionState, status: str, facts: list[tuple[str, str]], entries: Iterable[Entry],

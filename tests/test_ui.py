@@ -400,6 +400,11 @@ def test_the_console_serves_a_postgresql_journal_and_decides_there(postgres_url:
         while "Deployed." not in console.page(f"/sessions/{session_id}"):
             _next_head(stream)  # the page is read again each time the session's head moves
         stream.close()
+        exported = zagent(root, "--journal", postgres_url, "sessions", "export", session_id).stdout
+        assert console.request("GET", f"/sessions/{session_id}/export").read().decode() == exported
+        forked = console.request("POST", f"/sessions/{session_id}/fork", {"csrf": console.csrf(session_id)})
+        code, page = console.follow(forked)
+        assert code == 200 and f"Forked from session {session_id} at #" in page and "Deployed." in page
     assert (tmp_path / "deployed.txt").read_text().split() == ["prod"]
 
 

@@ -232,3 +232,19 @@ def test_doctor_warns_of_an_eager_name_no_tool_has_and_of_lazy_tools_nothing_can
     assert 'tools.eager names "alpah", which is not a tool (did you mean "alpha"?); it is left unused' in doctor.stdout
     assert ('tools.disclosure is "lazy" but builtins.enabled leaves out tool_search, so the model cannot find the '
             'deferred tools: add "tool_search" to builtins.enabled') in doctor.stdout
+
+
+def test_tools_list_marks_the_deferred_tools(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for name in ("alpha", "beta"):
+        python_tool(home, name, "print('ok')", description=f"The {name} tool.")
+    (home / "config.json").write_text(json.dumps({
+        "builtins": {"enabled": ["read_file", "tool_search"]},
+        "tools": {"disclosure": "lazy", "lazy_folder_tools": True, "eager": ["beta"]}}))
+    listed = forked.run(zagent(home, "tools", "list"), capture_output=True, text=True, cwd=tmp_path)
+    marks = {line.split()[0]: line.rstrip().endswith("(deferred)") for line in listed.stdout.splitlines() if line}
+    assert marks == {"alpha": True, "beta": False, "read_file": False, "tool_search": False}, listed.stdout
+    as_json = json.loads(forked.run(zagent(home, "tools", "list", "--json"), capture_output=True, text=True,
+                                    cwd=tmp_path).stdout)
+    assert {row["name"]: row["deferred"] for row in as_json["tools"] + as_json["builtins"]} == {
+        "alpha": True, "beta": False, "read_file": False, "tool_search": False}

@@ -74,14 +74,17 @@ def say_problem(severity: str, text: str) -> None:
     say(f"  {severity}: {text}", colour=ERROR if severity == "error" else WARNING)
 
 
-def say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str] = frozenset()) -> None:
+def say_table(rows: list[tuple[str, str, str]], disabled: frozenset[str] = frozenset(),
+              deferred: frozenset[str] = frozenset()) -> None:
     """One line per tool or skill: name, summary and where it comes from, in columns padded to
-    their widest cell (after terminal_safe, which may lengthen a name)."""
+    their widest cell (after terminal_safe, which may lengthen a name); then whether the tool is
+    disabled, or deferred (lazy disclosure: a request sends it once ``tool_search`` found it)."""
     rows = [(terminal_safe(name), terminal_safe(head(summary, 72)), where) for name, summary, where in rows]
     names = max((len(name) for name, _, _ in rows), default=0)
     summaries = max((len(summary) for _, summary, _ in rows), default=0)
     for name, summary, where in rows:
-        say(f"{name:<{names}}  {summary:<{summaries}}  [{where}]{'  (disabled)' if name in disabled else ''}")
+        mark = "  (disabled)" if name in disabled else "  (deferred)" if name in deferred else ""
+        say(f"{name:<{names}}  {summary:<{summaries}}  [{where}]{mark}")
 
 
 def say_part(text: str) -> None:

@@ -42,16 +42,18 @@ def tools_list(obj: Context, as_json: bool) -> None:
         return
     tools, builtins, mcp = listing["tools"], listing["builtins"], listing["mcp"]
     disabled = frozenset(row["name"] for row in [*tools, *builtins, *mcp] if row["disabled"])
+    deferred = frozenset(row["name"] for row in [*tools, *builtins, *mcp] if row["deferred"])
     if not tools:
         say(f"no tools loaded from {home.tools_dir}")
     say_table([(t["name"], t["description"].splitlines()[0] if t["description"] else "",
-                 f"tools/{Path(t['folder']).name}") for t in tools], disabled)
+                 f"tools/{Path(t['folder']).name}") for t in tools], disabled, deferred)
     say("")
-    say_table([(b["name"], b["description"].split(". ")[0].rstrip("."), "built-in") for b in builtins], disabled)
+    say_table([(b["name"], b["description"].split(". ")[0].rstrip("."), "built-in") for b in builtins], disabled,
+              deferred)
     if mcp:
         say("")
         say_table([(m["name"], m["description"].split(". ")[0].rstrip("."), f"mcp server {m['server']}")
-                    for m in mcp], disabled)
+                    for m in mcp], disabled, deferred)
     if listing["problems"]:
         say("\nproblems:")
         for problem in listing["problems"]:
@@ -64,6 +66,7 @@ def _listing(obj: Context, home: Home) -> dict[str, Any]:
     from zagent_cli.tools_cache import keep_listing, watched
     from zagent_core.config import load_config
     from zagent_core.drive.offers import home_tools, mcp_tools
+    from zagent_core.tools.folder import FolderTool
 
     before = watched(home.root, home.config_path, home.tools_dir)
     config, config_problems = load_config(home.config_path)
@@ -76,15 +79,18 @@ def _listing(obj: Context, home: Home) -> dict[str, Any]:
         "tools": [
             {"name": t.name, "description": t.description, "folder": str(t.folder),
              "disabled": t.name in toolset.disabled, "input": t.manifest.input, "output": t.manifest.output,
-             "background": t.manifest.background, "permission": t.manifest.permission}
+             "background": t.manifest.background, "permission": t.manifest.permission,
+             "deferred": FolderTool(t).deferred(config)}
             for t in sorted(toolset.tools.values(), key=lambda t: t.name)
         ],
         "builtins": [{"name": b.name, "description": b.description, "disabled": b.name in toolset.disabled,
                       "concurrency_safe": b.concurrency_safe if isinstance(b.concurrency_safe, bool)
-                      else "depends on the arguments", "replay": b.replay} for b in builtins.values()],
+                      else "depends on the arguments", "replay": b.replay, "deferred": b.deferred(config)}
+                     for b in builtins.values()],
         "mcp": [{"name": t.name, "server": server_of[t.name], "description": t.description,
                  "disabled": t.name in toolset.disabled, "identity": t.identity, "schema_hash": t.definition_hash,
-                 "concurrency_safe": t.concurrency_safe, "replay": t.replay} for t in mcp.values()],
+                 "concurrency_safe": t.concurrency_safe, "replay": t.replay, "deferred": t.deferred(config)}
+                for t in mcp.values()],
         "problems": [p.model_dump() for p in problems],
     }
     if not config.mcp.servers and not any(p.severity == "error" for p in problems):

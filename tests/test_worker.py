@@ -139,6 +139,24 @@ def killed_once_every_task_runs(first: subprocess.Popen[str], journal: Journal, 
     return first
 
 
+def test_sigterm_lets_the_sessions_being_driven_go_and_the_worker_exits(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    script = prepare(home_dir, tmp_path, nap_seconds=120)
+    ids = submit(home_dir, journal, workspace, 2)
+    pool = worker(home_dir, workspace, script, "--concurrency", "2")
+    try:
+        wait_for(lambda: all(any(e.event.type == "task_started" for e in journal.read(sid)) for sid in ids),
+                 "the worker to start every session's task", 60)
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        out, err = pool.communicate(timeout=60)
+    assert pool.returncode == 0, err
+    assert "[stopping: the sessions being driven are let go]" in err
+    assert err.count(": stopped with the worker]") == 2, err
+    assert "2 sessions claimed, 0 taken over, 0 driven to a stop" in err
+    assert all(journal.lease(sid) is None for sid in ids)  # let go, for another driver at once
+
+
 def test_a_killed_workers_sessions_are_taken_over_when_its_leases_expire(
         home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
     script = prepare(home_dir, tmp_path, nap_seconds=1.0)

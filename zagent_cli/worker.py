@@ -34,13 +34,17 @@ def worker(obj: Context, concurrency: int, model_spec: str | None, poll_seconds:
     with obj.journal() as journal:
         pool = Worker(obj.engine(journal), model_spec=model_spec, concurrency=concurrency, poll_seconds=poll_seconds,
                       report=lambda line: say(f"[{line}]", err=True))
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        say(f"[worker pid {os.getpid()} on {socket.gethostname()}: {concurrency} at a time]", err=True)
-        try:
-            stats = pool.run(until_idle=until_idle)
-        except KeyboardInterrupt:
+
+        def stop(signum: int, frame: object) -> None:
+            # Only a flag: a KeyboardInterrupt raised wherever the main thread was could land just
+            # after it took the journal's lock, which the sessions still being let go then waited
+            # for forever (a worker that never exited after SIGTERM). A second Ctrl-C stops at once.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             pool.stop()
-            say("[stopping: the sessions being driven are let go]", err=True)
-            stats = pool.run()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        say(f"[worker pid {os.getpid()} on {socket.gethostname()}: {concurrency} at a time]", err=True)
+        stats = pool.run(until_idle=until_idle)
     say(f"[worker stopped: {plural(stats.claimed, 'session')} claimed, {stats.taken_over} taken over, "
         f"{stats.finished} driven to a stop, {len(stats.failed) + len(stats.limited)} left for a person]", err=True)

@@ -111,6 +111,8 @@ class Worker:
                 if idle and not self._leases_to_wait_out():
                     break
             journal.wait_for_work(self.poll_seconds)
+        if self._stopping.is_set():
+            self.report("stopping: the sessions being driven are let go")
         for thread in threads:
             thread.join()
         return self.stats

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from zagent_core.journal.protocol import (
     AdminJournal,
+    Change,
     ConcurrencyError,
     JournalError,
     SessionSummary,
@@ -38,9 +39,12 @@ from zagent_core.journal.protocol import (
 )
 from zagent_store import clock
 from zagent_store.sql import (
+    MOVED_WINDOW,
     JournalVersionError,
     format_time,
     heads_picked,
+    moved,
+    moved_sql,
     paged,
     session_summary,
     stored_events,
@@ -401,6 +405,19 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
         for row in rows:  # a session whose snapshots of two projections share the newest version joins twice
             summaries.setdefault(row[0], session_summary(row))
         return list(summaries.values())
+
+    # -- the change feed (zagent_store/changes.py polls these) ---------------------------
+
+    def position(self) -> int:
+        """The journal's position now: the ``seq`` of its last event (0 when it has none)."""
+        with self._lock, reported(self.path, "read"):
+            return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+    def moved_since(self, after: int) -> tuple[list[Change], int]:
+        """The sessions whose head moved past position ``after`` (a bounded step: see ``sql.moved``)."""
+        with self._lock, reported(self.path, "read"):
+            rows = self._conn.execute(moved_sql("?"), (after, after + MOVED_WINDOW)).fetchall()
+        return moved(rows, 0 if rows else self.position(), after)
 
     def find_sessions(self, part: str, limit: int) -> list[str]:
         # A scan of the head rows (one per session, never the events); substr counts characters, as len() does.

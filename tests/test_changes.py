@@ -125,3 +125,31 @@ def test_on_postgresql_a_dropped_listening_connection_is_replaced_and_nothing_is
         writer.append("a", said("told again"), 1)
         changes, _ = until_moved(feed, position)  # polls are an hour apart: this one was told
         assert changes == [Change("a", 2, position + 1)] and feed.pushed
+
+
+def test_no_append_is_passed_over_while_another_process_appends(journal_url: str) -> None:
+    """Each session appended once, as fast as a writer can, while the feed polls as fast as it can: an append
+    that commits between the feed's reads of the last position and of the events must still be seen."""
+    import threading
+
+    from zagent_store.changes import PolledChanges
+
+    count = 300
+    with open_journal(journal_url) as writer, open_journal(journal_url) as reader:
+        feed = PolledChanges(reader, poll_seconds=0.001)  # type: ignore[arg-type]
+        position = feed.position()
+
+        def append() -> None:
+            for number in range(count):
+                writer.append(f"s{number}", said("once"), 0)
+
+        appending = threading.Thread(target=append)
+        appending.start()
+        seen: set[str] = set()
+        try:
+            while len(seen) < count:
+                changes, position = until_moved(feed, position)
+                seen.update(change.session_id for change in changes)
+        finally:
+            appending.join()
+        assert seen == {f"s{number}" for number in range(count)}

@@ -49,12 +49,12 @@ from zagent_store.postgres_admin import PostgresAdmin
 from zagent_store.postgres_base import dialect, first_line, redacted
 from zagent_store.postgres_leases import CHANNEL, PostgresLeases
 from zagent_store.sql import (
-    MOVED_WINDOW,
     JournalVersionError,
     format_time,
     heads_picked,
     moved,
     moved_sql,
+    moved_until,
     paged,
     session_summary,
     stored_events,
@@ -421,12 +421,13 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
         return int(row[0]) if row else 0
 
     def moved_since(self, after: int) -> tuple[list[Change], int]:
-        """The sessions whose head moved past position ``after`` (a bounded step: see ``sql.moved``).
+        """The sessions whose head moved past position ``after`` (a bounded step: see ``sql.moved_until``).
         Appends commit in ``seq`` order (the module's docstring), so none below a position seen is
         still to come."""
+        until = moved_until(self.position(), after)
         with self._reported("read") as conn:
-            rows = conn.execute(moved_sql("%s"), (after, after + MOVED_WINDOW)).fetchall()
-        return moved(rows, 0 if rows else self.position(), after)
+            rows = conn.execute(moved_sql("%s"), (after, until)).fetchall() if until > after else []
+        return moved(rows), until
 
     def find_sessions(self, part: str, limit: int) -> list[str]:
         with self._reported("read") as conn:

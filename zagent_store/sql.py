@@ -44,14 +44,17 @@ def moved_sql(placeholder: str) -> str:
             f" WHERE seq > {placeholder} AND seq <= {placeholder} GROUP BY session_id ORDER BY max(seq)")
 
 
-def moved(rows: Sequence[tuple[Any, ...]], top: int, after: int) -> tuple[list[Change], int]:
-    """What ``moved_since`` returns: the changes of ``rows`` (of :func:`moved_sql`) and the position to go on
-    after. With none, the journal's last position ``top``, capped at the window (nothing is in between), or
-    ``top`` when it is below ``after``: the newest events were deleted (pruned), and the next append may
-    take their numbers again on SQLite."""
-    if rows:
-        return [Change(sid, int(version), int(seq)) for sid, version, seq in rows], int(rows[-1][2])
-    return [], top if top <= after else min(top, after + MOVED_WINDOW)
+def moved_until(top: int, after: int) -> int:
+    """Where ``moved_since`` reads to, the journal's last position being ``top`` (read first: an append that
+    commits between the two reads must not be passed over unseen). At most the window past ``after``; ``top``
+    when it is below ``after``: the newest events were deleted (pruned), and on SQLite the next append may
+    take their numbers again."""
+    return top if top <= after else min(top, after + MOVED_WINDOW)
+
+
+def moved(rows: Sequence[tuple[Any, ...]]) -> list[Change]:
+    """The changes of ``rows`` of :func:`moved_sql`."""
+    return [Change(sid, int(version), int(seq)) for sid, version, seq in rows]
 
 
 #: Sessions named in a message; the rest are counted.

@@ -39,12 +39,12 @@ from zagent_core.journal.protocol import (
 )
 from zagent_store import clock
 from zagent_store.sql import (
-    MOVED_WINDOW,
     JournalVersionError,
     format_time,
     heads_picked,
     moved,
     moved_sql,
+    moved_until,
     paged,
     session_summary,
     stored_events,
@@ -414,10 +414,11 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
             return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
 
     def moved_since(self, after: int) -> tuple[list[Change], int]:
-        """The sessions whose head moved past position ``after`` (a bounded step: see ``sql.moved``)."""
+        """The sessions whose head moved past position ``after`` (a bounded step: see ``sql.moved_until``)."""
+        until = moved_until(self.position(), after)
         with self._lock, reported(self.path, "read"):
-            rows = self._conn.execute(moved_sql("?"), (after, after + MOVED_WINDOW)).fetchall()
-        return moved(rows, 0 if rows else self.position(), after)
+            rows = self._conn.execute(moved_sql("?"), (after, until)).fetchall() if until > after else []
+        return moved(rows), until
 
     def find_sessions(self, part: str, limit: int) -> list[str]:
         # A scan of the head rows (one per session, never the events); substr counts characters, as len() does.

@@ -8,6 +8,7 @@ browser tests drive Debian's chromium with Playwright and save a screenshot of e
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -37,6 +38,11 @@ LOOKING = [{"text": "Let me look.", "tool_calls": [{"id": "c1", "name": "list_fi
            {"text": "Nothing here <b>yet</b>."}]
 DEPLOYING = [{"text": "Deploying.", "tool_calls": [{"id": "dep1", "name": "deploy", "arguments": {"env": "prod"}}]},
              {"text": "Deployed."}]
+#: A reply that thought first and says what it used, the summary ``zagent compact`` asks for, and a reply after it.
+PRICED = [{"text": "Priced reply.", "thinking": [{"thinking": "The user wants a <price>.", "signature": "s"}],
+           "usage": {"input_tokens": 1000, "output_tokens": 100}},
+          {"text": "SUMMARY: a price was asked for", "usage": {"input_tokens": 50, "output_tokens": 10}},
+          {"text": "After the summary.", "usage": {"input_tokens": 200, "output_tokens": 20}}]
 ASKING = [{"text": "I need to ask.", "tool_calls": [{"id": "ask1", "name": "ask_user", "arguments": {
     "question": "Which colour should the button be?", "choices": ["red", "blue"]}}]}, {"text": "Going with it."}]
 
@@ -71,6 +77,14 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Home:
     for number in (1, 2):
         made.run(f"deploying{number}", DEPLOYING, f"deploy it, take {number}")
         made.run(f"asking{number}", ASKING, f"ask me, take {number}")
+    made.run("asking3", ASKING, "ask me, take 3")
+    priced = made.run("priced", PRICED, "what does it cost")
+    for args in (("compact", priced), ("resume", priced, "go on")):
+        done = zagent(root, *args)
+        assert done.returncode == 0, done.stderr
+    # The catalog prices the priced session's model only: the console reads it for each page.
+    (root / "config.json").write_text(json.dumps({"models": [
+        {"id": "priced", "spec": f"scripted:{root.parent / 'priced.json'}", "price_in": 1, "price_out": 2}]}))
     return made
 
 
@@ -85,15 +99,25 @@ class Console:
         return urlsplit(self.url).netloc
 
     def request(self, method: str, path: str, body: dict[str, str] | None = None, *,
-                cookie: bool = True) -> http.client.HTTPResponse:
+                cookie: bool = True, said: str = "") -> http.client.HTTPResponse:
+        """``said``: the value of the cookie a form's redirect sets, sent too."""
         connection = http.client.HTTPConnection(self.netloc, timeout=30)
-        headers = {"Cookie": f"zagent_ui_{urlsplit(self.url).port}={self.token}"} if cookie else {}
+        port = urlsplit(self.url).port
+        headers = {"Cookie": f"zagent_ui_{port}={self.token}" + (f"; zagent_ui_{port}_said={said}" if said else "")
+                   } if cookie else {}
         data = None
         if body is not None:
             data = urlencode(body)
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         connection.request(method, path, data, headers)
         return connection.getresponse()
+
+    def follow(self, response: http.client.HTTPResponse) -> tuple[int, str]:
+        """The page a form's 303 sends the browser to, with the cookie the 303 set (what the POST found)."""
+        assert response.status == 303, (response.status, response.read())
+        said = (response.getheader("Set-Cookie") or "").partition(";")[0].partition("=")[2]
+        landed = self.request("GET", response.getheader("Location") or "", said=said)
+        return landed.status, landed.read().decode()
 
     def page(self, path: str) -> str:
         response = self.request("GET", path)
@@ -215,6 +239,9 @@ def test_a_session_page_links_its_children_and_the_child_its_parent(console: Con
     # The two spawn calls ran at once: two bars, on two lanes of the timeline.
     lanes = re.findall(r'<g class="bar ok"><title>spawn [^<]*</title><rect x="[0-9.]+" y="([0-9]+)"', page)
     assert sorted(lanes) == ["2", "24"]
+    # With its sub-agents at any depth, as `zagent sessions show` says it (the catalog prices none of their models).
+    shown = zagent(home.root, "sessions", "show", parent).stdout
+    assert "cost with 3 sub-agents: unknown (" in shown and "<tr><td>cost with 3 sub-agents</td><td>unknown (" in page
     child = console.page(f"/sessions/{children[0]}")
     assert f'<a href="/sessions/{parent}">{parent}</a>' in child
 
@@ -242,7 +269,10 @@ def test_an_approval_from_the_page_runs_the_tool_and_the_session_goes_on(console
     assert decided.approved and decided.via == "zagent ui"
     assert (home.root.parent / "deployed.txt").read_text().split() == ["prod"]
     again = console.request("POST", f"/sessions/{session_id}/approve", {"call_id": "dep1", "csrf": csrf})
-    assert again.status == 409 and "was already approved (zagent ui)" in again.read().decode()
+    assert again.getheader("Location") == f"/sessions/{session_id}"
+    code, page = console.follow(again)
+    assert code == 409 and "was already approved (zagent ui)" in page
+    assert [e for e in home.events("deploying1") if isinstance(e, ApprovalDecided)] == [decided]
 
 
 def test_an_answer_from_the_page_is_the_ask_user_calls_result(console: Console, home: Home) -> None:
@@ -269,6 +299,56 @@ def _settled(home: Home, name: str) -> bool:
 
     wait_for(idle, f"session {name} to be idle", seconds=60)
     return any(isinstance(e, ToolCallFinished) for e in home.events(name))
+
+
+def test_a_refused_answer_is_said_on_the_page_the_form_redirects_to_once(console: Console, home: Home) -> None:
+    session_id = home.sessions["asking1"]
+    empty = console.request("POST", f"/sessions/{session_id}/answer",
+                            {"call_id": "ask1", "answer": " ", "csrf": console.csrf(session_id)})
+    code, page = console.follow(empty)
+    assert code == 409 and "The answer is empty: write one, or pick a choice." in page
+    assert "The answer is empty" not in console.page(f"/sessions/{session_id}")  # said once
+    # A message in a cookie the console did not sign (another service of this host can set one) is not shown.
+    claim = base64.urlsafe_b64encode(json.dumps([session_id, "Forged words.", True]).encode()).decode()
+    forged = console.request("GET", f"/sessions/{session_id}", said=f"{claim}.{'0' * 64}")
+    assert forged.status == 200 and "Forged words." not in forged.read().decode()
+
+
+def test_the_export_link_gives_the_lines_of_zagent_sessions_export(console: Console, home: Home,
+                                                                  tmp_path: Path) -> None:
+    session_id = home.sessions["priced"]
+    written = tmp_path / "export.jsonl"
+    assert zagent(home.root, "sessions", "export", session_id, "-o", str(written)).returncode == 0
+    download = console.request("GET", f"/sessions/{session_id}/export")
+    assert download.status == 200 and download.getheader("Content-Type", "").startswith("application/jsonl")
+    assert download.getheader("Content-Disposition") == f'attachment; filename="{session_id}.jsonl"'
+    assert download.read() == written.read_bytes()
+    missing = console.request("GET", "/sessions/nope/export")
+    assert missing.status == 404 and "No session" in missing.read().decode()
+
+
+def test_a_fork_at_a_chosen_event_is_the_one_zagent_sessions_fork_makes(console: Console, home: Home) -> None:
+    from zagent_core.journal.events import SessionForked
+
+    session_id = home.sessions["looking"]
+    with SQLiteJournal(home.root / "journal.db", read_only=True) as journal:
+        fourth = list(journal.read(session_id))[3]
+    csrf = console.csrf(session_id)
+    made = console.request("POST", f"/sessions/{session_id}/fork", {"at": f"#{fourth.seq}", "csrf": csrf})
+    new_id = (made.getheader("Location") or "").removeprefix("/sessions/")
+    code, page = console.follow(made)
+    assert code == 200 and f"Forked from session {session_id} at #{fourth.seq}" in page
+    with SQLiteJournal(home.root / "journal.db", read_only=True) as journal:
+        copied = [stored.event for stored in journal.read(new_id)]
+    assert len(copied) == 5 and copied[-1] == SessionForked(parent_session_id=session_id, parent_seq=fourth.seq)
+    words = console.request("POST", f"/sessions/{session_id}/fork", {"at": "yesterday", "csrf": csrf})
+    code, page = console.follow(words)
+    assert code == 409 and "Cannot fork at &quot;yesterday&quot;: give the number of an event" in page
+    before = console.request("POST", f"/sessions/{session_id}/fork", {"at": "0", "csrf": csrf})
+    code, page = console.follow(before)
+    assert code == 409 and f"Not forked: session {session_id} has no event at or before #0." in page
+    forged = console.request("POST", f"/sessions/{session_id}/fork", {"csrf": "0" * 64})
+    assert forged.status == 403 and "CSRF" in forged.read().decode()
 
 
 def test_a_session_page_streams_its_journal_head_as_events_are_appended(console: Console, home: Home) -> None:
@@ -320,6 +400,11 @@ def test_the_console_serves_a_postgresql_journal_and_decides_there(postgres_url:
         while "Deployed." not in console.page(f"/sessions/{session_id}"):
             _next_head(stream)  # the page is read again each time the session's head moves
         stream.close()
+        exported = zagent(root, "--journal", postgres_url, "sessions", "export", session_id).stdout
+        assert console.request("GET", f"/sessions/{session_id}/export").read().decode() == exported
+        forked = console.request("POST", f"/sessions/{session_id}/fork", {"csrf": console.csrf(session_id)})
+        code, page = console.follow(forked)
+        assert code == 200 and f"Forked from session {session_id} at #" in page and "Deployed." in page
     assert (tmp_path / "deployed.txt").read_text().split() == ["prod"]
 
 
@@ -503,3 +588,99 @@ def test_the_audit_page_in_a_browser(tab: Page, tmp_path: Path) -> None:
     tab.goto(f"{base(tab)}/audit?tool=deploy")
     assert "deploy" in tab.locator("table.audit").inner_text()
     screenshot(tab, tmp_path, "audit")
+
+
+def test_the_list_shows_what_each_session_cost_in_a_browser(tab: Page, home: Home) -> None:
+    costs = json.loads(zagent(home.root, "sessions", "show", home.sessions["priced"], "--json").stdout)["costs"]
+    # 1,200 tokens in at $1 a million, 120 out at $2: the catalog prices the priced session's model only.
+    assert costs["session"]["cost_usd"] == 0.00144
+    priced = tab.locator("table.sessions tr", has_text=home.sessions["priced"])
+    assert priced.locator("td.cost").inner_text() == "$0.0014"
+    assert priced.locator("td.num").first.inner_text() == "1,320"
+    unpriced = tab.locator("table.sessions tr", has_text=home.sessions["looking"]).locator("td.cost")
+    assert unpriced.inner_text() == "—" and "not priced in config.json's models" in (unpriced.get_attribute("title")
+                                                                                     or "")
+
+
+def test_thinking_is_folded_and_a_compaction_is_marked_where_it_happened(tab: Page, home: Home,
+                                                                        tmp_path: Path) -> None:
+    tab.goto(f"{base(tab)}/sessions/{home.sessions['priced']}")
+    thought = tab.get_by_text("The user wants a <price>.")
+    assert not thought.is_visible()
+    screenshot(tab, tmp_path, "conversation")
+    tab.locator("details.thinking summary").click()
+    thought.wait_for()
+    sections = tab.locator(".conversation > .section").all_inner_texts()
+    marked = [number for number, text in enumerate(sections) if text.startswith("✂") or "context compacted" in text]
+    (at,) = marked
+    assert tab.locator(".section.compaction h3").inner_text().startswith("context compacted (manual)")
+    # In place: after the reply it summarised, before the prompt that came after it.
+    assert "Priced reply." in "".join(sections[:at]) and "go on" in "".join(sections[at:])
+    assert "cost\t$0.0014: 1,200 tokens in, 120 out" in tab.locator("table.facts").inner_text()
+
+
+def test_export_in_a_browser_downloads_what_zagent_sessions_export_writes(tab: Page, home: Home,
+                                                                          tmp_path: Path) -> None:
+    session_id = home.sessions["priced"]
+    tab.goto(f"{base(tab)}/sessions/{session_id}")
+    with tab.expect_download() as downloading:
+        tab.get_by_role("link", name="Export").click()
+    download = downloading.value
+    assert download.suggested_filename == f"{session_id}.jsonl"
+    exported = zagent(home.root, "sessions", "export", session_id).stdout
+    assert Path(download.path()).read_text(encoding="utf-8") == exported
+
+
+def test_fork_in_a_browser_opens_the_new_sessions_page(tab: Page, home: Home) -> None:
+    session_id = home.sessions["priced"]
+    tab.goto(f"{base(tab)}/sessions/{session_id}")
+    tab.get_by_role("button", name="Fork").click()
+    tab.wait_for_url(lambda url: session_id not in url)
+    new_id = urlsplit(tab.url).path.removeprefix("/sessions/")
+    assert tab.locator("h1").inner_text().startswith(f"Session {new_id}")
+    assert tab.locator(".outcome").inner_text().startswith(f"Forked from session {session_id} at #")
+    assert "After the summary." in tab.locator(".conversation").inner_text()
+    listed = json.loads(zagent(home.root, "sessions", "list", "--json").stdout)["sessions"]
+    assert new_id in [s["session_id"] for s in listed]
+
+
+def test_reloading_the_page_after_a_decision_posts_nothing_again(tab: Page, browser: Browser, console: Console,
+                                                                 home: Home) -> None:
+    session_id = home.sessions["asking3"]
+    # A second window on the question, answered in the first meanwhile: without scripts, so
+    # it does not follow the session live and still shows the question.
+    other = browser.new_context(java_script_enabled=False)
+    stale = other.new_page()
+    stale.goto(console.url)
+    for opened in (tab, stale):
+        opened.goto(f"{base(tab)}/sessions/{session_id}")
+    tab.get_by_role("button", name="red").click()
+    tab.wait_for_selector("text=Your answer was given (call ask1): the session goes on below.")
+    assert tab.url == f"{base(tab)}/sessions/{session_id}"
+    reloaded = tab.reload()
+    assert reloaded is not None and (reloaded.status, reloaded.request.method) == (200, "GET")
+    assert not tab.locator(".outcome").count()  # said once
+    with stale.expect_navigation() as landing:
+        stale.get_by_role("button", name="blue").click()
+    refused = landing.value
+    assert refused is not None and (refused.status, refused.request.method) == (409, "GET")
+    assert "already answered" in stale.locator(".problem").inner_text()
+    again = stale.reload()
+    assert again is not None and (again.status, again.request.method) == (200, "GET")
+    other.close()
+    answers = [e for e in home.events("asking3") if isinstance(e, InputAnswered)]
+    assert [answer.answer for answer in answers] == ["red"]
+
+
+def test_a_fork_at_the_number_beside_a_reply_holds_the_session_up_to_it(tab: Page, home: Home) -> None:
+    session_id = home.sessions["priced"]
+    tab.goto(f"{base(tab)}/sessions/{session_id}")
+    reply = tab.locator(".section.assistant", has_text="Priced reply.")
+    number = reply.locator(".seq").inner_text()
+    tab.get_by_label("fork at event").fill(number)
+    tab.get_by_role("button", name="Fork").click()
+    tab.wait_for_url(lambda url: session_id not in url)
+    assert tab.locator(".outcome").inner_text().startswith(f"Forked from session {session_id} at {number}:")
+    conversation = tab.locator(".conversation").inner_text()
+    assert "Priced reply." in conversation and "After the summary." not in conversation
+    assert not tab.locator(".section.compaction").count()

@@ -73,6 +73,8 @@ _UNSHOWN = frozenset({"tool_call_started", "notes_delivered", "wake_answered", "
 _TAIL_WINDOW = 256
 #: The turns a terminal shows of a session longer than a screen, unless told (--last, --all).
 DEFAULT_LAST = 3
+#: How the sections where the conversation the model is shown was cut down begin: the console marks them.
+COMPACTION_TITLES = ("context compacted", "context cleared")
 
 
 @dataclass(frozen=True)
@@ -155,11 +157,14 @@ def print_session(journal: EventLog, state: SessionState, status: str, *, fmt: s
 # -- the conversation -----------------------------------------------------------------------
 
 
-def conversation(journal: EventLog, state: SessionState, part: Part = Part()) -> Iterator[Entry]:
+def conversation(journal: EventLog, state: SessionState, part: Part = Part(), *,
+                 numbered: bool = False) -> Iterator[Entry]:
     """The conversation of ``part`` of the session, in order, as it is read (only the events
-    it shows are parsed): what ``sessions show`` prints and the web console draws."""
+    it shows are parsed): what ``sessions show`` prints and the web console draws (``numbered``:
+    each section with its event's global position, where a fork can be made)."""
     return _Conversation(state.origin or "session").entries(
-        journal.read(state.session_id, after_version=part.after, types=sorted(EVENT_TYPES.keys() - _UNSHOWN)))
+        journal.read(state.session_id, after_version=part.after, types=sorted(EVENT_TYPES.keys() - _UNSHOWN)),
+        numbered=numbered)
 
 
 class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen dataclass costs twice as much
@@ -178,6 +183,17 @@ class Entry(NamedTuple):  # a tuple: made once per event shown, a frozen datacla
     language: str = ""
     #: How deep the call it is about nests in others (0: a call of the model's, 1: a call its tool made...).
     depth: int = 0
+    #: A reply's thinking, a block each (``(redacted)`` for a redacted one): the console folds it away.
+    thinking: tuple[str, ...] = ()
+    #: A section's event's global position (``#N``), when numbered; 0 otherwise.
+    seq: int = 0
+
+    @property
+    def said(self) -> str:
+        """The text after its thinking, as ``sessions show`` prints them (``[thinking: ...]`` a line per block)."""
+        if not self.thinking:
+            return self.text
+        return "\n".join([*(f"[thinking: {thought}]" for thought in self.thinking), self.text])
 
 
 def _result_title(result: ToolCallFinished | TaskExited | TaskKilled) -> str:
@@ -211,7 +227,7 @@ class _Conversation:
         self.parked: dict[str, str] = {}  # calls waiting for a person, and what answers them
         self.depths: dict[str, int] = {}  # nested calls, and how deep (the model's calls are not in it)
 
-    def entries(self, events: Iterable[StoredEvent]) -> Iterator[Entry]:
+    def entries(self, events: Iterable[StoredEvent], *, numbered: bool = False) -> Iterator[Entry]:
         opened = False
         handlers = _HANDLERS
         for stored in events:
@@ -220,9 +236,10 @@ class _Conversation:
             if entry is None:
                 continue
             if not entry.section and not opened:  # a call nobody's reply asked for: a tools run
-                yield Entry(entry.at, True, self.origin)
+                yield Entry(entry.at, True, self.origin, seq=stored.seq if numbered else 0)
             opened = True
-            yield entry
+            # Numbered only when asked: the copy costs ``sessions show``, which prints no numbers.
+            yield entry._replace(seq=stored.seq) if numbered and entry.section else entry
         for call_id in self.unanswered:
             yield Entry(self.unanswered[call_id], False, f"<- {self.tools[call_id]} ({call_id}): no result yet",
                         text=self.parked.get(call_id, "it runs, or was cut off (zagent resume settles it)"),
@@ -247,8 +264,8 @@ class _Conversation:
         return Entry(at, True, "user", text=event.text)
 
     def _reply(self, event: ModelReplied, at: datetime) -> Entry:
-        thought = [f"[thinking: {block.readable()}]" for block in event.thinking]
-        return Entry(at, True, "assistant", text="\n".join([*thought, event.text]) if thought else event.text)
+        return Entry(at, True, "assistant", text=event.text,
+                     thinking=tuple(block.readable() for block in event.thinking))
 
     def _requested(self, event: ToolCallRequested, at: datetime) -> Entry:
         self.tools[event.call_id] = event.tool
@@ -391,11 +408,11 @@ _SPEAKERS = ("user", "assistant")
 
 def _text_entry(entry: Entry) -> list[str]:
     if entry.section:
-        title = f"{_clock(entry.at)}  {entry.title}"
-        if entry.title not in _SPEAKERS and entry.code is None and "\n" not in entry.text:
-            return ["", title + (f": {entry.text}" if entry.text else "")]  # what happened, on one line
-        lines = ["", title + (":" if entry.text or entry.code else "")]
-        lines += [f"  {line}" for line in entry.text.split("\n")] if entry.text else []
+        title, text = f"{_clock(entry.at)}  {entry.title}", entry.said
+        if entry.title not in _SPEAKERS and entry.code is None and "\n" not in text:
+            return ["", title + (f": {text}" if text else "")]  # what happened, on one line
+        lines = ["", title + (":" if text or entry.code else "")]
+        lines += [f"  {line}" for line in text.split("\n")] if text else []
         return lines + (_text_block(entry.code, "  ") if entry.code is not None else [])
     indent = "  " * (entry.depth + 1)  # a nested call's lines under its caller's
     if entry.code is not None and entry.language == "json":
@@ -415,8 +432,8 @@ def _md_entry(entry: Entry) -> list[str]:
     title = entry.title.replace("-> ", "Call: ", 1).replace("<- ", "Result of ", 1)
     title = title[:1].upper() + title[1:]
     lines = [f"## {title} · {_clock(entry.at)}", ""] if entry.section else [f"**{title}**", ""]
-    if entry.text:
-        lines += [entry.text, ""]
+    if entry.said:
+        lines += [entry.said, ""]
     return lines + (_fenced(entry.code, entry.language) if entry.code is not None else [])
 
 

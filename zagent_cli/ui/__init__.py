@@ -4,5 +4,6 @@
 missing); ``server`` binds, guards with the access token and serves ``app``'s routes; the
 pages are drawn on the server (``pages``, ``timeline``) from the journal's views, and a
 session's page follows its journal head (``live``). A person's decision goes through
-``deciding``, the same drive as ``zagent answer``, ``approve`` and ``deny``.
+``deciding``, the same drive as ``zagent answer``, ``approve`` and ``deny``; every form
+answers with a redirect to a session's page, which says once what it found (``said``).
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any
@@ -24,15 +24,18 @@ from starlette.routing import Route
 
 from zagent_cli.ui import pages
 from zagent_cli.ui.deciding import Decider
-from zagent_cli.ui.listing import STATUSES, sessions_page
+from zagent_cli.ui.listing import STATUSES, Pricing, Tallies, sessions_page
 from zagent_cli.ui.live import Hub, head_events, list_events
+from zagent_cli.ui.said import COOKIE_SECONDS, Said, read_said, said_cookie
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from zagent_cli.context import Context
     from zagent_core.drive.driving import Decision
+    from zagent_core.history.trees import TreeNode
     from zagent_core.journal.protocol import AdminJournal, ChangeFeed
+    from zagent_core.journal.views import SessionState
 
 #: The turns a session's page shows unless asked for all (``?all=1``).
 LAST_TURNS = 20
@@ -60,6 +63,7 @@ class Console:
     changes: Callable[[], ChangeFeed]
     decider: Decider = field(init=False)
     live: Hub = field(init=False)
+    tallies: Tallies = field(default_factory=Tallies)
 
     def __post_init__(self) -> None:
         self.decider = Decider(self.context)
@@ -68,6 +72,11 @@ class Console:
     @property
     def csrf(self) -> str:
         return hmac.new(self.token.encode(), b"zagent ui forms", hashlib.sha256).hexdigest()
+
+    @property
+    def said_cookie(self) -> str:
+        """The cookie that carries a form's outcome to the page it redirects to (:mod:`.said`)."""
+        return f"{self.cookie}_said"
 
 
 class TokenGate:
@@ -103,15 +112,25 @@ def _console(request: Request) -> Console:
     return console
 
 
+def _pricing(console: Console) -> Pricing | None:
+    """The catalog's prices now (config.json is read for each page: edited prices show at once);
+    None without a catalog, where every cost would be unknown."""
+    from zagent_core.tools.model_catalog import known, priced_by
+
+    config = console.context.config()
+    return Pricing(priced_by(config), console.tallies) if known(config) else None
+
+
 def sessions(request: Request) -> Response:
     console = _console(request)
     status = request.query_params.get("status") or None
     search = request.query_params.get("q", "").strip()
-    page = sessions_page(console.journal, status=status, search=search, after=request.query_params.get("after"))
+    page = sessions_page(console.journal, status=status, search=search, after=request.query_params.get("after"),
+                         pricing=_pricing(console))
     return HTMLResponse(pages.sessions_page(page, status, search, STATUSES))
 
 
-def _session_html(console: Console, session_id: str, whole: bool, problem: str = "") -> tuple[str, int]:
+def _session_html(console: Console, session_id: str, whole: bool, said: Said | None = None) -> tuple[str, int]:
     from zagent_cli.session_view import Part, conversation, header_facts, last_turns
     from zagent_cli.ui.timeline import MOST_CALLS, timeline_svg
     from zagent_core.journal.snapshots import open_state
@@ -124,16 +143,73 @@ def _session_html(console: Console, session_id: str, whole: bool, problem: str =
                                                '<p><a href="/">The list</a> shows the sessions.</p>'), 404
     status = session_status(journal, session_id, state)
     part = Part() if whole else last_turns(journal, state, LAST_TURNS)
-    main = pages.session_main(state, status, header_facts(state, status, turn_failure(state)),
-                              conversation(journal, state, part),
+    facts = header_facts(state, status, turn_failure(state)) + _cost_facts(console, state)
+    main = pages.session_main(state, status, facts, conversation(journal, state, part, numbered=True),
                               timeline_svg(journal.audit(session=session_id, limit=MOST_CALLS)), console.csrf,
-                              earlier_turns=part.earlier_turns, problem=problem)
-    return pages.session_page(state, main, whole=whole), 409 if problem else 200
+                              earlier_turns=part.earlier_turns)
+    return pages.session_page(state, main, whole=whole, said=said), 409 if said and said.problem else 200
+
+
+def _cost_facts(console: Console, state: SessionState) -> list[tuple[str, str]]:
+    """What the session cost, on its own and with its sub-agents (none without a catalog), from
+    the tallies the list keeps: a page drawn again reads only the events appended since."""
+    from zagent_cli.show import cost_facts
+    from zagent_core.history.costs import SessionCosts
+    from zagent_core.history.trees import session_tree
+
+    pricing = _pricing(console)
+    tree = session_tree(console.journal, state.session_id) if pricing is not None else None
+    if pricing is None or tree is None:
+        return []
+    own = pricing.spend(console.journal, state.session_id, state.version)
+    below = list(_below(tree))
+    subtree = sum((pricing.spend(console.journal, node.session_id, console.journal.head(node.session_id))
+                   for node in below), own)
+    # The lines of `zagent sessions show`, but its turns' (the page shows the conversation's last turns only).
+    return cost_facts(SessionCosts(state.session_id, (), own, subtree, len(below)))
+
+
+def _below(node: TreeNode) -> Iterator[TreeNode]:
+    for child in node.children:
+        yield child
+        yield from _below(child)
 
 
 def session(request: Request) -> Response:
-    html, code = _session_html(_console(request), request.path_params["session_id"], "all" in request.query_params)
-    return HTMLResponse(html, code)
+    """A session's page, with what the form that sent the browser here found (said once)."""
+    console = _console(request)
+    session_id = request.path_params["session_id"]
+    said = read_said(request.cookies.get(console.said_cookie), console.csrf, session_id)
+    html, code = _session_html(console, session_id, "all" in request.query_params, said)
+    response = HTMLResponse(html, code)
+    if said is not None:
+        response.delete_cookie(console.said_cookie, httponly=True, samesite="strict")
+    return response
+
+
+def _redirect(console: Console, said: Said) -> Response:
+    """POST/redirect/GET: to the session's page, which says ``said`` once; reloading it posts nothing."""
+    response = RedirectResponse(f"/sessions/{quote(said.session_id)}", 303)
+    response.set_cookie(console.said_cookie, said_cookie(said, console.csrf), max_age=COOKIE_SECONDS,
+                        httponly=True, samesite="strict")
+    return response
+
+
+def export(request: Request) -> Response:
+    """The session as ``zagent sessions export -o FILE`` writes it (the same lines), as a download."""
+    import re
+
+    from zagent_core.history.exports import export_lines
+
+    console = _console(request)
+    session_id = request.path_params["session_id"]
+    if console.journal.head(session_id) == 0:
+        return HTMLResponse(pages.layout("no such session", f'<h1>No session "{escape(session_id)}"</h1>'), 404)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)
+    # Streamed as it is read (in Starlette's thread pool): a long session is never held whole.
+    return StreamingResponse((line + "\n" for line in export_lines(console.journal.read(session_id))),
+                             media_type="application/jsonl",
+                             headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'})
 
 
 #: Server-sent events go out as they are written: not cached, not buffered by a proxy (nginx).
@@ -171,8 +247,19 @@ async def _form(request: Request) -> dict[str, str] | None:
     return fields
 
 
+def _refused() -> Response:
+    return HTMLResponse(pages.layout("refused", "<h1>Refused</h1><p>The form did not come from this console (its CSRF "
+                                                "token is missing or wrong): reload the session's page and try "
+                                                "again.</p>"), 403)
+
+
+#: What the session's page says once a person's decision is journaled.
+_GIVEN = {"answer": "Your answer was given", "approve": "Approved", "deny": "Denied"}
+
+
 async def decide(request: Request) -> Response:
-    """An answer, an approval or a denial: the drive starts, and the page shows the session."""
+    """An answer, an approval or a denial: the drive starts, and the browser is sent to the
+    session's page (303), which says whether the decision was given or why not."""
     import asyncio
 
     from zagent_core.drive.driving import answering, approving, denying
@@ -183,15 +270,13 @@ async def decide(request: Request) -> Response:
         return HTMLResponse(pages.layout("not found", "<h1>Not found</h1>"), 404)
     fields = await _form(request)
     if fields is None:
-        return HTMLResponse(pages.layout("refused", "<h1>Refused</h1><p>The form did not come from this console "
-                                                    "(its CSRF token is missing or wrong): reload the session's "
-                                                    "page and try again.</p>"), 403)
+        return _refused()
     call_id = fields.get("call_id") or None
     decision: Decision
     if what == "answer":
         answer = fields.get("answer", "")
         if not answer.strip():
-            return await _said(console, session_id, "the answer is empty: write one, or pick a choice")
+            return _redirect(console, Said(session_id, "The answer is empty: write one, or pick a choice.", True))
         decision = answering(answer, call_id, numbered=False, via=VIA)
     elif what == "approve":
         decision = approving(call_id, via=VIA)
@@ -199,15 +284,52 @@ async def decide(request: Request) -> Response:
         decision = denying(call_id, fields.get("reason", "").strip(), via=VIA)
     refusal = await asyncio.wrap_future(console.decider.decide(session_id, decision))
     if refusal is not None:
-        return await _said(console, session_id, refusal)
-    return RedirectResponse(f"/sessions/{quote(session_id)}", 303)
+        return _redirect(console, Said(session_id, refusal[:1].upper() + refusal[1:], True))
+    call = f" (call {call_id})" if call_id else ""
+    return _redirect(console, Said(session_id, f"{_GIVEN[what]}{call}: the session goes on below."))
 
 
-async def _said(console: Console, session_id: str, problem: str) -> Response:
+async def fork(request: Request) -> Response:
+    """A new session from this one's events, up to the event ``at`` (its last when blank), as
+    ``zagent sessions fork`` makes it; the browser is sent to the new session's page."""
     import anyio
 
-    html, code = await anyio.to_thread.run_sync(_session_html, console, session_id, False, problem)
-    return HTMLResponse(html, code)
+    console = _console(request)
+    session_id = request.path_params["session_id"]
+    fields = await _form(request)
+    if fields is None:
+        return _refused()
+    at = fields.get("at", "").strip().lstrip("#")
+    if at and not at.isdigit():
+        return _redirect(console, Said(session_id, f'Cannot fork at "{at}": give the number of an event (the #N of '
+                                                   "zagent sessions show --events), or leave it blank for the "
+                                                   "last.", True))
+    said = await anyio.to_thread.run_sync(_fork, console, session_id, int(at) if at else None)
+    return _redirect(console, said)
+
+
+def _fork(console: Console, session_id: str, at: int | None) -> Said:
+    import click
+
+    from zagent_core.history.exports import fork_session
+    from zagent_core.ids import new_session_id
+    from zagent_core.journal.events import SessionForked
+
+    try:
+        with console.context.existing_journal(read_only=False) as journal:
+            last = journal.read_last(session_id, 1)
+            if not last:
+                return Said(session_id, f'No session "{session_id}" to fork.', True)
+            try:
+                made = fork_session(journal, session_id, last[0].seq if at is None else at, new_session_id())
+            except ValueError as exc:
+                return Said(session_id, f"Not forked: {exc}.", True)
+            forked_at = journal.read_last(made, 1)[0].event
+    except click.ClickException as exc:  # the journal could not be opened for writing
+        return Said(session_id, f"Not forked: {exc.message}", True)
+    assert isinstance(forked_at, SessionForked)
+    return Said(made, f"Forked from session {session_id} at #{forked_at.parent_seq}: resume it to take another "
+                      f"path (zagent resume {made} \"...\").")
 
 
 def audit(request: Request) -> Response:
@@ -233,6 +355,8 @@ def make_app(console: Console) -> ASGIApp:
         Route("/events", sessions_events),
         Route("/sessions/{session_id}", session),
         Route("/sessions/{session_id}/events", session_events),
+        Route("/sessions/{session_id}/export", export),
+        Route("/sessions/{session_id}/fork", fork, methods=["POST"]),
         Route("/sessions/{session_id}/{what:str}", decide, methods=["POST"]),
         Route("/audit", audit),
     ])

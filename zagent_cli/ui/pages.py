@@ -18,6 +18,8 @@ from urllib.parse import quote, urlencode
 if TYPE_CHECKING:
     from zagent_cli.session_view import Entry
     from zagent_cli.ui.listing import Page
+    from zagent_cli.ui.said import Said
+    from zagent_core.history.costs import Spend
     from zagent_core.journal.views import ApprovalView, QuestionView, SessionState
 
 _STYLE = """
@@ -35,6 +37,7 @@ form.filter{margin:0 0 12px;display:flex;gap:8px}
 .facts td:first-child{width:160px;color:#555}
 .section{margin:14px 0 4px;background:#fff;border:1px solid #e3e6ea;border-radius:6px;padding:8px 12px}
 .section h3{margin:0 0 4px;font-size:14px}.section h3 time{color:#777;font-weight:normal;margin-left:8px}
+.section h3 .seq{float:right;color:#999;font-weight:normal;font-size:12px}
 .user{border-left:4px solid #3b82f6}.assistant{border-left:4px solid #10b981}
 .item{margin:6px 0 0 14px}.item b{font-weight:600}
 pre{background:#f3f4f6;padding:6px 8px;margin:4px 0;white-space:pre-wrap;word-break:break-word;max-height:24em;
@@ -50,7 +53,14 @@ svg.timeline rect{fill:#60a5fa}svg.timeline .error rect,svg.timeline .rejected r
 svg.timeline .interrupted rect{fill:#f87171}svg.timeline .task rect{fill:#a78bfa}
 svg.timeline .running rect{fill:#fbbf24}svg.timeline text{font-size:11px;fill:#333}
 .problem{background:#ffd6d6;border:1px solid #e99;padding:8px 12px;border-radius:6px}
+.outcome{background:#dff5dc;border:1px solid #9c9;padding:8px 12px;border-radius:6px}
+a.button{padding:3px 12px;border-radius:4px;border:1px solid #888;background:#fff;color:inherit;text-decoration:none;
+font-size:13.33px}
 .more{margin:12px 0}table.sessions td:first-child{white-space:nowrap}
+details.thinking{margin:2px 0 6px;color:#555}details.thinking summary{cursor:pointer;font-style:italic}
+.section.compaction{border:1px dashed #b45309;border-left:4px solid #b45309;background:#fffbeb}
+.section.compaction h3::before{content:"✂ ";color:#b45309}
+.actions{display:flex;gap:8px;align-items:center;margin:8px 0}.actions form{display:inline-flex;gap:6px}
 """
 
 #: The session page's one script: the server says when the session's journal moved on
@@ -131,6 +141,21 @@ def session_link(session_id: str) -> str:
     return f'<a href="/sessions/{quote(session_id)}">{escape(session_id)}</a>'
 
 
+#: What the list's cost column holds (its header's tooltip).
+_COST_HEAD = ("its own model replies, priced by config.json's models (US dollars); its page gives it with its "
+              "sub-agents")
+
+
+def _cost_cell(spend: Spend | None) -> str:
+    """A row's cost, or a dash with the reason when it is unknown (no catalog, a model it does not price)."""
+    if spend is None:
+        return '<td class="num cost" title="config.json has no models with prices">—</td>'
+    if spend.usd is None:
+        return (f'<td class="num cost" title="{escape(", ".join(spend.unpriced))} not priced in config.json\'s '
+                f'models">—</td>')
+    return f'<td class="num cost">${spend.usd:,.4f}</td>'
+
+
 def sessions_page(page: Page, status: str | None, search: str, statuses: Iterable[str]) -> str:
     """The list of sessions, with its filter form and the link to the next page."""
     options = "".join(f'<option{" selected" if s == status else ""}>{escape(s)}</option>' for s in statuses)
@@ -140,9 +165,11 @@ def sessions_page(page: Page, status: str | None, search: str, statuses: Iterabl
     rows = "".join(
         f'<tr><td>{session_link(row.session_id)}</td><td>{status_badge(row.status)}</td>'
         f'<td>{_short(row.first_prompt)}</td><td>{escape(row.model or "-")}</td><td class="num">{row.tokens:,}</td>'
-        f'<td class="num">{row.children or ""}</td><td>{_when(row.last_at)}</td></tr>' for row in page.rows)
+        f'{_cost_cell(row.spend)}<td class="num">{row.children or ""}</td><td>{_when(row.last_at)}</td></tr>'
+        for row in page.rows)
     table = (f'<table class="sessions"><thead><tr><th>session</th><th>status</th><th>first prompt</th><th>model</th>'
-             f'<th>tokens</th><th>sub-agents</th><th>last activity</th></tr></thead><tbody>{rows}</tbody></table>'
+             f'<th>tokens</th><th title="{_COST_HEAD}">cost</th><th>sub-agents</th><th>last activity</th></tr></thead>'
+             f'<tbody>{rows}</tbody></table>'
              if page.rows else f'<p class="empty">no sessions match (of {page.scanned} looked at)</p>')
     more = ""
     if page.next_after is not None:
@@ -162,12 +189,24 @@ def _linked(text: str, known: Iterable[str]) -> str:
     return re.sub(pattern, lambda m: f'<a href="/sessions/{quote(m.group(0))}">{m.group(0)}</a>', shown)
 
 
+def _section_kind(entry: Entry) -> str:
+    from zagent_cli.session_view import COMPACTION_TITLES
+
+    if entry.title in ("user", "assistant"):
+        return entry.title
+    return "compaction" if entry.title.startswith(COMPACTION_TITLES) else "event"
+
+
 def _entry(entry: Entry, known: list[str]) -> str:
-    parts = [f'<div class="text">{_linked(entry.text, known)}</div>' if entry.text else "",
-             f"<pre>{escape(entry.code)}</pre>" if entry.code is not None else ""]
+    # Thinking is folded away (a reply is read for what it says); opened, it reads as the text does.
+    parts = [f'<details class="thinking"><summary>thinking</summary><div class="text">{escape(thought)}</div>'
+             f'</details>' for thought in entry.thinking]
+    parts += [f'<div class="text">{_linked(entry.text, known)}</div>' if entry.text else "",
+              f"<pre>{escape(entry.code)}</pre>" if entry.code is not None else ""]
     if entry.section:
-        kind = entry.title if entry.title in ("user", "assistant") else "event"
-        return (f'<div class="section {kind}"><h3>{_linked(entry.title, known)}{_when(entry.at)}</h3>'
+        kind = _section_kind(entry)
+        number = f'<span class="seq" title="fork here: give Fork this number">#{entry.seq}</span>' if entry.seq else ""
+        return (f'<div class="section {kind}"><h3>{_linked(entry.title, known)}{_when(entry.at)}{number}</h3>'
                 f'{"".join(parts)}')
     return f'<div class="item"><b>{_linked(entry.title, known)}</b>{"".join(parts)}</div>'
 
@@ -213,10 +252,19 @@ def _approval(sid: str, approval: ApprovalView, csrf: str) -> str:
             f'<button class="deny">Deny</button></form></div>')
 
 
+def _actions(sid: str, csrf: str) -> str:
+    """Export (a download, as ``zagent sessions export``) and Fork (a POST, as ``zagent sessions fork``)."""
+    return (f'<div class="actions"><a class="button" href="/sessions/{quote(sid)}/export" download>Export</a>'
+            f'<form method="post" action="/sessions/{quote(sid)}/fork">{_hidden(csrf=csrf)}'
+            f'<button class="fork">Fork</button><input name="at" size="14" inputmode="numeric" '
+            f'placeholder="at event #N" aria-label="fork at event" title="the #N beside a part of the conversation '
+            f'(up to and with that event); blank: the last event"></form></div>')
+
+
 def session_main(state: SessionState, status: str, facts: list[tuple[str, str]], entries: Iterable[Entry],
-                 timeline: str, csrf: str, *, earlier_turns: int = 0, problem: str = "") -> str:
-    """The live part of a session's page: its facts, what waits for a person, the timeline
-    of its calls and the conversation."""
+                 timeline: str, csrf: str, *, earlier_turns: int = 0) -> str:
+    """The live part of a session's page: its facts, its Export and Fork buttons, what waits for
+    a person, the timeline of its calls and the conversation."""
     sid = state.session_id
     known = [child.session_id for child in state.children.values()]
     known += [state.parent.session_id] if state.parent else []
@@ -225,22 +273,23 @@ def session_main(state: SessionState, status: str, facts: list[tuple[str, str]],
     waiting = [_question(sid, q, csrf) for q in state.questions.values()]
     waiting += [_approval(sid, a, csrf) for a in state.waiting_approvals.values()]
     pending = f'<section class="pending"><h2>Waiting for you</h2>{"".join(waiting)}</section>' if waiting else ""
-    said = f'<p class="problem">{escape(problem)}</p>' if problem else ""
     drawn = f"<h2>Timeline</h2>{timeline}" if timeline else ""
     skipped = (f'<p class="more">{earlier_turns} earlier turns not shown: <a href="/sessions/{quote(sid)}?all=1">the whole session</a></p>'
                if earlier_turns else "")
-    return (f'<h1>Session {escape(sid)} {status_badge(status)}</h1>{said}{pending}'
+    return (f'<h1>Session {escape(sid)} {status_badge(status)}</h1>{_actions(sid, csrf)}{pending}'
             f'<table class="facts">{rows}</table>{drawn}<h2>Conversation</h2>{skipped}'
             f'<div class="conversation">{conversation_html(entries, known)}</div>')
 
 
-def session_page(state: SessionState, main: str, *, whole: bool = False) -> str:
-    """A session's page: :func:`session_main` in the box its live script refreshes (with the
-    whole conversation again when ``whole``)."""
+def session_page(state: SessionState, main: str, *, whole: bool = False, said: Said | None = None) -> str:
+    """A session's page: what the form that sent the browser here found (``said``, above the
+    box, so it stays while the session goes on), then :func:`session_main` in the box its live
+    script refreshes (with the whole conversation again when ``whole``)."""
     sid = quote(state.session_id)
+    told = f'<p class="{"problem" if said.problem else "outcome"}" role="status">{escape(said.text)}</p>' if said else ""
     box = (f'<div id="live" data-version="{state.version}" data-events="/sessions/{sid}/events" '
            f'data-part="/sessions/{sid}{"?all=1" if whole else ""}">{main}</div>')
-    return layout(f"session {state.session_id}", box, script=_LIVE)
+    return layout(f"session {state.session_id}", told + box, script=_LIVE)
 
 
 def _audit_row(row: dict[str, Any]) -> str:

@@ -59,11 +59,19 @@ class SessionCosts:
                 "turns": [{"turn": number} | spend.to_dict() for number, spend in enumerate(self.turns, start=1)]}
 
 
-def _reply_spend(reply: ModelReplied, spec: str | None, prices: dict[str, CatalogModel]) -> Spend:
-    usage = Usage(reply.input_tokens, reply.output_tokens, reply.cache_read_tokens, reply.cache_creation_tokens)
-    entry = prices.get(spec or "") or prices.get(reply.model)
+def _usage(reply: ModelReplied) -> Usage:
+    return Usage(reply.input_tokens, reply.output_tokens, reply.cache_read_tokens, reply.cache_creation_tokens)
+
+
+def _priced(usage: Usage, spec: str | None, model: str, prices: dict[str, CatalogModel]) -> Spend:
+    """``usage`` of replies of the model ``spec`` asked for (``model``, as the provider named it)."""
+    entry = prices.get(spec or "") or prices.get(model)
     usd = cost(entry, usage) if entry is not None else None
-    return Spend(usage, usd, () if usd is not None else (spec or reply.model,))
+    return Spend(usage, usd, () if usd is not None else (spec or model,))
+
+
+def _reply_spend(reply: ModelReplied, spec: str | None, prices: dict[str, CatalogModel]) -> Spend:
+    return _priced(_usage(reply), spec, reply.model, prices)
 
 
 def _turns(journal: Journal, session_id: str, prices: dict[str, CatalogModel]) -> list[Spend]:
@@ -108,3 +116,35 @@ def session_costs(journal: Journal, session_id: str, config: Config) -> SessionC
     """What the session cost, turn by turn, and with its sub-agents; None when there is no such session."""
     root = session_tree(journal, session_id)
     return tree_costs(journal, root, config)[session_id] if root is not None else None
+
+
+@dataclass(frozen=True)
+class UsageTally:
+    """A session's replies' tokens by the model that prices them, read up to ``version``: carried
+    on by :func:`tally_usage` as the session grows, and priced only when shown (:meth:`spend`), so
+    a tally kept across prices edited in config.json prices by the new ones."""
+
+    version: int = 0
+    #: The model the latest turn asked for (``turn_started``), which prices the replies after it.
+    spec: str | None = None
+    #: Tokens by (the spec asked for, the model the provider named).
+    usage: tuple[tuple[tuple[str | None, str], Usage], ...] = ()
+
+    def spend(self, prices: dict[str, CatalogModel]) -> Spend:
+        """What these tokens cost by ``prices`` (:func:`~zagent_core.tools.model_catalog.priced_by`)."""
+        return _total([_priced(usage, spec, model, prices) for (spec, model), usage in self.usage])
+
+
+def tally_usage(journal: Journal, session_id: str, since: UsageTally = UsageTally()) -> UsageTally:
+    """``since`` and the session's replies after it: only the events after ``since.version`` are
+    read, so a kept tally costs a session's new events, not its whole length."""
+    spec, version, usage = since.spec, since.version, dict(since.usage)
+    for stored in journal.read(session_id, after_version=since.version, types=("turn_started", "model_replied")):
+        version = stored.version
+        match stored.event:
+            case TurnStarted(model=model):
+                spec = model or spec
+            case ModelReplied() as reply:
+                key = (spec, reply.model)
+                usage[key] = usage.get(key, Usage()) + _usage(reply)
+    return UsageTally(version, spec, tuple(usage.items()))

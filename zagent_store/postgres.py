@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from zagent_core.journal.protocol import (
     WORK_EVENTS,
     AdminJournal,
+    Change,
     ConcurrencyError,
     JournalError,
     SessionSummary,
@@ -51,6 +52,9 @@ from zagent_store.sql import (
     JournalVersionError,
     format_time,
     heads_picked,
+    moved,
+    moved_sql,
+    moved_until,
     paged,
     session_summary,
     stored_events,
@@ -167,8 +171,30 @@ _SAVE_SNAPSHOT = (
 )
 
 
+#: The NOTIFY channel of changes, for consoles (``zagent_store/changes.py``): every append tells
+#: ``"FIRST LAST VERSION SESSION"``, the positions of its first and last events, the session's
+#: version after it and its id (only ``"FIRST LAST"`` for an id too long for the payload).
+CHANGES_CHANNEL = "zagent_changes"
+#: NOTIFY refuses a payload of 8000 bytes or more: a session id longer than this is left out of it
+#: (the listener then reads which sessions moved from the journal).
+MOST_NOTIFIED_ID = 7900
+
+
+def notified_id(session_id: str) -> str:
+    """The session id as a NOTIFY payload of the work channel: empty when too long for one (a worker
+    reads no payload: any notification wakes it)."""
+    return session_id if len(session_id.encode()) <= MOST_NOTIFIED_ID else ""
+
+
+def changed_tail(session_id: str, version: int) -> str:
+    """What a change's payload says after its positions: `` VERSION SESSION``, or nothing when that would
+    make the payload too long for NOTIFY."""
+    tail = f" {version} {session_id}"
+    return tail if len(tail.encode()) <= MOST_NOTIFIED_ID else ""
+
+
 @functools.lru_cache(maxsize=None)
-def _append_statement(new_session: bool, snapshot: bool, notify: bool) -> str:
+def _append_statement(new_session: bool, snapshot: bool, notify: bool, changes: bool = True) -> str:
     """An append as one statement, its own transaction (autocommit), so one round trip.
 
     ``positions`` takes the next ``n`` numbers of the global order: the row lock it holds
@@ -176,7 +202,9 @@ def _append_statement(new_session: bool, snapshot: bool, notify: bool) -> str:
     row only from the version the writer expects (or makes it, for a new session); when it
     matches nothing, ``zagent_moved_on`` fails the statement and nothing of it is kept.
     The rows come as one JSON array of ``[type, at, body]``: PostgreSQL splits it, where
-    arrays of bodies would be escaped element by element on the client.
+    arrays of bodies would be escaped element by element on the client. ``changes``: the
+    append is told on :data:`CHANGES_CHANNEL`, in its transaction (NOTIFY is sent at the
+    commit, and not at all on a rollback).
     """
     if new_session:
         head = ("INSERT INTO heads (session_id, version, started_at, last_at, last_seq, calls, tasks, model_replies,"
@@ -194,7 +222,9 @@ def _append_statement(new_session: bool, snapshot: bool, notify: bool) -> str:
             " ON CONFLICT (session_id, projection) DO UPDATE SET version = excluded.version,"
             " status = excluded.status, data = excluded.data WHERE excluded.version >= snapshots.version)"
             if snapshot else "")
-    told = f", pg_notify('{CHANNEL}', %(session)s)" if notify else ""  # told at the commit
+    told = f", pg_notify('{CHANNEL}', %(work)s)" if notify else ""  # told at the commit
+    if changes:  # the positions are this statement's, so a listener knows if it missed one (a gap)
+        told += f", pg_notify('{CHANGES_CHANNEL}', (seq - %(n)s + 1)::text || ' ' || seq::text || %(tail)s)"
     return (
         "WITH positions AS (UPDATE journal_position SET seq = seq + %(n)s RETURNING seq),"
         f" head AS ({head}),"
@@ -240,6 +270,10 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
     turns, as on SQLite). Every append commits durably (``synchronous_commit`` as the
     server has it, ``on`` by default) before it returns.
     """
+
+    #: Appends NOTIFY their change on :data:`CHANGES_CHANNEL` (what ``zagent ui`` follows live).
+    #: ``bench/journal_notify.py`` turns it off on one side to measure what it costs an append.
+    tell_changes = True
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
         try:
@@ -312,7 +346,7 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
         rows = "[" + ",".join(f'["{kind}","{stamp}",{_body(event)}]'
                               for kind, stamp, event in zip(kinds, stamps, events)) + "]"
         notify = bool(WORK_EVENTS.intersection(kinds))
-        statement = _append_statement(expected_version == 0, snapshot is not None, notify)
+        statement = _append_statement(expected_version == 0, snapshot is not None, notify, self.tell_changes)
         projection, snapshot_data, status = snapshot if snapshot is not None else (None, None, None)
         try:
             with self._reported("append to") as conn:
@@ -322,7 +356,8 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
                     "calls": kinds.count("tool_call_requested"), "tasks": kinds.count("task_started"),
                     "replies": kinds.count("model_replied"), "parent": parent, "parent_call": parent_call,
                     "label": label, "depth": depth, "rows": rows, "projection": projection,
-                    "snapshot": snapshot_data, "status": status}).fetchone()
+                    "snapshot": snapshot_data, "status": status,
+                    "tail": changed_tail(session_id, version), "work": notified_id(session_id)}).fetchone()
         except self._psycopg.errors.UniqueViolation:
             raise ConcurrencyError(session_id, expected_version, self.head(session_id)) from None
         assert row is not None
@@ -376,6 +411,23 @@ class PostgresJournal(PostgresLeases, PostgresAdmin, AdminJournal):
                 (*([] if after is None else [after]), limit),
             ).fetchall()
         return [session_summary(row) for row in rows]
+
+    # -- the change feed (zagent_store/changes.py: NOTIFY, and these while it is down) -------
+
+    def position(self) -> int:
+        """The journal's position now: the ``seq`` of its last event (0 when it has none)."""
+        with self._reported("read") as conn:
+            row = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+        return int(row[0]) if row else 0
+
+    def moved_since(self, after: int) -> tuple[list[Change], int]:
+        """The sessions whose head moved past position ``after`` (a bounded step: see ``sql.moved_until``).
+        Appends commit in ``seq`` order (the module's docstring), so none below a position seen is
+        still to come."""
+        until = moved_until(self.position(), after)
+        with self._reported("read") as conn:
+            rows = conn.execute(moved_sql("%s"), (after, until)).fetchall() if until > after else []
+        return moved(rows), until
 
     def find_sessions(self, part: str, limit: int) -> list[str]:
         with self._reported("read") as conn:

@@ -125,7 +125,9 @@ class PostgresLeases(PostgresBase, Leases):
             released = conn.execute("DELETE FROM leases WHERE session_id = %s AND owner = %s",
                                     (session_id, canonical_owner(owner))).rowcount
             if released:
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
+                # Not the session's id when it is too long for a payload (8000 bytes): workers read none.
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id if len(session_id.encode()) <= 7900
+                                                         else ""))
 
     def lease(self, session_id: str) -> Lease | None:
         with self._reported("read") as conn:

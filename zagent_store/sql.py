@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from zagent_core.journal.protocol import JournalError, SessionSummary, StoredEvent
+from zagent_core.journal.protocol import Change, JournalError, SessionSummary, StoredEvent
 
 #: A ``heads h`` row of a top-level session: no parent, or one this journal does not have (a child
 #: imported alone), which would otherwise be listed nowhere.
@@ -29,6 +29,32 @@ def heads_picked(top_level: bool, after: str | None, placeholder: str) -> str:
     if after is not None:
         conditions.append(f"h.last_seq < (SELECT last_seq FROM heads WHERE session_id = {placeholder})")
     return " AND ".join(conditions) or "TRUE"
+
+
+#: Events one look at the change feed reads past its position, at most: a flood of appends
+#: (an import) is taken in bounded steps, each step a range of the primary key.
+MOVED_WINDOW = 10_000
+
+
+def moved_sql(placeholder: str) -> str:
+    """The sessions whose events are in the position range ``(after, until]`` (two parameters), each with its
+    newest version and position there, oldest first: a range scan of ``seq``, the primary key, so no index of
+    the heads is needed and the cost is that of the events appended since, not of the journal's size."""
+    return ("SELECT session_id, max(version), max(seq) FROM events"
+            f" WHERE seq > {placeholder} AND seq <= {placeholder} GROUP BY session_id ORDER BY max(seq)")
+
+
+def moved_until(top: int, after: int) -> int:
+    """Where ``moved_since`` reads to, the journal's last position being ``top`` (read first: an append that
+    commits between the two reads must not be passed over unseen). At most the window past ``after``; ``top``
+    when it is below ``after``: the newest events were deleted (pruned), and on SQLite the next append may
+    take their numbers again."""
+    return top if top <= after else min(top, after + MOVED_WINDOW)
+
+
+def moved(rows: Sequence[tuple[Any, ...]]) -> list[Change]:
+    """The changes of ``rows`` of :func:`moved_sql`."""
+    return [Change(sid, int(version), int(seq)) for sid, version, seq in rows]
 
 
 #: Sessions named in a message; the rest are counted.

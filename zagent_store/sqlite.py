@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from zagent_core.journal.protocol import (
     AdminJournal,
+    Change,
     ConcurrencyError,
     JournalError,
     SessionSummary,
@@ -41,6 +42,9 @@ from zagent_store.sql import (
     JournalVersionError,
     format_time,
     heads_picked,
+    moved,
+    moved_sql,
+    moved_until,
     paged,
     session_summary,
     stored_events,
@@ -409,6 +413,20 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
         for row in rows:  # a session whose snapshots of two projections share the newest version joins twice
             summaries.setdefault(row[0], session_summary(row))
         return list(summaries.values())
+
+    # -- the change feed (zagent_store/changes.py polls these) ---------------------------
+
+    def position(self) -> int:
+        """The journal's position now: the ``seq`` of its last event (0 when it has none)."""
+        with self._lock, reported(self.path, "read"):
+            return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+    def moved_since(self, after: int) -> tuple[list[Change], int]:
+        """The sessions whose head moved past position ``after`` (a bounded step: see ``sql.moved_until``)."""
+        until = moved_until(self.position(), after)
+        with self._lock, reported(self.path, "read"):
+            rows = self._conn.execute(moved_sql("?"), (after, until)).fetchall() if until > after else []
+        return moved(rows), until
 
     def find_sessions(self, part: str, limit: int) -> list[str]:
         # A scan of the head rows (one per session, never the events); substr counts characters, as len() does.

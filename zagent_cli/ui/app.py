@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from starlette.routing import Route
 from zagent_cli.ui import pages
 from zagent_cli.ui.deciding import Decider
 from zagent_cli.ui.listing import STATUSES, Pricing, Tallies, sessions_page
-from zagent_cli.ui.live import Streams, head_events
+from zagent_cli.ui.live import Hub, head_events, list_events
 from zagent_cli.ui.said import COOKIE_SECONDS, Said, read_said, said_cookie
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from zagent_cli.context import Context
     from zagent_core.drive.driving import Decision
     from zagent_core.history.trees import TreeNode
-    from zagent_core.journal.protocol import AdminJournal
+    from zagent_core.journal.protocol import AdminJournal, ChangeFeed
     from zagent_core.journal.views import SessionState
 
 #: The turns a session's page shows unless asked for all (``?all=1``).
@@ -51,19 +51,23 @@ MOST_FORM_BYTES = 1 << 20
 
 @dataclass
 class Console:
-    """What the routes share: the journal they read, and how to drive a session."""
+    """What the routes share: the journal they read, its change feed, and how to drive a session."""
 
     journal: AdminJournal
     context: Context
     token: str
     #: The cookie's name: one per port, so two consoles on one host keep their own.
     cookie: str
+    #: Opens the journal's change feed (``zagent_store.open_changes``): given, so the console's wing
+    #: does not pick a store's feed itself.
+    changes: Callable[[], ChangeFeed]
     decider: Decider = field(init=False)
-    streams: Streams = field(default_factory=Streams)
+    live: Hub = field(init=False)
     tallies: Tallies = field(default_factory=Tallies)
 
     def __post_init__(self) -> None:
         self.decider = Decider(self.context)
+        self.live = Hub(self.changes)
 
     @property
     def csrf(self) -> str:
@@ -208,14 +212,26 @@ def export(request: Request) -> Response:
                              headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'})
 
 
+#: Server-sent events go out as they are written: not cached, not buffered by a proxy (nginx).
+_STREAMED = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+_TOO_MANY = "too many pages are followed live; reload this one by hand"
+
+
 async def session_events(request: Request) -> Response:
-    console = _console(request)
-    if not console.streams.take():
-        return Response("too many pages are followed live; reload this one by hand", 503)
-    session_id = request.path_params["session_id"]
-    return StreamingResponse(
-        head_events(lambda: console.journal.head(session_id), request.is_disconnected, console.streams),
-        media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    """A session page's stream: its session's head, each time it moves."""
+    live = _console(request).live
+    if not live.take():
+        return Response(_TOO_MANY, 503)
+    return StreamingResponse(head_events(live, request.path_params["session_id"], _console(request).journal.head),
+                             media_type="text/event-stream", headers=_STREAMED)
+
+
+async def sessions_events(request: Request) -> Response:
+    """The list's stream: the sessions that moved."""
+    live = _console(request).live
+    if not live.take():
+        return Response(_TOO_MANY, 503)
+    return StreamingResponse(list_events(live), media_type="text/event-stream", headers=_STREAMED)
 
 
 async def _form(request: Request) -> dict[str, str] | None:
@@ -336,6 +352,7 @@ def make_app(console: Console) -> ASGIApp:
 
     app = Starlette(exception_handlers={ZagentError: _journal_failed}, routes=[
         Route("/", sessions),
+        Route("/events", sessions_events),
         Route("/sessions/{session_id}", session),
         Route("/sessions/{session_id}/events", session_events),
         Route("/sessions/{session_id}/export", export),

@@ -64,17 +64,52 @@ details.thinking{margin:2px 0 6px;color:#555}details.thinking summary{cursor:poi
 """
 
 #: The session page's one script: the server says when the session's journal moved on
-#: (server-sent events); the page then fetches its main part again and swaps it in.
+#: (server-sent events); the page then fetches its main part again and swaps it in. The page's
+#: ``data-live`` says once its stream follows the session (the first ``head``), for tests.
 _LIVE = """
 (function(){
   const main=document.getElementById('live');
   const source=new EventSource(main.dataset.events);
   source.addEventListener('head', async function(message){
+    document.documentElement.dataset.live='following';
     if(Number(message.data)<=Number(main.dataset.version)) return;
     const reply=await fetch(main.dataset.part,{credentials:'same-origin'});
     if(!reply.ok) return;
     const fresh=new DOMParser().parseFromString(await reply.text(),'text/html').getElementById('live');
     if(fresh){main.innerHTML=fresh.innerHTML;main.dataset.version=fresh.dataset.version;}
+  });
+})();
+"""
+
+
+#: The list's one script: the server names the sessions that moved (server-sent events); the page
+#: fetches itself again when one is on it, or on its first page (a session that moved comes to the
+#: top), and swaps in what follows its filter form, which keeps what a person is typing.
+_LIST_LIVE = """
+(function(){
+  const main=document.querySelector('main');
+  const source=new EventSource('/events');
+  let busy=false, again=false;
+  async function redraw(){
+    if(busy){again=true;return;}
+    busy=true;
+    try{
+      const reply=await fetch(location.href,{credentials:'same-origin'});
+      if(!reply.ok) return;
+      const fresh=new DOMParser().parseFromString(await reply.text(),'text/html').querySelector('main');
+      const form=main.querySelector('form.filter'), freshForm=fresh&&fresh.querySelector('form.filter');
+      if(!form||!freshForm) return;
+      while(form.nextSibling) form.nextSibling.remove();
+      while(freshForm.nextSibling) main.appendChild(freshForm.nextSibling);
+    }finally{busy=false;if(again){again=false;redraw();}}
+  }
+  source.addEventListener('following', function(){document.documentElement.dataset.live='following';});
+  source.addEventListener('moved', function(message){
+    const moved=JSON.parse(message.data);
+    const first=!new URLSearchParams(location.search).has('after');
+    const shown=new Set(Array.from(main.querySelectorAll('table.sessions tbody tr td:first-child a'),
+                                   function(a){return a.textContent;}));
+    if(first||moved.all||moved.ids.some(function(id){return shown.has(id);})) redraw();
   });
 })();
 """
@@ -141,7 +176,7 @@ def sessions_page(page: Page, status: str | None, search: str, statuses: Iterabl
         query = urlencode({k: v for k, v in (("status", status or ""), ("q", search),
                                               ("after", page.next_after)) if v})
         more = f'<p class="more"><a rel="next" href="/?{query}">older sessions →</a></p>'
-    return layout("sessions", f"<h1>Sessions</h1>{form}{table}{more}")
+    return layout("sessions", f"<h1>Sessions</h1>{form}{table}{more}", script=_LIST_LIVE)
 
 
 def _linked(text: str, known: Iterable[str]) -> str:

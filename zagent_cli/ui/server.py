@@ -63,18 +63,23 @@ class _Server(uvicorn.Server):
             print(self.url, flush=True)  # the first line of stdout: scripts and tests read it
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self.console.streams.close()
+        self.console.live.close()
         self.console.decider.stop()
         super().handle_exit(sig, frame)
 
 
 def serve(context: Context, sock: socket.socket, token: str) -> None:
     """Serve the console of ``context``'s journal on ``sock`` until Ctrl-C or SIGTERM (then exit 0)."""
+    import functools
+
     from zagent_cli.ui.app import Console, make_app
+    from zagent_cli.ui.live import POLL_SECONDS
+    from zagent_store.changes import open_changes
 
     host, port = sock.getsockname()[:2]
     with context.existing_journal() as journal:
-        console = Console(journal, context, token, cookie=f"zagent_ui_{port}")
+        console = Console(journal, context, token, cookie=f"zagent_ui_{port}",
+                          changes=functools.partial(open_changes, journal, poll_seconds=POLL_SECONDS))
         config = uvicorn.Config(make_app(console), log_level="warning", lifespan="off",
                                 timeout_graceful_shutdown=GRACEFUL_SECONDS)
         shown = f"[{host}]" if ":" in host else host

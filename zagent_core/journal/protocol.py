@@ -17,10 +17,12 @@ it needs::
     Journal               SessionIndex and Leases, + check, close: what the engine asks; every store
      └ AdminJournal       + audit, stats, delete_sessions, vacuum: what an operator reads and the retention
                           it runs; the SQL stores (SQLite, PostgreSQL)
+    ChangeFeed            which sessions' heads moved, as they move (position, changes, pushed, close): what
+                          a console follows; made for a SQL journal by ``zagent_store.open_changes``
 
 This module also holds what crosses them: the stored forms (:class:`StoredEvent`,
 :class:`Snapshot`, :class:`SessionSummary`, :class:`Lease`, :class:`Claim`, :class:`Vacuumed`)
-and the errors every store raises instead of its driver's.
+and :class:`Change`, and the errors every store raises instead of its driver's.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from zagent_core.errors import ZagentError
 
 _Opened = TypeVar("_Opened", bound="Journal")
+_Fed = TypeVar("_Fed", bound="ChangeFeed")
 
 if TYPE_CHECKING:  # building the event models is most of a listing's start-up: only who reads events pays
     from zagent_core.journal.events import Event
@@ -135,6 +138,15 @@ class Claim:
 
     session_id: str
     previous: Lease | None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A session's head moved: its last event is now ``version``, at the journal's position ``seq``."""
+
+    session_id: str
+    version: int
+    seq: int
 
 
 #: Events after which a session may want a driver (a worker): journals that can tell waiting
@@ -420,3 +432,45 @@ class AdminJournal(Journal, Protocol):
         for as long as it takes to rewrite the file; PostgreSQL vacuums beside its writers.
         """
         ...
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """Which sessions' heads move, as they move: what the web console follows (one feed per console).
+
+    A position is the journal's global order (``seq``): the feed gives every session whose
+    last event is past a position, so a reader that lost track (a dropped connection, a
+    slow page) catches up from the last position it saw, never from a replay of events.
+    """
+
+    @abstractmethod
+    def position(self) -> int:
+        """The journal's position now: that of its last event (0 when it has none)."""
+        ...
+
+    @abstractmethod
+    def changes(self, after: int, timeout: float) -> tuple[list[Change], int]:
+        """Block until some session's head is past position ``after``, or ``timeout`` seconds pass.
+
+        Returns the sessions that moved (each once, with its newest version, oldest first; a
+        bounded batch: ask again from the position returned for the rest) and the position to
+        ask after next. A journal that cannot be told polls its heads; one that can
+        (PostgreSQL's LISTEN/NOTIFY) polls only while its listening connection is down.
+        """
+        ...
+
+    @property
+    @abstractmethod
+    def pushed(self) -> bool:
+        """Whether changes are told as they commit now (NOTIFY), rather than polled."""
+        ...
+
+    @abstractmethod
+    def close(self) -> None:
+        ...
+
+    def __enter__(self: _Fed) -> _Fed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

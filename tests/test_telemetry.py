@@ -9,6 +9,8 @@ checked with the SDK's InMemorySpanExporter.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import socket
 import threading
 import time
@@ -26,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otlp_receiver import answer
 
 from zagent_core.history.spans import CONTENT_CHARS, TraceBuilder, session_spans, span_id_of, trace_id_of
-from zagent_core.history.telemetry import export_spans
+from zagent_core.history.telemetry import export_spans, otlp_exporter, readable
 from zagent_core.journal.events import (
     Outcome,
     SessionStarted,
@@ -55,6 +57,8 @@ class Receiver:
 
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
+        #: Each request's path, headers and resource attributes.
+        self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
         # Requests are handled in threads of their own; a span is kept before its request is answered,
         # so all have arrived once the sender exits.
         self.lock = threading.Lock()
@@ -62,7 +66,7 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                answer(self, received.keep)
+                answer(self, lambda request: received.keep(request, self.path, dict(self.headers)))
 
             def log_message(self, *args: Any) -> None:
                 return None
@@ -71,8 +75,11 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def keep(self, request: ExportTraceServiceRequest) -> None:
+    def keep(self, request: ExportTraceServiceRequest, path: str = "/v1/traces",
+             headers: dict[str, str] | None = None) -> None:
         with self.lock:
+            self.requests += [(path, headers or {}, {a.key: a.value.string_value for a in resource.resource.attributes})
+                              for resource in request.resource_spans]
             self.spans += [_plain(span) for resource in request.resource_spans for scope in resource.scope_spans
                            for span in scope.spans]
 
@@ -102,16 +109,16 @@ def receiver() -> Iterator[Receiver]:
     found.server.server_close()
 
 
-def zagent(home: Path, *args: str, cwd: Path) -> Any:
+def zagent(home: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
     return forked.run([PYTHON, "-m", "zagent_cli", "--home", str(home), *args], capture_output=True, text=True,
-                      cwd=cwd, timeout=120)
+                      cwd=cwd, timeout=120, env=None if env is None else {**os.environ, **env})
 
 
-def run(home: Path, workspace: Path, telemetry: dict[str, Any]) -> tuple[str, Any]:
+def run(home: Path, workspace: Path, telemetry: dict[str, Any], env: dict[str, str] | None = None) -> tuple[str, Any]:
     (home / "config.json").write_text(json.dumps({"telemetry": telemetry}))
     (workspace / "script.json").write_text(json.dumps(SCRIPT))
     (workspace / "a.txt").write_text("SECRET-FILE\n")
-    result = zagent(home, "run", "--model", "scripted:script.json", "go", cwd=workspace)
+    result = zagent(home, "run", "--model", "scripted:script.json", "go", cwd=workspace, env=env)
     assert result.returncode == 0, result.stderr
     return result.stderr.split("session ", 1)[1].split(",")[0], result
 
@@ -320,3 +327,81 @@ def test_failed_calls_have_the_error_status_and_content_is_capped() -> None:
     session, turn = sorted(builder.close(), key=lambda span: span.start)
     assert turn.parent_id == session.span_id and shell.parent_id == turn.span_id and session.parent_id is None
     assert session.end == at + timedelta(seconds=8)
+
+
+def test_otel_sdk_disabled_sends_nothing_live_nor_after(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    off = {"OTEL_SDK_DISABLED": "TRUE"}
+    session_id, result = run(home_dir, workspace, {"otlp_endpoint": receiver.url}, env=off)
+    assert receiver.take() == [] and "telemetry" not in result.stderr
+    traced = zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url, cwd=workspace, env=off)
+    assert traced.returncode == 2 and "OTEL_SDK_DISABLED=true turns OpenTelemetry off" in traced.stderr
+    assert receiver.take() == []
+    # Only "true" disables (the specification's booleans): anything else is warned of, and exports.
+    run(home_dir, workspace, {"otlp_endpoint": receiver.url}, env={"OTEL_SDK_DISABLED": "yes"})
+    assert len(receiver.take()) == 11
+
+
+def test_the_standard_variables_name_the_endpoint_headers_and_service(home_dir: Path, workspace: Path,
+                                                                       receiver: Receiver) -> None:
+    with socket.socket() as probe:  # the generic endpoint, which the traces' own must win over
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed}",
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/collector/traces",  # used as it is
+           "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Basic WRONG",
+           "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "authorization=Bearer%20SECRET-TOKEN,x-team=agents",
+           "OTEL_SERVICE_NAME": "billing-agents",
+           "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=test,service.name=overridden"}
+    session_id, result = run(home_dir, workspace, {}, env=env)
+    assert len(receiver.take()) == 11
+    for path, headers, resource in receiver.requests:
+        assert path == "/collector/traces"
+        assert {key.lower(): value for key, value in headers.items()}["authorization"] == "Bearer SECRET-TOKEN"
+        assert resource["service.name"] == "billing-agents"
+        assert resource["deployment.environment.name"] == "test" and resource["service.version"]
+    # The headers are a secret: neither journaled nor said.
+    assert "SECRET-TOKEN" not in result.stderr + result.stdout
+    assert not [path for path in home_dir.rglob("*") if path.is_file() and b"SECRET-TOKEN" in path.read_bytes()]
+    # The generic endpoint is a base URL that /v1/traces is added to; without OTEL_SERVICE_NAME, zagent.
+    receiver.requests.clear()
+    traced = zagent(home_dir, "sessions", "trace", session_id, cwd=workspace,
+                    env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url + "/"})
+    assert traced.returncode == 0, traced.stderr
+    assert f"sent to {receiver.url}/v1/traces" in traced.stdout
+    assert [(path, resource["service.name"]) for path, _, resource in receiver.requests] == [("/v1/traces", "zagent")]
+
+
+class Refusing(BaseHTTPRequestHandler):
+    """A collector that refuses every request (400: not retried), so an exporter logs at once."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_error(400, "refused")
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+def test_zagents_exporter_is_quiet_without_silencing_the_applications_own(caplog: pytest.LogCaptureFixture) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+    at = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
+    builder = TraceBuilder("s1")
+    builder.feed(StoredEvent(1, "s1", 1, at, SessionStarted(origin="run", workspace="/w", zagent_version="0")))
+    span = readable(builder.close()[0])
+    try:
+        with caplog.at_level(logging.WARNING, logger="opentelemetry"):
+            assert otlp_exporter(url).export([span]) is SpanExportResult.FAILURE
+            assert [r for r in caplog.records if r.name.startswith("opentelemetry")] == []
+            # The application's own exporter, in this same process and thread, still says its failures.
+            assert OTLPSpanExporter(endpoint=url, timeout=2).export([span]) is SpanExportResult.FAILURE
+        assert [r.levelno for r in caplog.records if r.name.startswith("opentelemetry.exporter")] == [logging.ERROR]
+        assert logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter").getEffectiveLevel() < \
+            logging.CRITICAL
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from zagent_core.errors import ZagentError
 from zagent_core.history.spans import Span, TraceBuilder, trace_root
@@ -35,7 +36,9 @@ log = get_logger(__name__)
 EXPORT_TIMEOUT_SECONDS = 5.0
 #: Spans sent in one request by ``zagent sessions trace`` (the batching processor's own default, live).
 EXPORT_BATCH = 512
-_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+#: The loggers an OTLP/HTTP export logs its failures on (each retry too): zagent says a failure its
+#: own way, once, so their records are dropped while, and only while, one of zagent's exports runs.
+_EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.exporter.otlp.common.http")
 
 
 class TelemetryUnavailableError(ZagentError, RuntimeError):
@@ -46,29 +49,104 @@ class ExportFailedError(ZagentError, RuntimeError):
     """The collector did not take the spans (``zagent sessions trace``, where a person waits for it)."""
 
 
+def sdk_disabled() -> bool:
+    """Whether ``OTEL_SDK_DISABLED`` turns every export off: only ``true`` (any case) does, as the
+    specification's booleans say; any other value is false, and one that is not ``false`` either is warned of."""
+    value = os.environ.get("OTEL_SDK_DISABLED", "").strip().lower()
+    if value not in ("", "true", "false"):
+        log.warning("telemetry_bad_variable", variable="OTEL_SDK_DISABLED", value=value,
+                    hint='only "true" disables OpenTelemetry; this value is taken as false')
+    return value == "true"
+
+
+def _exports_live() -> bool:
+    """Whether the standard variables let a drive export (``OTEL_SDK_DISABLED=true`` and
+    ``OTEL_TRACES_EXPORTER=none`` do not)."""
+    exporters = {name.strip().lower() for name in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",")}
+    return not sdk_disabled() and exporters != {"none"}
+
+
 def traces_url(config: TelemetryConfig, given: str | None = None) -> str | None:
-    """Where spans go: ``given`` (``--endpoint``), else config's ``otlp_endpoint``, each a base URL
-    that ``/v1/traces`` is added to; else ``""`` when only the standard ``OTEL_EXPORTER_OTLP_*``
-    variables say (the exporter reads them itself); None when nothing does."""
-    base = given or config.otlp_endpoint
-    if base is not None:
+    """Where spans go, the first of: ``given`` (``--endpoint``) and config's ``otlp_endpoint``, base
+    URLs that ``/v1/traces`` is added to; ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, used as it is; and
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``, a base URL (as the OTLP exporter specification reads them).
+    None when nothing names one."""
+    signal = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    base = given or config.otlp_endpoint or ("" if signal else os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip())
+    if base:
         base = base.rstrip("/")
         return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
-    return "" if any(os.environ.get(name) for name in _ENV) else None
+    return signal or None
+
+
+def shown_url(url: str) -> str:
+    """``url`` as logs and messages show it: without the user and password it may carry."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=host))
 
 
 def otlp_exporter(url: str) -> SpanExporter:
-    """An OTLP/HTTP exporter to ``url`` (``""``: the one the environment names); its failures are
-    its caller's to say (:class:`TelemetryUnavailableError` without the extra)."""
+    """An OTLP/HTTP exporter to ``url``, with the headers of ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or
+    ``OTEL_EXPORTER_OTLP_HEADERS`` (the exporter reads them; zagent never journals nor logs them). Its
+    own failure logs are dropped while it exports (:class:`_WhileZagentExports`): its caller says
+    them. :class:`TelemetryUnavailableError` without the extra."""
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:
         raise TelemetryUnavailableError(
             "telemetry is configured (telemetry.otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT), but OpenTelemetry is "
             f"not installed, so no spans are sent; install it with: {install_command('otel')}") from None
-    # Each failed batch, retries too, would be logged by the exporter itself: zagent says it once.
-    logging.getLogger("opentelemetry.exporter.otlp.proto.http").setLevel(logging.CRITICAL)
-    return OTLPSpanExporter(endpoint=url or None, timeout=EXPORT_TIMEOUT_SECONDS)
+    return _quietly(OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_SECONDS))
+
+
+#: ``active`` is set in a thread while one of zagent's exporters runs there.
+_exporting = threading.local()
+
+
+class _WhileZagentExports(logging.Filter):
+    """Drops the OTLP exporter's records made in a thread while zagent's exporter runs there, and
+    no others: an application's own exporter, in the same process, logs as it always did."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_exporting, "active", False)
+
+
+def _quiet_filter() -> None:
+    """The filter, on each exporter logger, once (a logger's filters see only the records it makes itself)."""
+    for name in _EXPORTER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(found, _WhileZagentExports) for found in logger.filters):
+            logger.addFilter(_WhileZagentExports())
+
+
+def _quietly(inner: SpanExporter) -> SpanExporter:
+    """``inner``, whose own logging is dropped while it exports or shuts down (see :class:`_WhileZagentExports`)."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    _quiet_filter()
+
+    class Quiet(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            _exporting.active = True
+            try:
+                return inner.export(spans)
+            finally:
+                _exporting.active = False
+
+        def shutdown(self) -> None:
+            _exporting.active = True
+            try:
+                inner.shutdown()
+            finally:
+                _exporting.active = False
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return inner.force_flush(timeout_millis)
+
+    return Quiet()
 
 
 def _reported_once(inner: SpanExporter, url: str) -> SpanExporter:
@@ -76,7 +154,7 @@ def _reported_once(inner: SpanExporter, url: str) -> SpanExporter:
     a live session never hears of its collector's trouble."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-    where = url or "the endpoint of OTEL_EXPORTER_OTLP_ENDPOINT"
+    where = shown_url(url)
 
     class ReportedOnce(SpanExporter):
         failed = False
@@ -121,10 +199,12 @@ def readable(span: Span) -> ReadableSpan:
 @functools.cache
 def _resource() -> Any:
     """Who sent the spans: made once, as the SDK's detectors (run by ``create``) cost a thread pool each time."""
-    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
-    return Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "zagent",
-                            "service.version": zagent_version()})
+    # zagent's name and version unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise
+    # (create() would put its given attributes over the variables' own).
+    given = OTELResourceDetector().detect().attributes
+    return Resource.create({"service.name": "zagent", "service.version": zagent_version(), **given})
 
 
 def _nanoseconds(at: datetime) -> int:
@@ -221,10 +301,11 @@ class LiveTrace:
 
 
 def live_trace(journal: Journal, config: TelemetryConfig, session_id: str, quiet_through: int) -> LiveTrace | None:
-    """A :class:`LiveTrace` of the session when telemetry is configured, else None
-    (:class:`TelemetryUnavailableError` when it is, but the extra is not installed)."""
+    """A :class:`LiveTrace` of the session when telemetry is configured and the standard variables
+    do not turn it off (:func:`_exports_live`), else None (:class:`TelemetryUnavailableError` when
+    it is, but the extra is not installed)."""
     url = traces_url(config)
-    if url is None:
+    if url is None or not _exports_live():
         return None
     exporter = _reported_once(otlp_exporter(url), url)
     from opentelemetry.sdk.trace.export import BatchSpanProcessor

@@ -180,9 +180,7 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     except KeyboardInterrupt:
         raise Stopped(session.session_id, resumable=True) from None
     finally:
-        session.release()
-        if trace is not None:
-            trace.close()
+        let_go(session, trace)
     return DriveOutcome(session, reason, requests, tally)
 
 
@@ -238,7 +236,9 @@ def _traced(engine: Engine, session: Session, state: SessionState | None, displa
 def traced(engine: Engine, session: Session, before: int, warn: Callable[[str], None]) -> LiveTrace | None:
     """The session's spans sent as it runs (its sub-agents' too), when telemetry is configured
     (docs/telemetry.md): what it journaled up to version ``before`` was sent by the drive that
-    journaled it. Without the ``otel`` extra, ``warn`` is told how to install it."""
+    journaled it (unless that drive died: see :class:`LiveTrace`). Without the ``otel`` extra,
+    ``warn`` is told how to install it. Every driver calls this once it holds the session, and
+    :func:`let_go` (or :meth:`LiveTrace.close`, then the session's own ending) when it is done."""
     from zagent_core.history.telemetry import TelemetryUnavailableError, live_trace
 
     try:
@@ -249,6 +249,16 @@ def traced(engine: Engine, session: Session, before: int, warn: Callable[[str], 
     if trace is not None:
         session.subscribe(trace.event, descendants=True)
     return trace
+
+
+def let_go(session: Session, trace: LiveTrace | None) -> None:
+    """Close the session's live trace (if any), then let the session go: a driver killed while its
+    trace flushes still holds the lease, so the drive that takes it over sends those spans again."""
+    try:
+        if trace is not None:
+            trace.close()
+    finally:
+        session.release()
 
 
 def _give(session: Session, decision: Decision) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from zagent_core.errors import ZagentError
-from zagent_core.history.spans import Span, TraceBuilder, trace_root
+from zagent_core.history.spans import Span, TraceBuilder, trace_root, unsent_after
 from zagent_core.logs import get_logger
 from zagent_core.version import install_command, zagent_version
 
@@ -246,11 +246,15 @@ class LiveTrace:
     :meth:`event` to the session with ``descendants``, and :meth:`close` when the drive ends.
 
     A session resumed is read from its journal once, quietly, up to where this drive began, so
-    the spans still open then (the session's own, a turn, a call) go out with their real start;
-    they are sent when they end, and the session's span again at each drive's end (same ids).
+    the spans still open then (the session's own, a turn, a call) go out with their real start,
+    when they end. A drive that took the session over from a dead one sends again what that one
+    ended (:func:`~zagent_core.history.spans.unsent_after`): the same spans, as they are made from
+    the journal alone. A turn or a call still open when the drive ends (parked on a person) is
+    sent by the drive that journals its end; sessions' own spans, which no event ends, are sent
+    at each drive's end: the one span sent again with a later end (same id and start).
     """
 
-    def __init__(self, journal: Journal, session_id: str, quiet_through: int, processor: SpanProcessor, *,
+    def __init__(self, journal: Journal, session_id: str, before: int, processor: SpanProcessor, *,
                  capture_content: bool = False) -> None:
         self._journal = journal
         self._session_id = session_id
@@ -258,7 +262,7 @@ class LiveTrace:
         self._builder = TraceBuilder(trace_root(journal, session_id), capture_content=capture_content)
         #: The last version fed, per session; and up to which version a session's spans are not sent.
         self._seen: dict[str, int] = {}
-        self._quiet = {session_id: quiet_through}
+        self._quiet = {session_id: unsent_after(journal, session_id, before)}
         # Listeners are told from whichever thread appended (background watchers, sub-agents).
         self._lock = threading.Lock()
 
@@ -269,7 +273,8 @@ class LiveTrace:
             if stored.version <= seen:
                 return
             # A sub-agent first heard mid-way was resumed: what it did before was sent then.
-            self._quiet.setdefault(stored.session_id, stored.version - 1)
+            if stored.session_id not in self._quiet:
+                self._quiet[stored.session_id] = unsent_after(self._journal, stored.session_id, stored.version - 1)
             if stored.version > seen + 1:
                 for earlier in self._journal.read(stored.session_id, after_version=seen):
                     if earlier.version >= stored.version:
@@ -278,14 +283,17 @@ class LiveTrace:
             self._feed(stored)
 
     def close(self) -> None:
-        """Feed what the session appended after the last event heard, end every open span, and
-        flush: waits for the collector at most :data:`EXPORT_TIMEOUT_SECONDS` per batch. Never raises."""
+        """Feed what the session appended after the last event heard, send the sessions' spans, and
+        flush: waits for the collector at most :data:`EXPORT_TIMEOUT_SECONDS` per batch. Never raises.
+        Close it before the session's lease is let go: a drive killed while it flushes leaves its
+        lease to be taken over, and the next drive sends its spans again."""
         try:
             with self._lock:
                 for stored in self._journal.read(self._session_id,
                                                  after_version=self._seen.get(self._session_id, 0)):
                     self._feed(stored)
-                for span in self._builder.close():
+                # A turn or call still open ends later, in the journal: sent then, not as cut off here.
+                for span in self._builder.close(unfinished=False):
                     self._processor.on_end(readable(span))
         except Exception:  # noqa: BLE001 - the drive's outcome stands whatever its trace's fate
             log.warning("telemetry_close_failed", exc_info=True, session=self._session_id)
@@ -300,7 +308,7 @@ class LiveTrace:
                 self._processor.on_end(readable(span))
 
 
-def live_trace(journal: Journal, config: TelemetryConfig, session_id: str, quiet_through: int) -> LiveTrace | None:
+def live_trace(journal: Journal, config: TelemetryConfig, session_id: str, before: int) -> LiveTrace | None:
     """A :class:`LiveTrace` of the session when telemetry is configured and the standard variables
     do not turn it off (:func:`_exports_live`), else None (:class:`TelemetryUnavailableError` when
     it is, but the extra is not installed)."""
@@ -310,5 +318,5 @@ def live_trace(journal: Journal, config: TelemetryConfig, session_id: str, quiet
     exporter = _reported_once(otlp_exporter(url), url)
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    return LiveTrace(journal, session_id, quiet_through, BatchSpanProcessor(exporter),
+    return LiveTrace(journal, session_id, before, BatchSpanProcessor(exporter),
                      capture_content=config.capture_content)

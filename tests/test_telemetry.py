@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +24,7 @@ from typing import Any
 
 import forked
 import pytest
-from conftest import PYTHON
+from conftest import PYTHON, wait_for
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import answer
@@ -405,3 +407,70 @@ def test_zagents_exporter_is_quiet_without_silencing_the_applications_own(caplog
     finally:
         server.shutdown()
         server.server_close()
+
+
+HANG = """
+import json, pathlib, sys, time
+args = json.load(sys.stdin)
+pathlib.Path(args["marker"]).write_text("started")
+deadline = time.monotonic() + 60  # bounded: the test lets it go as it ends
+while not pathlib.Path(args["marker"] + ".release").exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("let go")
+"""
+
+
+#: How long the killed run's batching processor waits before sending (ms): 10, it has sent its first
+#: spans when it is killed (the resume sends them again, the same); 10 minutes, it has sent none.
+@pytest.mark.parametrize("delay", ["10", "600000"])
+def test_a_session_killed_mid_call_and_resumed_sends_the_trace_sessions_trace_gives(
+        home_dir: Path, workspace: Path, tmp_path: Path, receiver: Receiver, delay: str) -> None:
+    tool = home_dir / "tools" / "hang"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text(HANG)
+    (tool / "hang.json").write_text(json.dumps({
+        "description": "waits to be let go", "command": [PYTHON, "main.py"],
+        "parameters": {"type": "object", "properties": {"marker": {"type": "string"}}, "required": ["marker"]}}))
+    marker = tmp_path / "started"
+    (home_dir / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
+    (workspace / "a.txt").write_text("some text\n")
+    (workspace / "script.json").write_text(json.dumps([
+        {"text": "reading", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+        {"text": "now the long one", "tool_calls": [{"name": "hang", "arguments": {"marker": str(marker)}}]},
+        {"text": "it was cut off; done"}]))
+    killed = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
+                           "scripted:script.json", "go"], cwd=workspace, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env={**os.environ, "OTEL_BSP_SCHEDULE_DELAY": delay})
+    try:
+        assert killed.stderr is not None
+        session_id = killed.stderr.readline().split()[1].rstrip(",")
+        wait_for(marker.exists, "the hanging call to run", seconds=60)
+        if delay == "10":
+            wait_for(lambda: len(receiver.spans) >= 3, "the killed run's first spans (2 chats, read_file)", seconds=30)
+        killed.send_signal(signal.SIGKILL)
+        assert killed.wait(timeout=30) == -signal.SIGKILL
+        before_kill = receiver.take()
+        resumed = zagent(home_dir, "resume", session_id, "--model", "scripted:script.json", cwd=workspace)
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        (tmp_path / "started.release").write_text("")
+        if killed.poll() is None:
+            killed.kill()
+            killed.wait()
+    live = before_kill + receiver.take()
+    traced = zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url, cwd=workspace)
+    assert traced.returncode == 0, traced.stderr
+    after = {span["span_id"]: span for span in receiver.take()}
+    # Every span the two runs sent, sent once or twice, has one content: the journal's.
+    merged: dict[str, dict[str, Any]] = {}
+    for span in live:
+        assert merged.setdefault(span["span_id"], span) == span, (span, merged[span["span_id"]])
+    assert merged == after
+    # The killed run sent the spans it ended (or none of them, they died in its queue), never an open one.
+    assert [span["name"] for span in before_kill] == (
+        ["chat scripted:script.json", "execute_tool read_file", "chat scripted:script.json"] if delay == "10" else [])
+    cut = next(span for span in after.values() if span["name"] == "execute_tool hang")
+    assert cut["error"] and cut["attributes"]["zagent.tool.outcome"] == "interrupted"
+    assert cut["parent"] == next(span["span_id"] for span in after.values() if span["name"] == "turn"
+                                 and span["start"] <= cut["start"] <= span["end"])
+    assert tree(sorted(after.values(), key=lambda span: (span["start"], span["name"])))[0] == "invoke_agent zagent"

@@ -474,3 +474,86 @@ def test_a_session_killed_mid_call_and_resumed_sends_the_trace_sessions_trace_gi
     assert cut["parent"] == next(span["span_id"] for span in after.values() if span["name"] == "turn"
                                  and span["start"] <= cut["start"] <= span["end"])
     assert tree(sorted(after.values(), key=lambda span: (span["start"], span["name"])))[0] == "invoke_agent zagent"
+
+
+def sent_as_sessions_trace(home: Path, workspace: Path, session_id: str, receiver: Receiver) -> list[str]:
+    """What the receiver got live is what ``sessions trace`` sends after: the tree of it."""
+    live = receiver.take()
+    traced = zagent(home, "sessions", "trace", session_id, "--endpoint", receiver.url, cwd=workspace)
+    assert traced.returncode == 0, traced.stderr
+    assert receiver.take() == live
+    return tree(live)
+
+
+def test_tools_run_and_compact_are_traced_live(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    (home_dir / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
+    (workspace / "a.txt").write_text("some text\n")
+    ran = zagent(home_dir, "tools", "run", "read_file", "--args", '{"path": "a.txt"}', "--json", cwd=workspace)
+    assert ran.returncode == 0, ran.stderr
+    session_id = json.loads(ran.stdout)["session_id"]
+    assert sent_as_sessions_trace(home_dir, workspace, session_id, receiver) == [
+        "invoke_agent zagent", "  execute_tool read_file"]
+
+    session_id, _ = run(home_dir, workspace, {"otlp_endpoint": receiver.url})
+    receiver.take()
+    (workspace / "script.json").write_text(json.dumps({**SCRIPT, "replies": [*SCRIPT["replies"], {"text": "a summary"}]}))
+    compacted = zagent(home_dir, "compact", session_id, cwd=workspace)
+    assert compacted.returncode == 0, compacted.stderr
+    live = receiver.take()
+    assert [span["name"] for span in live] == ["invoke_agent zagent", "chat scripted:script.json"]
+    assert live[1]["attributes"]["zagent.compaction.trigger"] == "manual"
+
+
+def test_an_mcp_serve_connection_is_traced_live(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    (home_dir / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
+    (workspace / "a.txt").write_text("some text\n")
+    argv = ["-m", "zagent_cli", "--home", str(home_dir), "--workspace", str(workspace), "mcp", "serve"]
+
+    async def scenario() -> None:
+        async with Client(StdioServerParameters(command=PYTHON, args=argv)) as client:
+            assert not (await client.call_tool("read_file", {"path": "a.txt"})).is_error
+            assert (await client.call_tool("read_file", {"path": "missing.txt"})).is_error
+
+    anyio.run(scenario)
+    with SQLiteJournal(home_dir / "journal.db") as journal:
+        (session_id,) = [found.session_id for found in journal.sessions()]
+    # The server sends the session's span once the session has ended, as its client went away.
+    wait_for(lambda: f"{span_id_of(session_id):016x}" in {span["span_id"] for span in receiver.spans},
+             "the server's last spans", seconds=30)
+    assert sent_as_sessions_trace(home_dir, workspace, session_id, receiver) == [
+        "invoke_agent zagent", "  execute_tool read_file", "  execute_tool read_file"]
+
+
+def test_zagent_chat_is_traced_live(home_dir: Path, workspace: Path, receiver: Receiver) -> None:
+    import pexpect
+
+    session_id, _ = run(home_dir, workspace, {"otlp_endpoint": receiver.url})
+    receiver.take()
+    (workspace / "script.json").write_text(json.dumps({**SCRIPT, "replies": [
+        *SCRIPT["replies"], {"text": "", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+        {"text": "read it again"}]}))
+    child = pexpect.spawn(PYTHON, ["-m", "zagent_cli", "--home", str(home_dir), "chat", session_id],
+                          env={**os.environ, "TERM": "xterm", "NO_COLOR": "1", "PROMPT_TOOLKIT_NO_CPR": "1"},
+                          cwd=str(workspace), encoding="utf-8", timeout=30, dimensions=(50, 200))
+    child.expect_exact("you>")
+    child.send("read it again\r")
+    child.expect_exact("read it again")
+    child.expect_exact("you>")
+    child.sendeof()
+    child.expect_exact(f"[left session {session_id};")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    live = receiver.take()
+    # The chat's own turn, and the session's span again (the session span's end is its last event).
+    assert [span["name"] for span in live] == [
+        "invoke_agent zagent", "turn", "chat scripted:script.json", "execute_tool read_file",
+        "chat scripted:script.json"]
+    traced = zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url, cwd=workspace)
+    assert traced.returncode == 0, traced.stderr
+    after = {span["span_id"]: span for span in receiver.take()}
+    assert all(after[span["span_id"]] == span for span in live)

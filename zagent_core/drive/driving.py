@@ -164,7 +164,7 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     display.attach(session)
     trace: LiveTrace | None = None
     try:
-        trace = _traced(engine, session, state, display)
+        trace = display_traced(engine, session, state.version if state else 0, display)
         if request.decision is not None:
             _give(session, request.decision)
         if model is None:
@@ -226,10 +226,11 @@ def _opened(engine: Engine, request: DriveRequest, state: SessionState | None, d
         raise SessionUnavailableError(str(exc)) from None
 
 
-def _traced(engine: Engine, session: Session, state: SessionState | None, display: Display) -> LiveTrace | None:
+def display_traced(engine: Engine, session: Session, before: int, display: Display) -> LiveTrace | None:
+    """:func:`traced`, a warning shown on ``display`` as a problem of config.json."""
     from zagent_core.problems import Problem
 
-    return traced(engine, session, state.version if state else 0,
+    return traced(engine, session, before,
                   lambda why: display.problem(Problem(source="config.json", message=why, severity="warning")))
 
 

@@ -535,13 +535,13 @@ def test_zagent_chat_is_traced_live(home_dir: Path, workspace: Path, receiver: R
     receiver.take()
     (workspace / "script.json").write_text(json.dumps({**SCRIPT, "replies": [
         *SCRIPT["replies"], {"text": "", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
-        {"text": "read it again"}]}))
+        {"text": "Read the file again."}]}))
     child = pexpect.spawn(PYTHON, ["-m", "zagent_cli", "--home", str(home_dir), "chat", session_id],
                           env={**os.environ, "TERM": "xterm", "NO_COLOR": "1", "PROMPT_TOOLKIT_NO_CPR": "1"},
                           cwd=str(workspace), encoding="utf-8", timeout=30, dimensions=(50, 200))
     child.expect_exact("you>")
     child.send("read it again\r")
-    child.expect_exact("read it again")
+    child.expect_exact("assistant: Read the file again.")  # the turn's last reply (not the echo of what was typed)
     child.expect_exact("you>")
     child.sendeof()
     child.expect_exact(f"[left session {session_id};")

@@ -557,3 +557,23 @@ def test_zagent_chat_is_traced_live(home_dir: Path, workspace: Path, receiver: R
     assert traced.returncode == 0, traced.stderr
     after = {span["span_id"]: span for span in receiver.take()}
     assert all(after[span["span_id"]] == span for span in live)
+
+
+def test_a_drive_sends_again_what_every_dead_drive_before_it_ended() -> None:
+    from zagent_core.history.spans import unsent_after
+    from zagent_core.journal.events import SessionResumed, UserMessage
+    from zagent_store.memory import MemoryJournal
+
+    dead = {"host": "h", "pid": 1}
+    # Drive 1 ends well; drives 2 and 3 die; 4 takes over; 5 starts after 4 let go; 6 takes over from 5.
+    events = [SessionStarted(origin="run", workspace="/w", zagent_version="0"), UserMessage(text="1"),
+              SessionResumed(zagent_version="0"), UserMessage(text="2"),
+              SessionResumed(zagent_version="0", taken_over_from=dead), UserMessage(text="3"),
+              SessionResumed(zagent_version="0", taken_over_from=dead), UserMessage(text="4"),
+              SessionResumed(zagent_version="0"), UserMessage(text="5"),
+              SessionResumed(zagent_version="0", taken_over_from=dead)]
+    journal = MemoryJournal()
+    journal.append("s", events, 0)
+    # The drive that appended version before + 1: where it sends from.
+    assert [unsent_after(journal, "s", before) for before in (0, 2, 4, 6, 8, 10)] == [0, 2, 2, 2, 8, 8]
+    assert unsent_after(journal, "s", 11) == 11  # a drive not begun by an event of its own: as given

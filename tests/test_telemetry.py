@@ -409,73 +409,6 @@ def test_zagents_exporter_is_quiet_without_silencing_the_applications_own(caplog
         server.server_close()
 
 
-HANG = """
-import json, pathlib, sys, time
-args = json.load(sys.stdin)
-pathlib.Path(args["marker"]).write_text("started")
-deadline = time.monotonic() + 60  # bounded: the test lets it go as it ends
-while not pathlib.Path(args["marker"] + ".release").exists() and time.monotonic() < deadline:
-    time.sleep(0.05)
-print("let go")
-"""
-
-
-#: How long the killed run's batching processor waits before sending (ms): 10, it has sent its first
-#: spans when it is killed (the resume sends them again, the same); 10 minutes, it has sent none.
-@pytest.mark.parametrize("delay", ["10", "600000"])
-def test_a_session_killed_mid_call_and_resumed_sends_the_trace_sessions_trace_gives(
-        home_dir: Path, workspace: Path, tmp_path: Path, receiver: Receiver, delay: str) -> None:
-    tool = home_dir / "tools" / "hang"
-    tool.mkdir(parents=True)
-    (tool / "main.py").write_text(HANG)
-    (tool / "hang.json").write_text(json.dumps({
-        "description": "waits to be let go", "command": [PYTHON, "main.py"],
-        "parameters": {"type": "object", "properties": {"marker": {"type": "string"}}, "required": ["marker"]}}))
-    marker = tmp_path / "started"
-    (home_dir / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
-    (workspace / "a.txt").write_text("some text\n")
-    (workspace / "script.json").write_text(json.dumps([
-        {"text": "reading", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
-        {"text": "now the long one", "tool_calls": [{"name": "hang", "arguments": {"marker": str(marker)}}]},
-        {"text": "it was cut off; done"}]))
-    killed = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home_dir), "run", "--model",
-                           "scripted:script.json", "go"], cwd=workspace, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, env={**os.environ, "OTEL_BSP_SCHEDULE_DELAY": delay})
-    try:
-        assert killed.stderr is not None
-        session_id = killed.stderr.readline().split()[1].rstrip(",")
-        wait_for(marker.exists, "the hanging call to run", seconds=60)
-        if delay == "10":
-            wait_for(lambda: len(receiver.spans) >= 3, "the killed run's first spans (2 chats, read_file)", seconds=30)
-        killed.send_signal(signal.SIGKILL)
-        assert killed.wait(timeout=30) == -signal.SIGKILL
-        before_kill = receiver.take()
-        resumed = zagent(home_dir, "resume", session_id, "--model", "scripted:script.json", cwd=workspace)
-        assert resumed.returncode == 0, resumed.stderr
-    finally:
-        (tmp_path / "started.release").write_text("")
-        if killed.poll() is None:
-            killed.kill()
-            killed.wait()
-    live = before_kill + receiver.take()
-    traced = zagent(home_dir, "sessions", "trace", session_id, "--endpoint", receiver.url, cwd=workspace)
-    assert traced.returncode == 0, traced.stderr
-    after = {span["span_id"]: span for span in receiver.take()}
-    # Every span the two runs sent, sent once or twice, has one content: the journal's.
-    merged: dict[str, dict[str, Any]] = {}
-    for span in live:
-        assert merged.setdefault(span["span_id"], span) == span, (span, merged[span["span_id"]])
-    assert merged == after
-    # The killed run sent the spans it ended (or none of them, they died in its queue), never an open one.
-    assert [span["name"] for span in before_kill] == (
-        ["chat scripted:script.json", "execute_tool read_file", "chat scripted:script.json"] if delay == "10" else [])
-    cut = next(span for span in after.values() if span["name"] == "execute_tool hang")
-    assert cut["error"] and cut["attributes"]["zagent.tool.outcome"] == "interrupted"
-    assert cut["parent"] == next(span["span_id"] for span in after.values() if span["name"] == "turn"
-                                 and span["start"] <= cut["start"] <= span["end"])
-    assert tree(sorted(after.values(), key=lambda span: (span["start"], span["name"])))[0] == "invoke_agent zagent"
-
-
 def sent_as_sessions_trace(home: Path, workspace: Path, session_id: str, receiver: Receiver) -> list[str]:
     """What the receiver got live is what ``sessions trace`` sends after: the tree of it."""
     live = receiver.take()
@@ -577,3 +510,107 @@ def test_a_drive_sends_again_what_every_dead_drive_before_it_ended() -> None:
     # The drive that appended version before + 1: where it sends from.
     assert [unsent_after(journal, "s", before) for before in (0, 2, 4, 6, 8, 10)] == [0, 2, 2, 2, 8, 8]
     assert unsent_after(journal, "s", 11) == 11  # a drive not begun by an event of its own: as given
+
+
+HANG = """
+import json, pathlib, sys, time
+args = json.load(sys.stdin)
+pathlib.Path(args["marker"]).write_text("started")
+deadline = time.monotonic() + 60  # bounded: the test lets it go as it ends
+while not pathlib.Path(args["marker"] + ".release").exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("let go")
+"""
+
+
+def killed_mid_call_then_resumed(home: Path, workspace: Path, marker: Path, receiver: Receiver, script: Any,
+                                 delay: str, sent_before_kill: int = 0) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """``zagent run`` of ``script`` (whose ``hang`` call writes ``marker``), SIGKILLed once the call
+    runs (and the receiver got ``sent_before_kill`` spans), then ``zagent resume``: the session, the
+    spans the killed run sent and those the resume sent. ``delay``: the killed run's OTEL_BSP_SCHEDULE_DELAY (ms)."""
+    tool = home / "tools" / "hang"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text(HANG)
+    (tool / "hang.json").write_text(json.dumps({
+        "description": "waits to be let go", "command": [PYTHON, "main.py"],
+        "parameters": {"type": "object", "properties": {"marker": {"type": "string"}}, "required": ["marker"]}}))
+    (home / "config.json").write_text(json.dumps({"telemetry": {"otlp_endpoint": receiver.url}}))
+    (workspace / "script.json").write_text(json.dumps(script))
+    killed = forked.Popen([PYTHON, "-m", "zagent_cli", "--home", str(home), "run", "--model", "scripted:script.json",
+                           "go"], cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "OTEL_BSP_SCHEDULE_DELAY": delay})
+    try:
+        assert killed.stderr is not None
+        session_id = killed.stderr.readline().split()[1].rstrip(",")
+        wait_for(marker.exists, "the hanging call to run", seconds=60)
+        wait_for(lambda: len(receiver.spans) >= sent_before_kill, "the killed run's first spans", seconds=30)
+        killed.send_signal(signal.SIGKILL)
+        assert killed.wait(timeout=30) == -signal.SIGKILL
+        before_kill = receiver.take()
+        resumed = zagent(home, "resume", session_id, "--model", "scripted:script.json", cwd=workspace)
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        marker.with_name(marker.name + ".release").write_text("")
+        if killed.poll() is None:
+            killed.kill()
+            killed.wait()
+    return session_id, before_kill, receiver.take()
+
+
+def merged_equals_sessions_trace(home: Path, workspace: Path, session_id: str, receiver: Receiver,
+                                 live: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The spans ``live`` sent, merged by span id (each one sent twice sent the same both times), are
+    the ones ``sessions trace`` sends: those, by span id."""
+    traced = zagent(home, "sessions", "trace", session_id, "--endpoint", receiver.url, cwd=workspace)
+    assert traced.returncode == 0, traced.stderr
+    after = {span["span_id"]: span for span in receiver.take()}
+    merged: dict[str, dict[str, Any]] = {}
+    for span in live:
+        assert merged.setdefault(span["span_id"], span) == span, (span, merged[span["span_id"]])
+    assert merged == after
+    cut = next(span for span in after.values() if span["name"] == "execute_tool hang")
+    assert cut["error"] and cut["attributes"]["zagent.tool.outcome"] == "interrupted"
+    return after
+
+
+#: How long the killed run's batching processor waits before sending (ms): 10, it has sent its first
+#: spans when it is killed (the resume sends them again, the same); 10 minutes, it has sent none.
+@pytest.mark.parametrize("delay", ["10", "600000"])
+def test_a_session_killed_mid_call_and_resumed_sends_the_trace_sessions_trace_gives(
+        home_dir: Path, workspace: Path, tmp_path: Path, receiver: Receiver, delay: str) -> None:
+    (workspace / "a.txt").write_text("some text\n")
+    marker = tmp_path / "started"
+    script = [{"text": "reading", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+              {"text": "now the long one", "tool_calls": [{"name": "hang", "arguments": {"marker": str(marker)}}]},
+              {"text": "it was cut off; done"}]
+    session_id, killed, resumed = killed_mid_call_then_resumed(home_dir, workspace, marker, receiver, script, delay,
+                                                               sent_before_kill=3 if delay == "10" else 0)
+    # The killed run sent the spans it ended (or none of them, they died in its queue), never an open one.
+    assert [span["name"] for span in killed] == (
+        ["chat scripted:script.json", "execute_tool read_file", "chat scripted:script.json"] if delay == "10" else [])
+    after = merged_equals_sessions_trace(home_dir, workspace, session_id, receiver, killed + resumed)
+    cut = next(span for span in after.values() if span["name"] == "execute_tool hang")
+    assert cut["parent"] == next(span["span_id"] for span in after.values() if span["name"] == "turn"
+                                 and span["start"] <= cut["start"] <= span["end"])
+    assert tree(sorted(after.values(), key=lambda span: (span["start"], span["name"])))[0] == "invoke_agent zagent"
+
+
+def test_a_sub_agent_killed_mid_call_and_resumed_sends_the_trace_sessions_trace_gives(
+        home_dir: Path, workspace: Path, tmp_path: Path, receiver: Receiver) -> None:
+    """The resume's settling drives the cut-off sub-agent to its end before the trace listens:
+    its spans are read from the journal, those of its killed run too."""
+    marker = tmp_path / "started"
+    script = {"replies": [{"text": "", "tool_calls": [{"name": "spawn", "arguments": {"task": "hang there"}}]},
+                          {"text": "the child is back"}],
+              "children": {"hang there": [
+                  {"text": "", "tool_calls": [{"name": "hang", "arguments": {"marker": str(marker)}}]},
+                  {"text": "cut off"}]}}
+    session_id, killed, resumed = killed_mid_call_then_resumed(home_dir, workspace, marker, receiver, script,
+                                                               "600000")
+    assert killed == []
+    after = merged_equals_sessions_trace(home_dir, workspace, session_id, receiver, resumed)
+    assert tree(sorted(after.values(), key=lambda span: (span["start"], span["name"]))) == [
+        "invoke_agent zagent", "  turn", "    chat scripted:script.json", "    execute_tool spawn",
+        "      invoke_agent child-1", "        turn", "          chat scripted:script.json#hang%20there",
+        "          execute_tool hang", "        turn", "          chat scripted:script.json#hang%20there",
+        "  turn", "    chat scripted:script.json"]

@@ -273,19 +273,22 @@ def _parent(journal: Journal, session_id: str) -> str | None:
 
 
 def unsent_after(journal: Journal, session_id: str, before: int) -> int:
-    """The version after which the drive that appends version ``before + 1`` on sends the spans it ends:
-    ``before``; or, when that drive took the session over from a driver that died (SIGKILL, a lost host:
-    :attr:`SessionResumed.taken_over_from`), the version before that dead drive began, and before the
-    drives it had taken over from in turn: the spans they ended may have died in their queue. A span
-    is made from the journal alone, so the ones they did send go out again the same, ids and all."""
+    """The journal position (``seq``) after which the drive that appends the session's version
+    ``before + 1`` on sends the spans its events end, its sub-agents' too: where that drive began;
+    or, when it took the session over from a driver that died (SIGKILL, a lost host:
+    :attr:`SessionResumed.taken_over_from`), where that dead drive began, and the drives it had
+    taken over from in turn: the spans they ended may have died in their queue. A span is made
+    from the journal alone, so the ones they did send go out again the same, ids and all."""
     anchor = 0  # where the latest run of drives, each taken over from the one before, began
     for stored in journal.read(session_id, types=("session_started", "session_resumed")):
         taken_over = isinstance(stored.event, SessionResumed) and stored.event.taken_over_from is not None
         if stored.version > before:
-            return anchor - 1 if taken_over and anchor else before
+            return (anchor if taken_over and anchor else stored.seq) - 1
         if not taken_over:
-            anchor = stored.version
-    return before
+            anchor = stored.seq
+    # A drive that began with no event of its own: after its session's version ``before``.
+    return max((stored.seq for stored in journal.read(session_id, after_version=max(before - 1, 0))
+                if stored.version == before), default=0)
 
 
 def session_spans(journal: Journal, session_id: str, *, capture_content: bool = False) -> Iterator[Span]:

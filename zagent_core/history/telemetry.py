@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from zagent_core.errors import ZagentError
-from zagent_core.history.spans import Span, TraceBuilder, trace_root, unsent_after
+from zagent_core.history.spans import Span, TraceBuilder, span_id_of, trace_root, unsent_after
+from zagent_core.journal.events import ChildEnded
 from zagent_core.logs import get_logger
 from zagent_core.version import install_command, zagent_version
 
@@ -251,7 +252,8 @@ class LiveTrace:
     ended (:func:`~zagent_core.history.spans.unsent_after`): the same spans, as they are made from
     the journal alone. A turn or a call still open when the drive ends (parked on a person) is
     sent by the drive that journals its end; sessions' own spans, which no event ends, are sent
-    at each drive's end: the one span sent again with a later end (same id and start).
+    at the end of each drive that appended to them: the one span sent again with a later end
+    (same id and start).
     """
 
     def __init__(self, journal: Journal, session_id: str, before: int, processor: SpanProcessor, *,
@@ -260,52 +262,71 @@ class LiveTrace:
         self._session_id = session_id
         self._processor = processor
         self._builder = TraceBuilder(trace_root(journal, session_id), capture_content=capture_content)
-        #: The last version fed, per session; and up to which version a session's spans are not sent.
+        #: The last version fed, per session.
         self._seen: dict[str, int] = {}
-        self._quiet = {session_id: unsent_after(journal, session_id, before)}
+        #: Spans ended at or before this journal position were sent by an earlier drive (one
+        #: position for the whole tree: a sub-agent is driven by its parent's drive).
+        self._quiet = unsent_after(journal, session_id, before)
+        #: The sessions this drive appended to: their own spans go out when it ends.
+        self._touched: set[str] = set()
+        #: Sub-agents whose end was fed: their events are read from the journal (a sub-agent that
+        #: a resume's settling drove to its end ran before this trace listened).
+        self._ended_children: list[str] = []
         # Listeners are told from whichever thread appended (background watchers, sub-agents).
         self._lock = threading.Lock()
 
     def event(self, stored: StoredEvent) -> None:
         """Feed one appended event (and any of its session's earlier events not yet fed)."""
         with self._lock:
-            seen = self._seen.get(stored.session_id, 0)
-            if stored.version <= seen:
+            if stored.version <= self._seen.get(stored.session_id, 0):
                 return
-            # A sub-agent first heard mid-way was resumed: what it did before was sent then.
-            if stored.session_id not in self._quiet:
-                self._quiet[stored.session_id] = unsent_after(self._journal, stored.session_id, stored.version - 1)
-            if stored.version > seen + 1:
-                for earlier in self._journal.read(stored.session_id, after_version=seen):
-                    if earlier.version >= stored.version:
-                        break
-                    self._feed(earlier)
+            self._catch_up(stored.session_id, stored.version)
             self._feed(stored)
+            self._read_ended_children()
 
     def close(self) -> None:
-        """Feed what the session appended after the last event heard, send the sessions' spans, and
-        flush: waits for the collector at most :data:`EXPORT_TIMEOUT_SECONDS` per batch. Never raises.
-        Close it before the session's lease is let go: a drive killed while it flushes leaves its
-        lease to be taken over, and the next drive sends its spans again."""
+        """Feed what the session appended after the last event heard, send the spans of the
+        sessions this drive appended to, and flush: waits for the collector at most
+        :data:`EXPORT_TIMEOUT_SECONDS` per batch. Never raises. Close it before the session's lease
+        is let go: a drive killed while it flushes leaves its lease to be taken over, and the next
+        drive sends its spans again."""
         try:
             with self._lock:
-                for stored in self._journal.read(self._session_id,
-                                                 after_version=self._seen.get(self._session_id, 0)):
-                    self._feed(stored)
+                self._catch_up(self._session_id, None)
+                self._read_ended_children()
+                touched = {span_id_of(session_id) for session_id in self._touched}
                 # A turn or call still open ends later, in the journal: sent then, not as cut off here.
                 for span in self._builder.close(unfinished=False):
-                    self._processor.on_end(readable(span))
+                    if span.span_id in touched:
+                        self._processor.on_end(readable(span))
         except Exception:  # noqa: BLE001 - the drive's outcome stands whatever its trace's fate
             log.warning("telemetry_close_failed", exc_info=True, session=self._session_id)
         finally:
             self._processor.shutdown()
 
+    def _catch_up(self, session_id: str, below: int | None) -> None:
+        """Feed the session's events not yet fed, up to version ``below`` (None: all)."""
+        seen = self._seen.get(session_id, 0)
+        if below is not None and below <= seen + 1:
+            return
+        for earlier in self._journal.read(session_id, after_version=seen):
+            if below is not None and earlier.version >= below:
+                break
+            self._feed(earlier)
+
+    def _read_ended_children(self) -> None:
+        while self._ended_children:  # one read at a time: grandchildren join the list as they are fed
+            self._catch_up(self._ended_children.pop(), None)
+
     def _feed(self, stored: StoredEvent) -> None:
         self._seen[stored.session_id] = stored.version
         ended = self._builder.feed(stored)
-        if stored.version > self._quiet[stored.session_id]:
+        if stored.seq > self._quiet:
+            self._touched.add(stored.session_id)
             for span in ended:
                 self._processor.on_end(readable(span))
+        if isinstance(stored.event, ChildEnded):
+            self._ended_children.append(stored.event.child_session_id)
 
 
 def live_trace(journal: Journal, config: TelemetryConfig, session_id: str, before: int) -> LiveTrace | None:

@@ -204,10 +204,13 @@ def test_an_unreachable_collector_fails_nothing_and_is_said_once(home_dir: Path,
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     started = time.monotonic()
-    session_id, result = run(home_dir, workspace, {"otlp_endpoint": f"http://127.0.0.1:{closed}"})
+    # A user and password in the URL, and the headers' key, are said nowhere, failing or not.
+    session_id, result = run(home_dir, workspace, {"otlp_endpoint": f"http://user:PASSWORD@127.0.0.1:{closed}"},
+                             env={"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20SECRET-TOKEN"})
     took = time.monotonic() - started
     assert result.stderr.count("telemetry_export_failed") == 1, result.stderr
-    assert "Traceback" not in result.stderr
+    assert f"endpoint=http://127.0.0.1:{closed}/v1/traces" in result.stderr
+    assert "Traceback" not in result.stderr and "SECRET-TOKEN" not in result.stderr and "PASSWORD" not in result.stderr
     assert took < 10, took
     # Where a person waits for the export, a collector that does not take it is an error.
     traced = zagent(home_dir, "sessions", "trace", session_id, cwd=workspace)

@@ -80,16 +80,23 @@ class Chat:
     def __init__(self, obj: Context, engine: Engine, session_id: str | None, model_spec: str | None,
                  *, thinking: bool = True) -> None:
         from zagent_cli.show import LiveConversation
+        from zagent_core.drive.driving import traced
 
         self.obj = obj
         self.engine = engine
         self.live = LiveConversation(thinking=thinking)
-        self.model, self.spec = self._model(model_spec, session_id)
+        self.model, self.spec, before = self._model(model_spec, session_id)
         self.session = self._open(session_id)
+        try:
+            self.trace = traced(engine, self.session, before, lambda why: say(f"warning: {why}", err=True))
+        except BaseException:
+            self.session.release()
+            raise
         self.agent = self._agent()
         self._draft = ""
 
-    def _model(self, spec: str | None, session_id: str | None) -> tuple[Model, str]:
+    def _model(self, spec: str | None, session_id: str | None) -> tuple[Model, str, int]:
+        """The model and its spec, and the session's version before this chat (its live trace starts there)."""
         from zagent_core.drive.errors import SessionUnavailableError
         from zagent_core.drive.model import choose_model
 
@@ -99,7 +106,7 @@ class Chat:
                                           "shows them")
         model, chosen = choose_model(self.engine, spec, state, "")
         assert model is not None  # a prompt to answer makes choose_model find one, or refuse
-        return model, chosen
+        return model, chosen, state.version if state is not None else 0
 
     def _open(self, session_id: str | None) -> Session:
         from zagent_core.drive.errors import SessionUnavailableError
@@ -125,6 +132,8 @@ class Chat:
 
     def run(self) -> None:
         """Converse until the person leaves; the session is let go, not ended."""
+        from zagent_core.drive.driving import let_go
+
         session = self.session
         say(f"[chat in session {session.session_id} with {self.model.name}; /help for commands, Ctrl-D to leave]",
             err=True)
@@ -143,7 +152,7 @@ class Chat:
                 elif text.strip():
                     self._turn(text)
         finally:
-            session.release()
+            let_go(session, self.trace)
         say(f"[left session {session.session_id}; continue with: zagent chat {session.session_id}]", err=True)
 
     def _ask(self, prompt: PromptSession[str]) -> str | None:

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from zagent_cli.context import Context
+    from zagent_core.history.telemetry import LiveTrace
 
 log = get_logger(__name__)
 
@@ -196,6 +197,8 @@ class _Link:
     def __init__(self, key: str | None, session: Session) -> None:
         self.key = key
         self.session = session
+        #: The session's spans, sent as its calls run when telemetry is configured (docs/telemetry.md).
+        self.trace: LiveTrace | None = None
         self.turns = _Turns()
         #: Where a call's notes go while its request is open: call id -> the request's stream.
         self.routes: dict[str, MemoryObjectSendStream[_Note]] = {}
@@ -262,6 +265,9 @@ class Bridge:
         except JournalError:
             log.error("mcp_session_end_failed", exc_info=True, session=session.session_id)
         finally:
+            if link.trace is not None:  # its end journaled, the session's span goes with the last batch
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(link.trace.close)
             link.to_background.close()  # the relay sends what is left, then ends
             self._links.pop(key, None)
         log.info("mcp_connection_closed", session=session.session_id)
@@ -297,6 +303,7 @@ class Bridge:
                     raise MCPError(code=types.INTERNAL_ERROR, message=f"zagent could not start a session: {exc}"
                                    ) from None
                 link = _Link(key, session)
+                link.trace = await anyio.to_thread.run_sync(self._traced, session)
                 session.subscribe(lambda stored: self._heard(link, stored))
                 self._links[key] = link
                 assert self._group is not None
@@ -306,6 +313,16 @@ class Bridge:
             raise MCPError(code=types.INVALID_REQUEST, message="the connection is closing")
         link.latest = ctx.session
         return link
+
+    def _traced(self, session: Session) -> LiveTrace | None:
+        """The session's live trace, as every driver has one (stdout is the protocol's: a warning is logged)."""
+        from zagent_core.drive.driving import traced
+
+        try:
+            return traced(self.engine, session, 0, lambda why: log.warning("telemetry_unavailable", reason=why))
+        except JournalError:  # the connection's calls go on untraced: telemetry never fails one
+            log.error("telemetry_start_failed", exc_info=True, session=session.session_id)
+            return None
 
     def _logs(self, key: str | None, level: types.LoggingLevel) -> bool:
         return LEVELS.index(level) >= LEVELS.index(self._levels.get(key, "debug"))

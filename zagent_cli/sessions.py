@@ -98,17 +98,22 @@ def sessions_trace(obj: Context, session_id: str, endpoint: str | None) -> None:
         TelemetryUnavailableError,
         export_spans,
         otlp_exporter,
+        sdk_disabled,
+        shown_url,
         traces_url,
     )
 
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("give an http:// or https:// URL, e.g. http://127.0.0.1:4318",
                                  param_hint="--endpoint")
+    if sdk_disabled():  # the specification's "no export at all": said, as a person asked for one
+        raise click.UsageError("OTEL_SDK_DISABLED=true turns OpenTelemetry off, so no trace is sent; unset it "
+                               "to send one")
     telemetry = load_config(obj.home.config_path)[0].telemetry
     url = traces_url(telemetry, endpoint)
     if url is None:
         raise click.UsageError("no collector to send the trace to: give --endpoint URL, or set telemetry.otlp_endpoint "
-                               "in config.json or OTEL_EXPORTER_OTLP_ENDPOINT")
+                               "in config.json or OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)")
     with obj.existing_journal() as journal:
         if journal.head(session_id) == 0:
             raise click.UsageError(f'no session "{session_id}" in the journal; `zagent sessions list` shows them')
@@ -118,7 +123,7 @@ def sessions_trace(obj: Context, session_id: str, endpoint: str | None) -> None:
         except (TelemetryUnavailableError, ExportFailedError) as exc:
             raise click.ClickException(str(exc)) from None
         trace = f"{trace_id_of(trace_root(journal, session_id)):032x}"
-    say(f"{plural(sent, 'span')} of session {session_id} sent to {url or 'OTEL_EXPORTER_OTLP_ENDPOINT'}: trace {trace}")
+    say(f"{plural(sent, 'span')} of session {session_id} sent to {shown_url(url)}: trace {trace}")
 
 
 @sessions.command("import")

@@ -9,6 +9,7 @@ from zagent_core.drive.display import Display
 from zagent_core.drive.errors import Stopped, UnknownToolError
 
 if TYPE_CHECKING:
+    from zagent_core.history.telemetry import LiveTrace
     from zagent_core.journal.views import SessionState
     from zagent_core.session.engine import Engine, Session
     from zagent_core.tools.manifest import ToolSet
@@ -35,13 +36,21 @@ def run_tool(engine: Engine, name: str, arguments: dict[str, Any], display: Disp
     Raises :class:`UnknownToolError` when no tool of that name is loaded, and :class:`Stopped`
     on Ctrl-C (or SIGTERM made one): the call is journaled as interrupted.
     """
+    from zagent_core.drive.driving import display_traced
+
     display = display or Display()
     toolset = _loaded_tool(engine, name, display)
-    with engine.start_session(origin="tools run", tools=toolset) as session:
-        if display.events is not None:
-            session.subscribe(display.events, descendants=True)
-        display.attach(session)
-        result, call_id = _call_once(session, name, arguments, display)
+    trace: LiveTrace | None = None
+    try:
+        with engine.start_session(origin="tools run", tools=toolset) as session:
+            if display.events is not None:
+                session.subscribe(display.events, descendants=True)
+            display.attach(session)
+            trace = display_traced(engine, session, 0, display)
+            result, call_id = _call_once(session, name, arguments, display)
+    finally:
+        if trace is not None:  # once the session has ended (or is parked): its span ends there
+            trace.close()
     state = session.state
     parked = call_id in state.questions or call_id in state.waiting_approvals
     return ToolRun(result, session.session_id, call_id, state if parked else None)

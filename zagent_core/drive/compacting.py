@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zagent_core.drive.errors import CompactionError, SessionUnavailableError, WaitsForPersonError
+from zagent_core.logs import get_logger
 
 if TYPE_CHECKING:
+    from zagent_core.history.telemetry import LiveTrace
     from zagent_core.journal.events import ContextCompacted
     from zagent_core.session.engine import Engine
+
+log = get_logger(__name__)
 
 
 def compact(engine: Engine, session_id: str, *, model_spec: str | None = None,
@@ -23,7 +27,7 @@ def compact(engine: Engine, session_id: str, *, model_spec: str | None = None,
     from zagent_core.agent.conversation import OrphanedCallError
     from zagent_core.agent.loop import Agent
     from zagent_core.agent.models import ModelError
-    from zagent_core.drive.driving import refuse_a_waited_child
+    from zagent_core.drive.driving import let_go, refuse_a_waited_child, traced
     from zagent_core.drive.model import choose_model
     from zagent_core.session.engine import SessionEndedError, UnknownSessionError
     from zagent_core.session.leases import SessionBusyError
@@ -41,9 +45,11 @@ def compact(engine: Engine, session_id: str, *, model_spec: str | None = None,
         session = engine.resume(session_id, state=state)
     except (UnknownSessionError, SessionEndedError, SessionBusyError) as exc:
         raise SessionUnavailableError(str(exc)) from None
+    trace: LiveTrace | None = None
     try:
+        trace = traced(engine, session, state.version, lambda why: log.warning("telemetry_unavailable", reason=why))
         return Agent(session, model, spec=spec).compact("manual", instructions=instructions)
     except (ModelError, OrphanedCallError) as exc:
         raise CompactionError(f"session {session_id} was not compacted: {exc}") from None
     finally:
-        session.release()
+        let_go(session, trace)

@@ -164,7 +164,7 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     display.attach(session)
     trace: LiveTrace | None = None
     try:
-        trace = _traced(engine, session, state, display)
+        trace = display_traced(engine, session, state.version if state else 0, display)
         if request.decision is not None:
             _give(session, request.decision)
         if model is None:
@@ -180,9 +180,7 @@ def drive(engine: Engine, request: DriveRequest, display: Display | None = None)
     except KeyboardInterrupt:
         raise Stopped(session.session_id, resumable=True) from None
     finally:
-        session.release()
-        if trace is not None:
-            trace.close()
+        let_go(session, trace)
     return DriveOutcome(session, reason, requests, tally)
 
 
@@ -228,17 +226,20 @@ def _opened(engine: Engine, request: DriveRequest, state: SessionState | None, d
         raise SessionUnavailableError(str(exc)) from None
 
 
-def _traced(engine: Engine, session: Session, state: SessionState | None, display: Display) -> LiveTrace | None:
+def display_traced(engine: Engine, session: Session, before: int, display: Display) -> LiveTrace | None:
+    """:func:`traced`, a warning shown on ``display`` as a problem of config.json."""
     from zagent_core.problems import Problem
 
-    return traced(engine, session, state.version if state else 0,
+    return traced(engine, session, before,
                   lambda why: display.problem(Problem(source="config.json", message=why, severity="warning")))
 
 
 def traced(engine: Engine, session: Session, before: int, warn: Callable[[str], None]) -> LiveTrace | None:
     """The session's spans sent as it runs (its sub-agents' too), when telemetry is configured
     (docs/telemetry.md): what it journaled up to version ``before`` was sent by the drive that
-    journaled it. Without the ``otel`` extra, ``warn`` is told how to install it."""
+    journaled it (unless that drive died: see :class:`LiveTrace`). Without the ``otel`` extra,
+    ``warn`` is told how to install it. Every driver calls this once it holds the session, and
+    :func:`let_go` (or :meth:`LiveTrace.close`, then the session's own ending) when it is done."""
     from zagent_core.history.telemetry import TelemetryUnavailableError, live_trace
 
     try:
@@ -249,6 +250,16 @@ def traced(engine: Engine, session: Session, before: int, warn: Callable[[str], 
     if trace is not None:
         session.subscribe(trace.event, descendants=True)
     return trace
+
+
+def let_go(session: Session, trace: LiveTrace | None) -> None:
+    """Close the session's live trace (if any), then let the session go: a driver killed while its
+    trace flushes still holds the lease, so the drive that takes it over sends those spans again."""
+    try:
+        if trace is not None:
+            trace.close()
+    finally:
+        session.release()
 
 
 def _give(session: Session, decision: Decision) -> None:

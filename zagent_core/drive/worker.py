@@ -209,11 +209,13 @@ class Worker:
             return
         finally:
             try:
-                session.release()
-            except JournalError:
-                log.warning("release_failed", exc_info=True, session=session.session_id)
-            if trace is not None:
-                trace.close()
+                if trace is not None:  # before the lease goes: see LiveTrace.close
+                    trace.close()
+            finally:
+                try:
+                    session.release()
+                except JournalError:
+                    log.warning("release_failed", exc_info=True, session=session.session_id)
         self.stats.finished += 1
         self.report(f"session {session.session_id}: {result.reason} after {result.requests} model request(s)")
 

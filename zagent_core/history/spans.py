@@ -25,6 +25,7 @@ from zagent_core.journal.events import (
     ChildSpawned,
     ContextCompacted,
     ModelReplied,
+    SessionResumed,
     SessionStarted,
     ToolCallFinished,
     ToolCallInterrupted,
@@ -196,13 +197,15 @@ class TraceBuilder:
                 call.attributes["zagent.tool.outcome"] = stored.event.type.removeprefix("tool_call_")
         return call.ended(self.trace_id, stored.at)
 
-    def close(self) -> list[Span]:
+    def close(self, *, unfinished: bool = True) -> list[Span]:
         """End every span still open (running calls, a turn, each session) at the last time its
-        session was seen; the builder is empty after."""
+        session was seen; the builder is empty after. ``unfinished`` False: only the sessions' own
+        spans (a live drive leaves a turn or call still open to the drive that journals its end)."""
         ended: list[Span] = []
         for spans in self._sessions.values():
-            ended += [call.ended(self.trace_id, spans.last_at) for call in spans.calls.values()]
-            ended += self._end_turn(spans, spans.last_at)
+            if unfinished:
+                ended += [call.ended(self.trace_id, spans.last_at) for call in spans.calls.values()]
+                ended += self._end_turn(spans, spans.last_at)
             ended.append(spans.session.ended(self.trace_id, spans.last_at))
         self._sessions.clear()
         return ended
@@ -267,6 +270,25 @@ def _parent(journal: Journal, session_id: str) -> str | None:
     first = next(iter(journal.read(session_id, types=("session_started",))), None)
     link = first.event.parent if first is not None and isinstance(first.event, SessionStarted) else None
     return link.session_id if link else None
+
+
+def unsent_after(journal: Journal, session_id: str, before: int) -> int:
+    """The journal position (``seq``) after which the drive that appends the session's version
+    ``before + 1`` on sends the spans its events end, its sub-agents' too: where that drive began;
+    or, when it took the session over from a driver that died (SIGKILL, a lost host:
+    :attr:`SessionResumed.taken_over_from`), where that dead drive began, and the drives it had
+    taken over from in turn: the spans they ended may have died in their queue. A span is made
+    from the journal alone, so the ones they did send go out again the same, ids and all."""
+    anchor = 0  # where the latest run of drives, each taken over from the one before, began
+    for stored in journal.read(session_id, types=("session_started", "session_resumed")):
+        taken_over = isinstance(stored.event, SessionResumed) and stored.event.taken_over_from is not None
+        if stored.version > before:
+            return (anchor if taken_over and anchor else stored.seq) - 1
+        if not taken_over:
+            anchor = stored.seq
+    # A drive that began with no event of its own: after its session's version ``before``.
+    return max((stored.seq for stored in journal.read(session_id, after_version=max(before - 1, 0))
+                if stored.version == before), default=0)
 
 
 def session_spans(journal: Journal, session_id: str, *, capture_content: bool = False) -> Iterator[Span]:

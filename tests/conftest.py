@@ -58,6 +58,12 @@ def _import_every_module(packages: tuple[str, ...] = ("zagent_core", "zagent_sto
 
 _import_every_module()
 
+# A suite started in the background by a script (``.ci/run &``) inherits SIGINT ignored, and so
+# would every command the tests start: each Ctrl-C test's SIGINT would then do nothing. The
+# tests' processes start as from a terminal, with Python's own handler (reset by exec).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def _stdin_not_handed_on() -> None:
     """Commands read a stdin that is a pipe or a file (``cat f | zagent run PROMPT``), and wait a

@@ -157,6 +157,26 @@ def test_sigterm_lets_the_sessions_being_driven_go_and_the_worker_exits(
     assert all(journal.lease(sid) is None for sid in ids)  # let go, for another driver at once
 
 
+def test_a_turn_ended_interrupted_wants_a_driver_and_a_worker_takes_it_up(
+        home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
+    """A turn cut off and ended "interrupted" (a Ctrl-C, or a resume that settled a crash's turn
+    and was killed before it went on, as CI saw) is interrupted, not idle: a worker takes it up."""
+    from zagent_core.journal.events import TurnEnded, TurnStarted
+
+    script = prepare(home_dir, tmp_path, nap_seconds=0.2)
+    (session_id,) = submit(home_dir, journal, workspace, 1)
+    journal.append(session_id, [TurnStarted(reason="user", model=f"scripted:{script}"),
+                                TurnEnded(reason="interrupted")], journal.head(session_id))
+    assert status_of_state(open_state(journal, session_id)) == "interrupted"
+    pool = worker(home_dir, workspace, script, "--until-idle", "--concurrency", "1")
+    out, err = pool.communicate(timeout=120)
+    assert pool.returncode == 0, err
+    assert "1 session claimed, 0 taken over, 1 driven to a stop" in err
+    replies = [e.event.text for e in journal.read(session_id) if e.event.type == "model_replied"]
+    assert replies == [reply["text"] for reply in SCRIPT]
+    assert status_of_state(open_state(journal, session_id)) == "idle"
+
+
 def test_a_killed_workers_sessions_are_taken_over_when_its_leases_expire(
         home_dir: Path, workspace: Path, journal: Journal, tmp_path: Path) -> None:
     script = prepare(home_dir, tmp_path, nap_seconds=1.0)

@@ -297,8 +297,12 @@ def status_of(state: SessionState) -> str:
         return "waiting on approval"
     # A question answered (or a call approved) whose turn has not gone on yet (the process
     # died first) is a cut-off turn too: ``zagent resume`` continues it (and starts the call).
+    # So is a turn ended "interrupted" (Ctrl-C, or a resume that settled a crash's turn and
+    # died before it went on): taken for idle, a worker never claimed it and its message
+    # stayed unanswered.
     if (state.in_turn or state.running_calls or state.unrequested or state.approvals
-            or state.last_turn_end in ("waiting_on_user", "waiting_on_approval")):
+            or state.last_turn_end in ("waiting_on_user", "waiting_on_approval")
+            or (state.last_turn_end or "").startswith("interrupted")):
         return "interrupted"
     # Nothing was cut off: the message waits for a driver (a worker, or resume) to answer it.
     if state.unanswered_message:

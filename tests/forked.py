@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from zagent_store.sqlite_base import SQLiteBase, connect_read_only
+from zagent_store.sqlite_base import SQLiteBase, connect
 
 #: The command line this module forks instead of executing.
 CLI = [sys.executable, "-m", "zagent_cli"]
@@ -175,11 +175,8 @@ def _sqlite_closed() -> Iterator[bool]:
         yield True
     finally:
         for journal, timeout, synchronous in reopen:  # here only: the fork never leaves the with block
-            journal._conn = (connect_read_only(journal.path) if journal.read_only else
-                             sqlite3.connect(journal.path, isolation_level=None, check_same_thread=False))
-            journal._conn.execute(f"PRAGMA busy_timeout={timeout}")
-            if not journal.read_only:
-                journal._conn.execute(f"PRAGMA synchronous={synchronous}")
+            journal._conn = connect(journal.path, read_only=journal.read_only, busy_timeout_ms=timeout,
+                                    synchronous=synchronous)
             journal.__dict__.pop("db", None)  # sqlite-utils' view of the closed connection
         for journal in held:
             journal._lock.release()

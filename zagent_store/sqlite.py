@@ -50,7 +50,7 @@ from zagent_store.sql import (
     stored_events,
 )
 from zagent_store.sqlite_admin import SQLiteAdmin
-from zagent_store.sqlite_base import connect_read_only, damage, reported
+from zagent_store.sqlite_base import connect, damage, reported
 from zagent_store.sqlite_leases import SQLiteLeases
 from zagent_store.views import (
     CALLS_AND_TASKS,
@@ -253,18 +253,12 @@ class SQLiteJournal(SQLiteLeases, SQLiteAdmin, AdminJournal):
                  read_only: bool = False) -> None:
         path = Path(path)
         try:
-            if read_only:
-                conn = connect_read_only(path)
-            else:
+            if not read_only:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn = connect(path, read_only=read_only, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             raise damage(path, "open", exc) from exc
         try:
-            conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            if not read_only:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(f"PRAGMA synchronous={synchronous}")
             super().__init__(path, conn, read_only=read_only)
             self._migrate()
         except (sqlite3.Error, UnicodeDecodeError) as exc:

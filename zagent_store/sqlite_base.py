@@ -103,6 +103,23 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{location}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
 
 
+def connect(path: Path, *, read_only: bool, busy_timeout_ms: int, synchronous: str | int) -> sqlite3.Connection:
+    """A connection to the journal file as :class:`~zagent_store.sqlite.SQLiteJournal` uses it:
+    autocommit (zagent says ``BEGIN`` itself), shared by the engine's threads under its lock, and
+    for writing, in WAL mode at ``synchronous``."""
+    conn = connect_read_only(path) if read_only else sqlite3.connect(path, isolation_level=None,
+                                                                     check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        if not read_only:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 @contextlib.contextmanager
 def reported(path: Path, doing: str) -> Iterator[None]:
     """SQLite's failures inside as the :func:`damage` they are, naming the journal and what it was doing."""
